@@ -1,0 +1,378 @@
+"""The records of the pure core: jobs, intents, rungs, plans, capacity, grants.
+
+Every record is a frozen attrs class that knows nothing about dicts, files,
+clocks or providers; structuring from JSON/TOML happens in the shell with a
+strict cattrs converter.  Closed sets of values are ``StrEnum``s so that the
+shell can ``match`` on them and their ``.value`` is what JSON shows.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from attrs import field, frozen
+
+
+class LaneKind(StrEnum):
+    """What a lane is made of; decides which adapter in the shell runs a rung."""
+
+    VM = "vm"
+    SLURM = "slurm"
+    GCP = "gcp"
+    RUNPOD = "runpod"
+
+
+class Resource(StrEnum):
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+class Provisioning(StrEnum):
+    """How a rung obtains its machine: run here, wait in a queue, or buy one."""
+
+    LOCAL = "local"
+    QUEUE = "queue"
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+
+
+class Capacity(StrEnum):
+    """What is known about one GCP (machine, zone, provisioning) candidate."""
+
+    UNKNOWN = "unknown"
+    AVAILABLE = "available"
+    EXHAUSTED = "exhausted"
+    QUOTA_EXCEEDED = "quota_exceeded"
+
+
+class Stock(StrEnum):
+    """RunPod's own stock words (catalog ``stockStatus``), plus unknown and none."""
+
+    UNKNOWN = "unknown"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    NONE = "none"
+
+
+class SkipCode(StrEnum):
+    """Why a candidate rung is not in the plan.  Stable: JSON and docs show these."""
+
+    CPU_NEVER_HOLDS_GPU = "cpu_never_holds_gpu"  # P1
+    TRIVIAL_STAYS_ON_VM = "trivial_stays_on_vm"  # P2
+    RUNPOD_GPU_NEEDS_PIN = "runpod_gpu_needs_pin"  # P6
+    NOT_PINNED = "not_pinned"  # P10: another lane was pinned
+    QOS_NOT_GRANTED = "qos_not_granted"  # P9
+    QOS_MAX_WALL = "qos_max_wall"  # P9
+    QOS_GPU_CAP = "qos_gpu_cap"  # P9
+    DEV_QOS_DISABLED = "dev_qos_disabled"  # P7
+    DEV_QOS_DEBUG_ONLY = "dev_qos_debug_only"  # P7
+    CLUSTER_UNREACHABLE = "cluster_unreachable"
+    CLUSTER_TOO_SMALL = "cluster_too_small"
+    PARK_SPENT = "park_spent"  # P8: already parked out on this rung
+    NEVER_RUNS_HERE = "never_runs_here"  # pending reason says this tier can never run it
+    SPOT_TOO_LONG = "spot_too_long"  # P11
+    ON_DEMAND_ONLY_INTENT = "on_demand_only_intent"  # P4 cpu-bigmem
+    ZONE_NOT_OFFERED = "zone_not_offered"
+    GCP_ZONE_EXHAUSTED = "gcp_zone_exhausted"
+    GCP_QUOTA_EXCEEDED = "gcp_quota_exceeded"
+    RUNPOD_OUT_OF_STOCK = "runpod_out_of_stock"
+    RUNPOD_DISK_TOO_SMALL = "runpod_disk_too_small"
+    ATTEMPTED = "attempted"  # the executor already tried it and it failed
+
+
+class Terminal(StrEnum):
+    """Why a plan has no rung left.  The retired ``cpu_exhausted_no_runpod_lane``
+    is deliberately absent: exhausted GCP CPU now fails over to RunPod (P3)."""
+
+    CPU_EXHAUSTED = "cpu_exhausted"
+    GPU_EXHAUSTED = "gpu_exhausted"
+    PIN_EXHAUSTED = "pin_exhausted"
+
+
+class ParkAction(StrEnum):
+    """What to do with a job that is parked (PENDING) right now."""
+
+    WAIT = "wait"  # keep it queued; the cap is not spent and the reason may clear
+    ADVANCE = "advance"  # cancel it and move to the next rung
+    HOLD = "hold"  # pinned: return the live pending handle (P10)
+
+
+@frozen
+class Intent:
+    """A named kind of work and the concrete targets each lane would use for it."""
+
+    name: str
+    resource: Resource
+    description: str
+    vcpus: int
+    mem_gb: int
+    gpus: int = 0
+    gcp_machine: str | None = None
+    spot_eligible: bool = True  # False: on-demand only (P4 cpu-bigmem)
+    runpod_cpu: tuple[str, ...] = ()  # RunPod CPU flavors, in preference order
+    runpod_gpu: tuple[str, ...] = ()  # RunPod GPU type ids, in preference order (pin only)
+    dev_qos_ok: bool = False  # may use the cluster's dev QoS when switched on (P7)
+
+
+@frozen
+class GcpMachine:
+    """A GCP machine type, the zones that offer it, and list prices ($/h, information only)."""
+
+    name: str
+    vcpus: int
+    mem_gb: int
+    gpus: int
+    gpu_model: str | None
+    zones: tuple[str, ...]
+    on_demand_per_hour: float
+    spot_per_hour: float
+    on_demand_offered: bool = True  # a3-highgpu-{1,2,4}g: spot or flex-start only
+
+
+@frozen
+class RunpodCpuFlavor:
+    """A RunPod CPU flavor: GB of RAM per vCPU, disk per vCPU, $ per vCPU-hour."""
+
+    name: str
+    gb_per_vcpu: int
+    disk_gb_per_vcpu: int
+    per_vcpu_hour: float
+    vcpu_options: tuple[int, ...] = (2, 4, 8, 16, 32)
+
+
+@frozen
+class RunpodGpuType:
+    id: str  # RunPod's gpuTypeId, e.g. "NVIDIA H100 80GB HBM3"
+    memory_gb: int
+    per_gpu_hour: float
+    max_count: int = 8
+
+
+@frozen
+class QosTier:
+    """One QoS as ``sacctmgr show qos`` reports it.  ``None`` means no limit."""
+
+    name: str
+    priority: int
+    max_wall_s: int | None = None
+    max_gpus_per_user: int | None = None
+
+
+@frozen
+class ClusterConfig:
+    """A SLURM lane.  ``qos_ladder`` empty means the cluster has no ladder: one
+    rung under the account's default QoS (and renders that never name a QoS)."""
+
+    name: str
+    partition: str | None = None
+    account: str | None = None
+    qos_ladder: tuple[str, ...] = ()
+    dev_qos: str | None = None
+    dev_qos_for_debug: bool = False
+    first_park_cap_s: int = 600
+    next_park_cap_s: int = 300
+    advance_on_self_cap: bool = False
+    gpus_per_node: int = 8
+    gpu_model: str = "H200"
+    max_nodes: int = 1
+
+
+@frozen
+class Thresholds:
+    trivial_op_s: int = 60  # P2
+    big_footprint_gb: int = 50  # P2, P4
+    spot_max_s: int = 7200  # P11
+
+
+@frozen
+class Job:
+    """What the user asked for.  ``pin`` names a lane (``vm``, a cluster, ``gcp``, ``runpod``)."""
+
+    intent: str
+    duration_s: int
+    restartable: bool = False
+    footprint_gb: float = 0.0
+    gradient_fit: bool = False
+    count: int = 1
+    pin: str | None = None
+    command: tuple[str, ...] = ()
+
+
+@frozen
+class Rung:
+    """One concrete attempt.  Fields that do not apply to the lane are ``None``/0.
+
+    ``machine`` is the GCP machine type, or the RunPod instance id
+    (``cpu3g-4-16``) or GPU type id.  ``park_cap_s`` is set on queue rungs: how
+    long a PENDING job may wait before the walk moves on; ``None`` on a queue
+    rung means "return the pending handle" (a pin, P10).
+    """
+
+    lane: str
+    kind: LaneKind
+    provisioning: Provisioning
+    reason: str
+    qos: str | None = None
+    machine: str | None = None
+    zone: str | None = None
+    gpus: int = 0
+    vcpus: int = 0
+    mem_gb: int = 0
+    disk_gb: int | None = None
+    park_cap_s: int | None = None
+    price_per_hour: float = 0.0
+
+    @property
+    def key(self) -> str:
+        """A stable name for the rung, used by the ledger and by ``attempted``."""
+        parts = [self.lane, self.qos or self.machine or "-", self.zone or "-", self.provisioning.value]
+        return "/".join(parts)
+
+
+@frozen
+class Skip:
+    lane: str
+    code: SkipCode
+    detail: str
+    target: str | None = None
+
+
+@frozen
+class ParkDecision:
+    action: ParkAction
+    rung: str  # key of the rung the job is parked on
+    remaining_s: int  # seconds of park cap left (0 when advancing)
+    reason: str
+
+
+@frozen
+class RoutePlan:
+    """The decision: rungs still to try in order, what was skipped and why, and
+    when nothing is left, one terminal reason.  ``worst_case_wait_s`` is the
+    longest a job can wait in queues before its first paid rung starts."""
+
+    intent: str
+    resolved_intent: str
+    resource: Resource
+    count: int
+    rungs: tuple[Rung, ...]
+    skipped: tuple[Skip, ...]
+    terminal: Terminal | None
+    worst_case_wait_s: int
+    notes: tuple[str, ...] = ()
+    park: ParkDecision | None = None
+
+
+@frozen
+class QueueState:
+    """What is known about one QoS on one cluster now (from squeue/sshare)."""
+
+    cluster: str
+    qos: str
+    free_gpus: int | None = None
+    pending_reason: str | None = None
+
+
+@frozen
+class ClusterState:
+    cluster: str
+    reachable: bool = True
+
+
+@frozen
+class GcpState:
+    """``zone`` may be ``*`` (every zone) and ``provisioning`` ``None`` (both)."""
+
+    machine: str
+    zone: str
+    state: Capacity
+    provisioning: Provisioning | None = None
+
+
+@frozen
+class RunpodState:
+    """``id`` is a CPU flavor (``cpu3g``), a CPU instance id (``cpu3g-4-16``) or a GPU type id."""
+
+    id: str
+    stock: Stock
+
+
+@frozen
+class CapacitySnapshot:
+    """What is known now.  Anything absent is unknown, and unknown means try."""
+
+    clusters: tuple[ClusterState, ...] = ()
+    queues: tuple[QueueState, ...] = ()
+    gcp: tuple[GcpState, ...] = ()
+    runpod: tuple[RunpodState, ...] = ()
+    attempted: tuple[str, ...] = ()  # rung keys already tried and failed this dispatch
+
+
+@frozen
+class QosGrants:
+    """The QoS tiers the user may use, per cluster (``sacctmgr show assoc``)."""
+
+    clusters: tuple[tuple[str, tuple[QosTier, ...]], ...] = ()
+
+    def tiers(self, cluster: str) -> tuple[QosTier, ...]:
+        for name, tiers in self.clusters:
+            if name == cluster:
+                return tiers
+        return ()
+
+
+@frozen
+class ParkState:
+    """The dispatch is parked (PENDING) on ``cluster``/``qos`` for ``elapsed_s``."""
+
+    cluster: str
+    qos: str | None
+    elapsed_s: int
+    pending_reason: str | None = None
+
+
+@frozen
+class Policy:
+    """Everything plan() consults besides the job and the world: the tables and
+    the configured settings.  Built once by the shell (defaults + config + env)."""
+
+    intents: tuple[Intent, ...]
+    gcp_machines: tuple[GcpMachine, ...]
+    runpod_cpu: tuple[RunpodCpuFlavor, ...]
+    runpod_gpu: tuple[RunpodGpuType, ...]
+    clusters: tuple[ClusterConfig, ...]
+    gpu_lane_order: tuple[str, ...]
+    cpu_lane_order: tuple[str, ...]
+    gcp_zones: tuple[str, ...]
+    thresholds: Thresholds = field(factory=Thresholds)
+    trivial_lane: str = "vm"
+
+    def intent(self, name: str) -> Intent | None:
+        for it in self.intents:
+            if it.name == name:
+                return it
+        return None
+
+    def cluster(self, name: str) -> ClusterConfig | None:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        return None
+
+    def gcp_machine(self, name: str) -> GcpMachine | None:
+        for m in self.gcp_machines:
+            if m.name == name:
+                return m
+        return None
+
+
+class JobError(ValueError):
+    """The job cannot be planned as asked (unknown intent, impossible pin, bad count).
+
+    Carries a stable ``code`` and the offending ``job``; the message is one line."""
+
+    def __init__(self, code: str, message: str, job: Job | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.job = job

@@ -1,0 +1,102 @@
+"""What happened when the shell carried out a rung, and how that becomes knowledge.
+
+Lane adapters in ``eps/shell/`` return ``Result[Handle, LaneFailure]`` at their
+boundary; the executor feeds each failure back through :func:`absorb`, which
+turns it into capacity facts (pure), and plans again.  The adapters classify
+provider errors into :class:`FailureKind`; they never decide what comes next.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from attrs import evolve, frozen
+
+from eps.core.model import (
+    Capacity,
+    CapacitySnapshot,
+    ClusterState,
+    GcpState,
+    LaneKind,
+    Rung,
+    RunpodState,
+    Stock,
+)
+
+
+class FailureKind(StrEnum):
+    """A closed set: every provider error maps to exactly one of these."""
+
+    ZONE_EXHAUSTED = "zone_exhausted"  # GCP ZONE_RESOURCE_POOL_EXHAUSTED*, UNSUPPORTED_OPERATION, resourceNotReady
+    RATE_LIMITED = "rate_limited"  # GCP RESOURCE_OPERATION_RATE_EXCEEDED; RunPod 429 after bounded waits
+    QUOTA_REGION = "quota_region"  # GCP QUOTA_EXCEEDED for a regional metric
+    QUOTA_GLOBAL = "quota_global"  # GCP GPUS_ALL_REGIONS: no zone anywhere will do
+    NO_CAPACITY = "no_capacity"  # RunPod 400 "no longer any instances available"
+    FORBIDDEN = "forbidden"  # RunPod 403: no access to this pool; skip the candidate
+    REFUSED = "refused"  # SLURM refused at submit (invalid / not granted QoS)
+    INSUFFICIENT_BALANCE = "insufficient_balance"  # RunPod 402: the provider's own spending limit
+    AUTH = "auth"  # credentials missing or rejected: stop, nothing else on this lane will work
+    INVALID_REQUEST = "invalid_request"  # 422 / 400 contract errors: a bug in eps, never retried
+    TRANSIENT = "transient"  # transport errors and 5xx, after bounded retries
+    UNREACHABLE = "unreachable"  # SLURM login node / CLI not reachable
+    PREEMPTED = "preempted"  # a started spot VM was taken back
+
+
+#: Failures after which no other rung of the same lane can succeed.
+LANE_FATAL: frozenset[FailureKind] = frozenset(
+    {FailureKind.AUTH, FailureKind.INSUFFICIENT_BALANCE, FailureKind.UNREACHABLE}
+)
+
+
+@frozen
+class LaneFailure:
+    """A rung did not start.  ``message`` is safe to show (never carries secrets)."""
+
+    kind: FailureKind
+    message: str
+    code: str | None = None  # the provider's own code, e.g. ZONE_RESOURCE_POOL_EXHAUSTED
+    retry_after_s: float | None = None
+
+
+@frozen
+class Handle:
+    """What started (or, for a pin, what is queued): enough to find it again."""
+
+    lane: str
+    kind: LaneKind
+    id: str  # SLURM job id, GCP instance name, RunPod pod id, VM pid
+    rung: str  # Rung.key
+    zone: str | None = None
+    qos: str | None = None
+    machine: str | None = None
+    state: str = "running"
+
+
+def _region(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+def absorb(snapshot: CapacitySnapshot, rung: Rung, failure: LaneFailure) -> CapacitySnapshot:
+    """Return the snapshot with what ``failure`` taught us about ``rung``.
+
+    The rung's key always joins ``attempted`` so it is never tried twice in one
+    dispatch; lane-level facts (quota, unreachable cluster) widen the lesson.
+    """
+    attempted = snapshot.attempted if rung.key in snapshot.attempted else (*snapshot.attempted, rung.key)
+    snap = evolve(snapshot, attempted=attempted)
+    kind = failure.kind
+    if rung.kind is LaneKind.GCP and rung.machine is not None and rung.zone is not None:
+        if kind is FailureKind.ZONE_EXHAUSTED:
+            fact = GcpState(rung.machine, rung.zone, Capacity.EXHAUSTED, rung.provisioning)
+            return evolve(snap, gcp=(*snap.gcp, fact))
+        if kind is FailureKind.QUOTA_REGION:
+            fact = GcpState(rung.machine, _region(rung.zone) + "-*", Capacity.QUOTA_EXCEEDED, rung.provisioning)
+            return evolve(snap, gcp=(*snap.gcp, fact))
+        if kind is FailureKind.QUOTA_GLOBAL:
+            fact = GcpState(rung.machine, "*", Capacity.QUOTA_EXCEEDED, None)
+            return evolve(snap, gcp=(*snap.gcp, fact))
+    if rung.kind is LaneKind.RUNPOD and rung.machine is not None and kind is FailureKind.NO_CAPACITY:
+        return evolve(snap, runpod=(*snap.runpod, RunpodState(rung.machine, Stock.NONE)))
+    if rung.kind is LaneKind.SLURM and kind is FailureKind.UNREACHABLE:
+        return evolve(snap, clusters=(*snap.clusters, ClusterState(rung.lane, reachable=False)))
+    return snap
