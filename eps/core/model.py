@@ -71,7 +71,9 @@ class SkipCode(StrEnum):
     CLUSTER_TOO_SMALL = "cluster_too_small"
     PARK_SPENT = "park_spent"  # P8: already parked out on this rung
     NEVER_RUNS_HERE = "never_runs_here"  # pending reason says this tier can never run it
+    NOT_TRIVIAL = "not_trivial"  # P2: longer than the trivial-op threshold or too big for the VM
     SPOT_TOO_LONG = "spot_too_long"  # P11
+    ON_DEMAND_NOT_OFFERED = "on_demand_not_offered"  # e.g. a3-highgpu-1g: spot/flex-start only
     ON_DEMAND_ONLY_INTENT = "on_demand_only_intent"  # P4 cpu-bigmem
     ZONE_NOT_OFFERED = "zone_not_offered"
     GCP_ZONE_EXHAUSTED = "gcp_zone_exhausted"
@@ -98,7 +100,7 @@ class ParkAction(StrEnum):
     HOLD = "hold"  # pinned: return the live pending handle (P10)
 
 
-@frozen
+@frozen(cache_hash=True)
 class Intent:
     """A named kind of work and the concrete targets each lane would use for it."""
 
@@ -115,7 +117,7 @@ class Intent:
     dev_qos_ok: bool = False  # may use the cluster's dev QoS when switched on (P7)
 
 
-@frozen
+@frozen(cache_hash=True)
 class GcpMachine:
     """A GCP machine type, the zones that offer it, and list prices ($/h, information only)."""
 
@@ -149,7 +151,7 @@ class RunpodGpuType:
     max_count: int = 8
 
 
-@frozen
+@frozen(cache_hash=True)
 class QosTier:
     """One QoS as ``sacctmgr show qos`` reports it.  ``None`` means no limit."""
 
@@ -159,7 +161,7 @@ class QosTier:
     max_gpus_per_user: int | None = None
 
 
-@frozen
+@frozen(cache_hash=True)
 class ClusterConfig:
     """A SLURM lane.  ``qos_ladder`` empty means the cluster has no ladder: one
     rung under the account's default QoS (and renders that never name a QoS)."""
@@ -178,7 +180,7 @@ class ClusterConfig:
     max_nodes: int = 1
 
 
-@frozen
+@frozen(cache_hash=True)
 class Thresholds:
     trivial_op_s: int = 60  # P2
     big_footprint_gb: int = 50  # P2, P4
@@ -332,7 +334,7 @@ class ParkState:
     pending_reason: str | None = None
 
 
-@frozen
+@frozen(cache_hash=True)
 class Policy:
     """Everything plan() consults besides the job and the world: the tables and
     the configured settings.  Built once by the shell (defaults + config + env)."""

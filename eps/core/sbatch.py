@@ -1,0 +1,135 @@
+"""Pure rendering of the batch script one SLURM rung submits.
+
+``render_sbatch(job, cluster, rung, dispatch_id=...)`` returns the exact text
+``sbatch`` reads on stdin: a shebang, ``#SBATCH`` lines, optional ``export``
+lines, and the job's command as one shell line.
+
+Injection rules (the script is run by bash, its ``#SBATCH`` lines are read by
+sbatch's own option parser, which splits on blanks and knows no escapes):
+
+- every ``#SBATCH`` value must match :data:`_SBATCH_VALUE` (no blank, quote,
+  newline or other control character); anything else raises
+  :class:`SbatchRenderError` rather than being escaped, so a hostile value can
+  neither start a new script line nor smuggle in a second option;
+- the command is one line: each argv element is ``shlex.quote``-d, or written
+  in bash ``$'...'`` form when it holds a control character (a newline inside
+  single quotes would still be one word, but a second physical line); NUL
+  cannot be in an argv and is refused;
+- environment names must be shell identifiers; values are quoted like argv.
+
+Clusters without a QoS ladder (``qos_ladder == ()``, rungs with ``qos=None``)
+render without any ``--qos`` line, and nothing here reads the ladder, the park
+caps or any other cluster: their renders stay byte-identical when a ladder
+changes (P13).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+
+from eps.core.durations import format_slurm_time
+from eps.core.model import ClusterConfig, Job, LaneKind, Rung
+
+#: What a value on a ``#SBATCH`` line may contain: SLURM names, numbers, times,
+#: paths and filename patterns (``%j``).  No blank, quote, ``#`` or control character.
+_SBATCH_VALUE = re.compile(r"[A-Za-z0-9._%/:=@+,-]+")
+#: A dispatch id is a short token (it becomes part of the job name and is how
+#: reconcile finds the job again with ``squeue --name``).
+_DISPATCH_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Prefix of every job name eps submits; reconcile lists jobs by it.
+JOB_NAME_PREFIX = "eps-"
+
+
+class SbatchRenderError(ValueError):
+    """A value cannot be placed in a batch script safely.  Names the field and the value."""
+
+    def __init__(self, field: str, value: str, why: str) -> None:
+        super().__init__(f"cannot render sbatch script: {field} {value!r} {why}")
+        self.field = field
+        self.value = value
+
+
+def job_name(dispatch_id: str) -> str:
+    """The SLURM job name that carries ``dispatch_id``."""
+    if _DISPATCH_ID.fullmatch(dispatch_id) is None:
+        raise SbatchRenderError("dispatch id", dispatch_id, "must be 1-64 of [A-Za-z0-9._-]")
+    return JOB_NAME_PREFIX + dispatch_id
+
+
+def render_sbatch(
+    job: Job,
+    cluster: ClusterConfig,
+    rung: Rung,
+    *,
+    dispatch_id: str,
+    output: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """The batch script for ``job`` on ``rung`` of ``cluster``.
+
+    ``#SBATCH`` lines, in this order: ``--job-name=eps-<dispatch_id>``;
+    ``--qos`` only when the rung names one; ``--gres=gpu:N`` only when it has
+    GPUs; ``--time`` from the job's duration (``D-HH:MM:SS``, whole minutes,
+    rounded up); ``--output`` when given; ``--account`` and ``--partition`` when
+    the cluster configures them.  Then ``export`` lines for ``env`` (sorted by
+    name), then the command.
+
+    Raises :class:`SbatchRenderError` for a value that cannot be rendered safely,
+    an empty command, a non-positive duration or a rung of another lane.
+    """
+    if rung.kind is not LaneKind.SLURM or rung.lane != cluster.name:
+        raise SbatchRenderError("rung", rung.key, f"is not a SLURM rung of {cluster.name}")
+    if job.duration_s <= 0:
+        raise SbatchRenderError("duration", str(job.duration_s), "must be positive seconds")
+    if not job.command:
+        raise SbatchRenderError("command", "", "is empty")
+
+    options: list[tuple[str, str]] = [("job-name", job_name(dispatch_id))]
+    if rung.qos is not None:
+        options.append(("qos", rung.qos))
+    if rung.gpus > 0:
+        options.append(("gres", f"gpu:{rung.gpus}"))
+    options.append(("time", format_slurm_time(job.duration_s)))
+    if output is not None:
+        options.append(("output", output))
+    if cluster.account is not None:
+        options.append(("account", cluster.account))
+    if cluster.partition is not None:
+        options.append(("partition", cluster.partition))
+
+    lines = ["#!/bin/bash"]
+    for name, value in options:
+        if _SBATCH_VALUE.fullmatch(value) is None:
+            raise SbatchRenderError(f"--{name}", value, "holds a character sbatch cannot take safely")
+        lines.append(f"#SBATCH --{name}={value}")
+    for name, value in sorted((env or {}).items()):
+        if _ENV_NAME.fullmatch(name) is None:
+            raise SbatchRenderError("environment name", name, "is not a shell identifier")
+        lines.append(f"export {name}={quote_arg(value)}")
+    lines.append(" ".join(quote_arg(arg) for arg in job.command))
+    return "\n".join(lines) + "\n"
+
+
+def quote_arg(arg: str) -> str:
+    """One shell word that bash reads back as exactly ``arg``, on one physical line."""
+    if "\x00" in arg:
+        raise SbatchRenderError("argument", arg, "holds a NUL byte")
+    if not any(_is_control(c) for c in arg):
+        return shlex.quote(arg)
+    out = []
+    for c in arg:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif _is_control(c):
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+    return "$'" + "".join(out) + "'"
+
+
+def _is_control(c: str) -> bool:
+    # C0 controls (newline among them) and DEL; each is one byte in UTF-8, so ``\\xHH`` is exact.
+    return ord(c) < 0x20 or c == "\x7f"

@@ -1,0 +1,247 @@
+"""The policy tables, declared once.  Everything eps knows about intents, machine
+types, flavors, clusters and thresholds lives here; ``plan()`` looks them up,
+the docs (CLAUDE.md, .claude/rules/) are checked against them by
+``workflow_lint``, and the config file can override the settings but not the
+shape.
+
+Prices are list prices in USD per hour, shown as information only (P12: no
+code path limits or refuses work by dollars).  Sources, checked 2026-11:
+- GCP e2-standard / n2-highmem: Compute Engine VM pricing page (us-central1,
+  europe-west4 within a few %); e2-standard-2 $0.067 on-demand, ~$0.025 spot;
+  n2-highmem-16 $1.06 on-demand, ~$0.31 spot.
+- GCP a3-highgpu-Ng (H100 80GB, GPUs built in): ~$11.06 per GPU-hour
+  on-demand (a3-highgpu-8g $88.49), ~$2.50-3.00 per GPU-hour spot.  Zones from
+  the machine-type list (europe-west4-b/c, us-central1-a/b/c, us-east4-a/b/c,
+  ...).  The 1g/2g/4g shapes are offered only as Spot or Flex-start VMs, not
+  on-demand (GCP "A3 machine series" docs), so they carry ``on_demand_offered=False``.
+- RunPod CPU flavors: catalog ``GET /v2/catalog/cpus`` (securePerVcpu);
+  container disk limit vCPU x 10 GB on gen 3, x 15 GB on cpu5c.
+- RunPod GPU types: catalog ``GET /v2/catalog/gpus`` (secure price per GPU).
+- fellows QoS: ``sacctmgr show qos`` on the cluster (see DEFAULT_FELLOWS_GRANTS).
+"""
+
+from __future__ import annotations
+
+from eps.core.model import (
+    ClusterConfig,
+    GcpMachine,
+    Intent,
+    Policy,
+    QosGrants,
+    QosTier,
+    Resource,
+    RunpodCpuFlavor,
+    RunpodGpuType,
+    Thresholds,
+)
+
+DAY_S = 86_400
+
+#: Lanes for GPU work when nothing is pinned (P6).  RunPod is never here.
+DEFAULT_AUTO_LANE_ORDER: tuple[str, ...] = ("fellows", "gcp")
+
+#: Lanes for non-trivial CPU work (P3): GCP CPU first, RunPod CPU pods when GCP is exhausted.
+CPU_LANE_ORDER: tuple[str, ...] = ("gcp", "runpod")
+
+#: The lane for trivial CPU ops (P2).
+TRIVIAL_LANE = "vm"
+
+#: GCP zones in preference order (config ``gcp.zones`` overrides).  A machine type
+#: is tried only in the zones of this list that offer it.
+DEFAULT_GCP_ZONES: tuple[str, ...] = (
+    "europe-west4-a",
+    "europe-west4-b",
+    "europe-west4-c",
+    "us-central1-a",
+    "us-central1-b",
+    "us-central1-c",
+)
+
+_EU4 = ("europe-west4-a", "europe-west4-b", "europe-west4-c")
+_USC1 = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")
+_A3_ZONES = (
+    "europe-west4-b",
+    "europe-west4-c",
+    "europe-west1-b",
+    "europe-west1-c",
+    "us-central1-a",
+    "us-central1-b",
+    "us-central1-c",
+    "us-east4-a",
+    "us-east4-b",
+    "us-east4-c",
+    "us-east5-a",
+    "us-west1-a",
+    "us-west1-b",
+)
+
+
+def _e2(n: int) -> GcpMachine:
+    # e2-standard-N: N vCPU, 4N GB; price scales linearly with N.
+    return GcpMachine(
+        name=f"e2-standard-{n}",
+        vcpus=n,
+        mem_gb=4 * n,
+        gpus=0,
+        gpu_model=None,
+        zones=_EU4 + _USC1,
+        on_demand_per_hour=round(0.0335 * n, 4),
+        spot_per_hour=round(0.0125 * n, 4),
+    )
+
+
+def _a3(n: int) -> GcpMachine:
+    return GcpMachine(
+        name=f"a3-highgpu-{n}g",
+        vcpus=26 * n,
+        mem_gb=234 * n,
+        gpus=n,
+        gpu_model="H100-80GB",
+        zones=_A3_ZONES,
+        on_demand_per_hour=round(11.06 * n, 2),
+        spot_per_hour=round(2.75 * n, 2),
+        on_demand_offered=n == 8,
+    )
+
+
+GCP_MACHINES: tuple[GcpMachine, ...] = (
+    *(_e2(n) for n in (2, 4, 8, 16, 32)),
+    GcpMachine(
+        name="n2-highmem-16",
+        vcpus=16,
+        mem_gb=128,
+        gpus=0,
+        gpu_model=None,
+        zones=_EU4 + _USC1,
+        on_demand_per_hour=1.06,
+        spot_per_hour=0.31,
+    ),
+    *(_a3(n) for n in (1, 2, 4, 8)),
+)
+
+RUNPOD_CPU_FLAVORS: tuple[RunpodCpuFlavor, ...] = (
+    RunpodCpuFlavor("cpu3c", gb_per_vcpu=2, disk_gb_per_vcpu=10, per_vcpu_hour=0.03),
+    RunpodCpuFlavor("cpu3g", gb_per_vcpu=4, disk_gb_per_vcpu=10, per_vcpu_hour=0.04),
+    RunpodCpuFlavor("cpu3m", gb_per_vcpu=8, disk_gb_per_vcpu=10, per_vcpu_hour=0.05),
+    RunpodCpuFlavor("cpu5c", gb_per_vcpu=2, disk_gb_per_vcpu=15, per_vcpu_hour=0.035),
+    RunpodCpuFlavor("cpu5g", gb_per_vcpu=4, disk_gb_per_vcpu=10, per_vcpu_hour=0.05),
+    RunpodCpuFlavor("cpu5m", gb_per_vcpu=8, disk_gb_per_vcpu=10, per_vcpu_hour=0.065),
+)
+
+RUNPOD_GPU_TYPES: tuple[RunpodGpuType, ...] = (
+    RunpodGpuType("NVIDIA H100 80GB HBM3", memory_gb=80, per_gpu_hour=2.69),
+    RunpodGpuType("NVIDIA H200", memory_gb=141, per_gpu_hour=3.59),
+    RunpodGpuType("NVIDIA A100-SXM4-80GB", memory_gb=80, per_gpu_hour=1.49),
+)
+
+_RUNPOD_H100 = ("NVIDIA H100 80GB HBM3", "NVIDIA H200")
+
+
+def _gpu(n: int) -> Intent:
+    return Intent(
+        name=f"gpu-{n}",
+        resource=Resource.GPU,
+        description=f"{n} x 80GB+ GPU on one machine (training, fine-tuning, large inference)",
+        vcpus=26 * n,
+        mem_gb=234 * n,
+        gpus=n,
+        gcp_machine=f"a3-highgpu-{n}g",
+        runpod_gpu=_RUNPOD_H100,
+    )
+
+
+INTENTS: tuple[Intent, ...] = (
+    Intent(
+        name="cpu-small",
+        resource=Resource.CPU,
+        description="CPU analysis, preprocessing, evaluation scoring (4 vCPU, 16 GB)",
+        vcpus=4,
+        mem_gb=16,
+        gcp_machine="e2-standard-4",
+        runpod_cpu=("cpu3g", "cpu5g"),
+    ),
+    Intent(
+        name="cpu-bigmem",
+        resource=Resource.CPU,
+        description="large-footprint CPU analysis (16 vCPU, 128 GB), on-demand for reliability",
+        vcpus=16,
+        mem_gb=128,
+        gcp_machine="n2-highmem-16",
+        spot_eligible=False,
+        runpod_cpu=("cpu3m", "cpu5m"),
+    ),
+    Intent(
+        name="debug",
+        resource=Resource.GPU,
+        description="short interactive GPU debugging session (1 GPU); may use the dev QoS",
+        vcpus=26,
+        mem_gb=234,
+        gpus=1,
+        gcp_machine="a3-highgpu-1g",
+        runpod_gpu=_RUNPOD_H100,
+        dev_qos_ok=True,
+    ),
+    *(_gpu(n) for n in (1, 2, 4, 8)),
+    Intent(
+        name="capture-7b",
+        resource=Resource.GPU,
+        description="activation capture / inference over a 7B model (1 x 80GB GPU)",
+        vcpus=26,
+        mem_gb=234,
+        gpus=1,
+        gcp_machine="a3-highgpu-1g",
+        runpod_gpu=_RUNPOD_H100,
+    ),
+)
+
+#: The intent a big-footprint CPU job is routed to (P4 big-volume route).
+BIG_VOLUME_INTENT = "cpu-bigmem"
+#: The intent a gradient-descent fit on a CPU intent is routed to (P4).
+GRADIENT_FIT_INTENT = "gpu-1"
+
+FELLOWS = ClusterConfig(
+    name="fellows",
+    partition="gpu",
+    account="fellows",
+    qos_ladder=("high-eur", "normal-eur", "low-eur"),
+    dev_qos="dev-eur",
+    dev_qos_for_debug=False,
+    first_park_cap_s=600,
+    next_park_cap_s=300,
+    advance_on_self_cap=False,
+    gpus_per_node=8,
+    gpu_model="H200",
+)
+
+#: What ``sacctmgr show qos`` reports on fellows (SPEC.md facts).  Used when the
+#: user gives no grants file and no live discovery is done (``eps plan``).
+DEFAULT_FELLOWS_GRANTS: tuple[QosTier, ...] = (
+    QosTier("high-eur", priority=100_000, max_wall_s=7 * DAY_S, max_gpus_per_user=16),
+    QosTier("normal-eur", priority=50_000, max_wall_s=7 * DAY_S, max_gpus_per_user=16),
+    QosTier("low-eur", priority=10_000, max_wall_s=14 * DAY_S, max_gpus_per_user=None),
+    QosTier("dev-eur", priority=200_000, max_wall_s=1 * DAY_S, max_gpus_per_user=8),
+)
+
+DEFAULT_GRANTS = QosGrants(clusters=(("fellows", DEFAULT_FELLOWS_GRANTS),))
+
+THRESHOLDS = Thresholds(trivial_op_s=60, big_footprint_gb=50, spot_max_s=2 * 3600)
+
+DEFAULT_POLICY = Policy(
+    intents=INTENTS,
+    gcp_machines=GCP_MACHINES,
+    runpod_cpu=RUNPOD_CPU_FLAVORS,
+    runpod_gpu=RUNPOD_GPU_TYPES,
+    clusters=(FELLOWS,),
+    gpu_lane_order=DEFAULT_AUTO_LANE_ORDER,
+    cpu_lane_order=CPU_LANE_ORDER,
+    gcp_zones=DEFAULT_GCP_ZONES,
+    thresholds=THRESHOLDS,
+    trivial_lane=TRIVIAL_LANE,
+)
+
+
+def ladder_worst_case_s(cluster: ClusterConfig) -> int:
+    """Worst-case seconds a job parks on ``cluster`` before leaving it (P8):
+    rung 1's cap plus the smaller cap for each further tier of the ladder."""
+    n = len(cluster.qos_ladder) or 1
+    return cluster.first_park_cap_s + (n - 1) * cluster.next_park_cap_s

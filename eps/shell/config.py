@@ -1,0 +1,133 @@
+"""Settings: the embedded tables, overridden by the TOML config file, overridden by
+the environment.  The result is one :class:`Settings`; the core gets its
+``Policy`` and never reads files or the environment itself.
+
+Config file: ``$EPS_CONFIG`` or ``$XDG_CONFIG_HOME/eps/config.toml``
+(``~/.config/eps/config.toml``).  Secrets never live there: ``RUNPOD_API_KEY``
+and GCP Application Default Credentials come from the environment and the
+providers' standard files.
+
+Environment overrides (per SLURM cluster NAME, upper-cased, ``-`` as ``_``):
+``EPS_<NAME>_QUEUE_WAIT_SECONDS`` (rung 1 park cap; for fellows
+``EPS_FELLOWS_QUEUE_WAIT_SECONDS``, default 600) and
+``EPS_<NAME>_NEXT_QUEUE_WAIT_SECONDS`` (rungs 2+, default 300).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+
+from attrs import evolve, field, frozen
+
+from eps.core.model import ClusterConfig, Policy
+from eps.core.tables import DEFAULT_POLICY
+
+
+class ConfigError(ValueError):
+    """A config file, snapshot, grants file or environment value is malformed.  One line."""
+
+
+@frozen
+class ClusterAccess:
+    """How the shell reaches a SLURM cluster: a command prefix (``["ssh", "login"]``) and the user."""
+
+    name: str
+    login: tuple[str, ...] = ()
+    user: str | None = None
+
+
+@frozen
+class GcpSettings:
+    project: str | None = None
+    image: str = "projects/debian-cloud/global/images/family/debian-12"
+    endpoint: str | None = None  # tests: a local server; production: the Google default
+    service_account: str | None = None
+
+
+@frozen
+class RunpodSettings:
+    base_url: str = "https://api.runpod.io"  # REST v2 (paths under /v2/)
+    image: str = "runpod/base:0.6.2-cpu"
+    gpu_image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+    data_centers: tuple[str, ...] = ()
+    concurrency: int = 32
+
+
+@frozen
+class Settings:
+    policy: Policy
+    access: tuple[ClusterAccess, ...] = ()
+    gcp: GcpSettings = field(factory=GcpSettings)
+    runpod: RunpodSettings = field(factory=RunpodSettings)
+    state_dir: Path = Path()
+    config_path: Path | None = None
+
+    def cluster_access(self, name: str) -> ClusterAccess:
+        for a in self.access:
+            if a.name == name:
+                return a
+        return ClusterAccess(name)
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    if env.get("EPS_CONFIG"):
+        return Path(env["EPS_CONFIG"])
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".config")
+    return Path(base) / "eps" / "config.toml"
+
+
+def state_dir(env: Mapping[str, str]) -> Path:
+    if env.get("EPS_STATE_DIR"):
+        return Path(env["EPS_STATE_DIR"])
+    base = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".local" / "state")
+    return Path(base) / "eps"
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a whole number of seconds") from None
+    if value < 0:
+        raise ConfigError(f"{name}={raw!r} must not be negative")
+    return value
+
+
+def _apply_env(cluster: ClusterConfig, env: Mapping[str, str]) -> ClusterConfig:
+    stem = "EPS_" + cluster.name.upper().replace("-", "_")
+    first = _env_int(env, f"{stem}_QUEUE_WAIT_SECONDS")
+    nxt = _env_int(env, f"{stem}_NEXT_QUEUE_WAIT_SECONDS")
+    if first is not None:
+        cluster = evolve(cluster, first_park_cap_s=first)
+    if nxt is not None:
+        cluster = evolve(cluster, next_park_cap_s=nxt)
+    return cluster
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Defaults <- config file (if present) <- environment.  Raises ConfigError (one line)."""
+    env = os.environ if env is None else env
+    path = config_path(env)
+    policy = DEFAULT_POLICY
+    settings = Settings(policy=policy, state_dir=state_dir(env))
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        from eps.shell.inputs import settings_from_config  # cattrs only when a file exists
+
+        settings = settings_from_config(data, settings, source=str(path))
+        settings = evolve(settings, config_path=path)
+    elif env.get("EPS_CONFIG"):
+        raise ConfigError(f"EPS_CONFIG={env['EPS_CONFIG']}: no such file")
+    clusters = tuple(_apply_env(c, env) for c in settings.policy.clusters)
+    return evolve(settings, policy=evolve(settings.policy, clusters=clusters))
