@@ -85,9 +85,7 @@ NEVER_RUNS_REASONS: frozenset[str] = frozenset(
 
 #: Pending reasons caused by the user's own running jobs under this QoS: the next
 #: tier has headroom of its own.  Early advance on these is a setting, off by default.
-SELF_CAP_REASONS: frozenset[str] = frozenset(
-    {"QOSMaxGRESPerUser", "QOSMaxCpuPerUserLimit", "QOSMaxNodePerUserLimit"}
-)
+SELF_CAP_REASONS: frozenset[str] = frozenset({"QOSMaxGRESPerUser", "QOSMaxCpuPerUserLimit", "QOSMaxNodePerUserLimit"})
 
 
 def plan(
@@ -225,9 +223,7 @@ def _lanes(job: Job, intent: Intent, policy: Policy) -> tuple[list[str], list[Sk
         natural = [policy.trivial_lane] if trivial else list(policy.cpu_lane_order)
         if trivial:
             for lane in policy.cpu_lane_order:
-                skipped.append(
-                    Skip(lane, SkipCode.TRIVIAL_STAYS_ON_VM, f"P2: {job.duration_s} s op stays on the VM")
-                )
+                skipped.append(Skip(lane, SkipCode.TRIVIAL_STAYS_ON_VM, f"P2: {job.duration_s} s op stays on the VM"))
         else:
             skipped.append(
                 Skip(
@@ -239,9 +235,7 @@ def _lanes(job: Job, intent: Intent, policy: Policy) -> tuple[list[str], list[Sk
     else:
         natural = list(policy.gpu_lane_order)
         if "runpod" not in natural:
-            skipped.append(
-                Skip("runpod", SkipCode.RUNPOD_GPU_NEEDS_PIN, "P6: RunPod takes GPU work only when pinned")
-            )
+            skipped.append(Skip("runpod", SkipCode.RUNPOD_GPU_NEEDS_PIN, "P6: RunPod takes GPU work only when pinned"))
     if job.pin is None:
         return natural, skipped
 
@@ -253,9 +247,7 @@ def _lanes(job: Job, intent: Intent, policy: Policy) -> tuple[list[str], list[Sk
     if intent.resource is Resource.GPU and kind is LaneKind.VM:
         raise JobError("impossible_pin", f"{intent.name} needs {intent.gpus} GPU(s); the {pin} lane has none", job)
     if intent.resource is Resource.CPU and kind is LaneKind.SLURM:
-        raise JobError(
-            "impossible_pin", f"{intent.name} is CPU-only work and {pin} is a GPU cluster (P1)", job
-        )
+        raise JobError("impossible_pin", f"{intent.name} is CPU-only work and {pin} is a GPU cluster (P1)", job)
     # A pin replaces the lane order: explain every other lane as not pinned.
     skipped = [s for s in skipped if s.lane == pin and s.code is not SkipCode.RUNPOD_GPU_NEEDS_PIN]
     for lane in dict.fromkeys([*natural, *clusters, "gcp", "runpod", policy.trivial_lane]):
@@ -335,9 +327,7 @@ def _slurm_candidates(
     skipped: list[Skip] = []
     capacity = cluster.gpus_per_node * cluster.max_nodes
     if intent.gpus > capacity:
-        skipped.append(
-            Skip(name, SkipCode.CLUSTER_TOO_SMALL, f"{intent.gpus} GPUs > {capacity} on one {name} node")
-        )
+        skipped.append(Skip(name, SkipCode.CLUSTER_TOO_SMALL, f"{intent.gpus} GPUs > {capacity} on one {name} node"))
         return (), tuple(skipped)
     if not cluster.qos_ladder:
         cap = None if pinned else cluster.first_park_cap_s
@@ -349,9 +339,7 @@ def _slurm_candidates(
         if cluster.dev_qos_for_debug:
             tiers.insert(1, cluster.dev_qos)
         else:
-            skipped.append(
-                Skip(name, SkipCode.DEV_QOS_DISABLED, "P7: the dev-QoS switch is off", cluster.dev_qos)
-            )
+            skipped.append(Skip(name, SkipCode.DEV_QOS_DISABLED, "P7: the dev-QoS switch is off", cluster.dev_qos))
     granted = {t.name: t for t in granted_tiers}
     first = True
     for qos in tiers:
@@ -472,9 +460,7 @@ def _gcp_candidates(
     th = policy.thresholds
     provs: list[Provisioning] = []
     if spot is _SpotMode.NEVER_INTENT:
-        skipped.append(
-            Skip("gcp", SkipCode.ON_DEMAND_ONLY_INTENT, f"P4: {intent.name} stays on-demand", machine.name)
-        )
+        skipped.append(Skip("gcp", SkipCode.ON_DEMAND_ONLY_INTENT, f"P4: {intent.name} stays on-demand", machine.name))
     elif spot is _SpotMode.NEVER_LONG:
         skipped.append(
             Skip(
@@ -551,9 +537,7 @@ def _disk_gb(job: Job, policy: Policy) -> int | None:
     return int(-(-need // 10) * 10)
 
 
-def _runpod_filter(
-    cand: tuple[Rung, ...], snap: CapacitySnapshot, rungs: list[Rung], skipped: list[Skip]
-) -> None:
+def _runpod_filter(cand: tuple[Rung, ...], snap: CapacitySnapshot, rungs: list[Rung], skipped: list[Skip]) -> None:
     if not snap.runpod:
         rungs.extend(cand)
         return
@@ -673,11 +657,7 @@ def _apply_park(
 ) -> tuple[ParkDecision, list[Rung]]:
     """Decide about a job parked on ``park.cluster``/``park.qos`` and return what remains."""
     index = next(
-        (
-            i
-            for i, r in enumerate(rungs)
-            if r.kind is LaneKind.SLURM and r.lane == park.cluster and r.qos == park.qos
-        ),
+        (i for i, r in enumerate(rungs) if r.kind is LaneKind.SLURM and r.lane == park.cluster and r.qos == park.qos),
         None,
     )
     where = f"{park.cluster}/{park.qos or '-'}"

@@ -147,9 +147,7 @@ def _park(text: str | None, reason: str | None, policy: Policy) -> ParkState | N
         if cluster is None:
             raise UsageError(f"eps plan: --park: unknown cluster {cluster_name!r}")
     else:
-        cluster = next(
-            (c for c in policy.clusters if qos in c.qos_ladder or qos in (c.dev_qos, c.name)), None
-        )
+        cluster = next((c for c in policy.clusters if qos in c.qos_ladder or qos in (c.dev_qos, c.name)), None)
         if cluster is None:
             raise UsageError(f"eps plan: --park: no cluster has a QoS {qos!r}")
     q: str | None = None if qos == cluster.name and not cluster.qos_ladder else qos

@@ -1,0 +1,311 @@
+"""Property-based tests of the policy rules over random jobs, snapshots, grants and parks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import evolve
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from eps.core.model import (
+    Capacity,
+    CapacitySnapshot,
+    ClusterState,
+    GcpState,
+    Job,
+    JobError,
+    LaneKind,
+    ParkState,
+    Provisioning,
+    QosGrants,
+    QosTier,
+    QueueState,
+    Resource,
+    RoutePlan,
+    RunpodState,
+    Stock,
+)
+from eps.core.router import plan
+from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY
+
+POLICY = DEFAULT_POLICY
+FELLOWS = POLICY.clusters[0]
+TIERS = ("high-eur", "normal-eur", "low-eur", "dev-eur")
+DAY = 86_400
+MACHINES = [m.name for m in POLICY.gcp_machines]
+ZONES = [*POLICY.gcp_zones, "*", "europe-west4-*", "us-central1-*"]
+RUNPOD_IDS = [f.name for f in POLICY.runpod_cpu] + ["cpu3g-4-16", "cpu3m-16-128"] + [g.id for g in POLICY.runpod_gpu]
+REASONS = [None, "Priority", "Resources", "QOSMaxGRESPerUser", "QOSMaxWallDurationPerJobLimit", "InvalidQOS"]
+
+CPU_INTENTS = [i.name for i in POLICY.intents if i.resource is Resource.CPU]
+GPU_INTENTS = [i.name for i in POLICY.intents if i.resource is Resource.GPU]
+
+
+def _jobs(intents: list[str], pins: list[str]) -> st.SearchStrategy[Job]:
+    return st.builds(
+        Job,
+        intent=st.sampled_from(intents),
+        duration_s=st.one_of(st.integers(0, 120), st.integers(0, 30 * DAY)),
+        restartable=st.booleans(),
+        footprint_gb=st.one_of(st.just(0.0), st.floats(0, 1000, allow_nan=False)),
+        gradient_fit=st.booleans(),
+        count=st.sampled_from([1, 1, 1, 2, 3, 4, 8]),
+        pin=st.one_of(st.none(), st.none(), st.sampled_from(pins)),
+    )
+
+
+cpu_jobs = _jobs(CPU_INTENTS, ["vm", "gcp", "runpod"]).filter(lambda j: not j.gradient_fit)
+gpu_jobs = _jobs(GPU_INTENTS, ["fellows", "gcp", "runpod"])
+jobs = st.one_of(cpu_jobs, gpu_jobs, _jobs(CPU_INTENTS + GPU_INTENTS, ["vm", "fellows", "gcp", "runpod"]))
+
+snapshots = st.builds(
+    CapacitySnapshot,
+    clusters=st.lists(st.builds(ClusterState, cluster=st.just("fellows"), reachable=st.booleans()), max_size=1).map(
+        tuple
+    ),
+    queues=st.lists(
+        st.builds(
+            QueueState,
+            cluster=st.just("fellows"),
+            qos=st.sampled_from(TIERS),
+            free_gpus=st.one_of(st.none(), st.integers(0, 16)),
+            pending_reason=st.sampled_from(REASONS),
+        ),
+        max_size=3,
+    ).map(tuple),
+    gcp=st.lists(
+        st.builds(
+            GcpState,
+            machine=st.sampled_from(MACHINES),
+            zone=st.sampled_from(ZONES),
+            state=st.sampled_from(list(Capacity)),
+            provisioning=st.sampled_from([None, Provisioning.SPOT, Provisioning.ON_DEMAND]),
+        ),
+        max_size=12,
+    ).map(tuple),
+    runpod=st.lists(
+        st.builds(RunpodState, id=st.sampled_from(RUNPOD_IDS), stock=st.sampled_from(list(Stock))), max_size=6
+    ).map(tuple),
+)
+
+tiers = st.builds(
+    QosTier,
+    name=st.sampled_from(TIERS),
+    priority=st.integers(0, 300_000),
+    max_wall_s=st.one_of(st.none(), st.sampled_from([DAY, 7 * DAY, 14 * DAY]), st.integers(60, 30 * DAY)),
+    max_gpus_per_user=st.one_of(st.none(), st.integers(0, 16)),
+)
+grants = st.one_of(
+    st.just(DEFAULT_GRANTS),
+    st.lists(tiers, max_size=4, unique_by=lambda t: t.name).map(lambda ts: QosGrants((("fellows", tuple(ts)),))),
+)
+parks = st.one_of(
+    st.none(),
+    st.builds(
+        ParkState,
+        cluster=st.just("fellows"),
+        qos=st.sampled_from(TIERS),
+        elapsed_s=st.integers(0, 2000),
+        pending_reason=st.sampled_from(REASONS),
+    ),
+)
+policies = st.builds(
+    lambda dev, early, first, nxt: evolve(
+        POLICY,
+        clusters=(
+            evolve(
+                FELLOWS, dev_qos_for_debug=dev, advance_on_self_cap=early, first_park_cap_s=first, next_park_cap_s=nxt
+            ),
+        ),
+    ),
+    st.booleans(),
+    st.booleans(),
+    st.integers(0, 3600),
+    st.integers(0, 3600),
+)
+
+COMMON: dict[str, Any] = {
+    "max_examples": 200,
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
+}
+
+
+def _plan(job: Job, snap: CapacitySnapshot, g: QosGrants, park: ParkState | None, policy: Any = POLICY) -> RoutePlan:
+    try:
+        return plan(job, snap, g, park, policy=policy)
+    except JobError as exc:
+        assert "\n" not in str(exc)
+        assume(False)
+        raise
+
+
+@settings(**COMMON)
+@given(cpu_jobs, snapshots, grants, parks, policies)
+def test_p3_gcp_always_before_runpod_for_cpu(
+    job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any, pol: Any
+) -> None:
+    """P3: for CPU work, no GCP rung ever comes after a RunPod rung."""
+    p = _plan(job, snap, g, park, pol)
+    lanes = [r.lane for r in p.rungs]
+    if "runpod" in lanes:
+        assert "gcp" not in lanes[lanes.index("runpod") :]
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants, parks, policies)
+def test_p6_no_gpu_rung_on_runpod_unless_pinned(
+    job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any, pol: Any
+) -> None:
+    """P6: RunPod never appears in the automatic GPU order."""
+    p = _plan(job, snap, g, park, pol)
+    if any(r.lane == "runpod" and r.gpus > 0 for r in p.rungs):
+        assert job.pin == "runpod"
+    if p.resource is Resource.GPU and job.pin is None:
+        lanes = list(dict.fromkeys(r.lane for r in p.rungs))
+        assert lanes in ([], ["fellows"], ["gcp"], ["fellows", "gcp"])
+
+
+def _runnable(g: QosGrants, qos: str, job: Job, gpus: int) -> bool:
+    tier = next((t for t in g.tiers("fellows") if t.name == qos), None)
+    if tier is None:
+        return False
+    if tier.max_wall_s is not None and job.duration_s > tier.max_wall_s:
+        return False
+    return tier.max_gpus_per_user is None or gpus <= tier.max_gpus_per_user
+
+
+@settings(**COMMON)
+@given(gpu_jobs, snapshots, grants, policies)
+def test_p7_high_eur_is_first_when_granted_and_runnable(
+    job: Job, snap: CapacitySnapshot, g: QosGrants, pol: Any
+) -> None:
+    """P7: every fellows dispatch high-eur could run starts under high-eur; none starts lower."""
+    p = _plan(job, snap, g, None, pol)
+    fellows = [r for r in p.rungs if r.lane == "fellows"]
+    assume(fellows)
+    gpus = fellows[0].gpus
+    if _runnable(g, "high-eur", job, gpus):
+        assert fellows[0].qos == "high-eur"
+        assert p.rungs[0] is fellows[0]
+    # dev-eur only for debug with the switch on, and never first
+    for r in fellows:
+        if r.qos == "dev-eur":
+            assert p.resolved_intent == "debug"
+            assert pol.clusters[0].dev_qos_for_debug
+            assert r is not fellows[0] or not _runnable(g, "high-eur", job, gpus)
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants, parks, policies)
+def test_p9_no_rung_on_a_tier_that_cannot_run_the_job(
+    job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any, pol: Any
+) -> None:
+    """P9: every fellows rung is granted, long enough, and within the per-user GPU cap."""
+    p = _plan(job, snap, g, park, pol)
+    for r in p.rungs:
+        if r.kind is LaneKind.SLURM and r.qos is not None:
+            assert _runnable(g, r.qos, job, r.gpus), r
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants, parks, policies)
+def test_plan_is_deterministic(job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any, pol: Any) -> None:
+    a = _plan(job, snap, g, park, pol)
+    b = _plan(job, snap, g, park, pol)
+    assert a == b
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants, parks)
+def test_p1_cpu_job_never_gets_a_gpu(job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any) -> None:
+    """P1: CPU-only work never holds a GPU: no GPU count, no GPU cluster."""
+    p = _plan(job, snap, g, park)
+    if p.resource is Resource.CPU:
+        assert all(r.gpus == 0 for r in p.rungs)
+        assert all(r.kind is not LaneKind.SLURM for r in p.rungs)
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants, parks)
+def test_p5_gpu_work_is_one_machine(job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any) -> None:
+    """P5: a GPU plan is one dispatch whose every rung carries all the GPUs; CPU plans fan out by count."""
+    p = _plan(job, snap, g, park)
+    if p.resource is Resource.GPU:
+        assert p.count == 1
+        assert len({r.gpus for r in p.rungs}) <= 1
+    else:
+        assert p.count == job.count
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants)
+def test_p11_long_non_restartable_never_spot(job: Job, snap: CapacitySnapshot, g: QosGrants) -> None:
+    """P11: jobs longer than the spot threshold that cannot restart never get a spot rung."""
+    p = _plan(job, snap, g, None)
+    if job.duration_s > POLICY.thresholds.spot_max_s and not job.restartable:
+        assert all(r.provisioning is not Provisioning.SPOT for r in p.rungs)
+    gcp = [r.provisioning for r in p.rungs if r.lane == "gcp"]
+    if Provisioning.ON_DEMAND in gcp:  # spot, when allowed, always comes before on-demand
+        assert Provisioning.SPOT not in gcp[gcp.index(Provisioning.ON_DEMAND) :]
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants, policies)
+def test_p8_worst_case_is_the_sum_of_park_caps(job: Job, snap: CapacitySnapshot, g: QosGrants, pol: Any) -> None:
+    """P8: the stated worst-case wait is the sum of the park caps before the first paid rung."""
+    p = _plan(job, snap, g, None, pol)
+    queue = []
+    for r in p.rungs:
+        if r.provisioning is not Provisioning.QUEUE or r.park_cap_s is None:
+            break
+        queue.append(r.park_cap_s)
+    assert p.worst_case_wait_s == sum(queue)
+    caps = [r.park_cap_s for r in p.rungs if r.lane == "fellows" and r.park_cap_s is not None]
+    if caps:
+        c = pol.clusters[0]
+        assert caps[0] == c.first_park_cap_s
+        assert all(x == c.next_park_cap_s for x in caps[1:])
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants, parks)
+def test_p12_prices_never_change_the_decision(job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any) -> None:
+    """P12: no dollar caps: multiplying every price by 1000 changes no rung, skip or terminal."""
+    pricey = evolve(
+        POLICY,
+        gcp_machines=tuple(
+            evolve(m, on_demand_per_hour=m.on_demand_per_hour * 1000, spot_per_hour=m.spot_per_hour * 1000)
+            for m in POLICY.gcp_machines
+        ),
+        runpod_cpu=tuple(evolve(f, per_vcpu_hour=f.per_vcpu_hour * 1000) for f in POLICY.runpod_cpu),
+        runpod_gpu=tuple(evolve(x, per_gpu_hour=x.per_gpu_hour * 1000) for x in POLICY.runpod_gpu),
+    )
+    a = _plan(job, snap, g, park)
+    b = _plan(job, snap, g, park, pricey)
+    assert [r.key for r in a.rungs] == [r.key for r in b.rungs]
+    assert a.skipped == b.skipped
+    assert a.terminal == b.terminal
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants, parks)
+def test_p10_a_pin_keeps_to_its_lane(job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any) -> None:
+    """P10: a pinned plan has rungs on the pinned lane only; a fellows pin is one rung with no park cap."""
+    p = _plan(job, snap, g, park)
+    if job.pin is not None:
+        assert {r.lane for r in p.rungs} <= {job.pin}
+        if job.pin == "fellows":
+            assert len(p.rungs) <= 1
+            assert all(r.park_cap_s is None for r in p.rungs)
+            assert p.terminal is None or not p.rungs
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants, parks)
+def test_terminal_iff_no_rungs(job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any) -> None:
+    """A plan is terminal exactly when it has no rung; the retired hard terminal never appears."""
+    p = _plan(job, snap, g, park)
+    assert (p.terminal is None) == bool(p.rungs)
+    assert p.terminal is None or p.terminal.value != "cpu_exhausted_no_runpod_lane"
