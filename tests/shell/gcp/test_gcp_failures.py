@@ -1,0 +1,228 @@
+"""Every way a GCP create fails, classified, and fed back into the capacity snapshot."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from returns.result import Failure, Success
+
+from eps.core.model import Capacity, CapacitySnapshot, GcpState, Provisioning
+from eps.core.outcome import FailureKind, LaneFailure, absorb
+from eps.shell.gcp import RetryPolicy
+
+from . import fake_server as fs
+
+PROJECT = "test-project"
+INSERT = r"/zones/[^/]+/instances$"
+
+
+def failure_of(result) -> LaneFailure:
+    assert isinstance(result, Failure), result
+    return result.failure()
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("ZONE_RESOURCE_POOL_EXHAUSTED", FailureKind.ZONE_EXHAUSTED),
+        ("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", FailureKind.ZONE_EXHAUSTED),
+        ("UNSUPPORTED_OPERATION", FailureKind.ZONE_EXHAUSTED),
+        ("RESOURCE_OPERATION_RATE_EXCEEDED", FailureKind.RATE_LIMITED),
+    ],
+)
+def test_zone_codes_in_the_operation(server, lane, gcp_rung, job, code, kind):
+    server.always("us-central1-a", fs.exhausted(PROJECT, "us-central1-a", code))
+    failure = failure_of(lane.create(job, gcp_rung(), "d1", 1))
+    assert failure.kind is kind
+    assert failure.code == code
+    assert "does not have enough resources" in failure.message
+    assert server.instances == {}
+    assert len(server.recorded("POST", INSERT)) == 1  # a DONE operation error is never retried
+
+
+def test_operation_error_body_is_the_documented_shape(server, lane, gcp_rung, job):
+    server.always("us-central1-a", fs.exhausted(PROJECT, "us-central1-a"))
+    lane.create(job, gcp_rung(), "d1", 1)
+    status, payload = server.handle(
+        "POST", f"/compute/v1/projects/{PROJECT}/zones/us-central1-a/operations/operation-1/wait", b""
+    )
+    assert status == 200
+    assert payload == (
+        b'{"name":"operation-1","status":"DONE","httpErrorStatusCode":503,'
+        b'"httpErrorMessage":"SERVICE UNAVAILABLE","error":{"errors":[{"code":"ZONE_RESOURCE_POOL_EXHAUSTED",'
+        b'"message":"The zone \'projects/test-project/zones/us-central1-a\' does not have enough resources '
+        b'available to fulfill the request.  Try a different zone, or try again later."}]}}'
+    )
+
+
+def test_zone_failover_marks_the_exhausted_zone_and_lands_in_the_next(server, lane, gcp_rung, job):
+    server.always("us-central1-a", fs.exhausted(PROJECT, "us-central1-a"))
+    rungs = (
+        gcp_rung("e2-standard-4", "us-central1-a", Provisioning.SPOT),
+        gcp_rung("e2-standard-4", "us-central1-b", Provisioning.SPOT),
+        gcp_rung("e2-standard-4", "us-central1-c", Provisioning.SPOT),
+    )
+    snapshot = CapacitySnapshot()
+    handle = None
+    for rung in rungs:
+        match lane.create(job, rung, "d1", 1):
+            case Success(started):
+                handle = started
+                break
+            case Failure(failure):
+                assert failure.kind is FailureKind.ZONE_EXHAUSTED
+                snapshot = absorb(snapshot, rung, failure)
+
+    assert handle is not None
+    assert handle.zone == "us-central1-b"
+    assert snapshot.attempted == (rungs[0].key,)
+    assert snapshot.gcp == (GcpState("e2-standard-4", "us-central1-a", Capacity.EXHAUSTED, Provisioning.SPOT),)
+    zones = [r.path.split("/zones/")[1].split("/")[0] for r in server.recorded("POST", INSERT)]
+    assert zones == ["us-central1-a", "us-central1-b"]
+
+
+def test_regional_quota_in_the_operation(server, lane, gcp_rung, job):
+    server.program("us-central1-a", fs.quota_op("CPUS", "in region us-central1"))
+    rung = gcp_rung()
+    failure = failure_of(lane.create(job, rung, "d1", 1))
+    assert failure == LaneFailure(
+        FailureKind.QUOTA_REGION,
+        "GCP QUOTA_EXCEEDED: Quota 'CPUS' exceeded. Limit: 0.0 in region us-central1.",
+        code="QUOTA_EXCEEDED",
+    )
+    snapshot = absorb(CapacitySnapshot(), rung, failure)
+    assert snapshot.gcp == (GcpState("e2-standard-4", "us-central1-*", Capacity.QUOTA_EXCEEDED, Provisioning.SPOT),)
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_gpus_all_regions_quota_is_global(server, lane, gcp_rung, job, details):
+    server.program("us-central1-a", fs.quota_op("GPUS_ALL_REGIONS", "globally", details=details))
+    rung = gcp_rung("a3-highgpu-8g", "us-central1-a", Provisioning.ON_DEMAND, gpus=8)
+    failure = failure_of(lane.create(job, rung, "d1", 1))
+    assert failure.kind is FailureKind.QUOTA_GLOBAL
+    snapshot = absorb(CapacitySnapshot(), rung, failure)
+    assert snapshot.gcp == (GcpState("a3-highgpu-8g", "*", Capacity.QUOTA_EXCEEDED, None),)
+
+
+def test_global_metric_found_in_quota_info_alone(server, lane, gcp_rung, job):
+    info = {"quotaInfo": {"metricName": "compute.googleapis.com/gpus_all_regions", "limit": 0}}
+    reply = fs.OpError("QUOTA_EXCEEDED", "Quota exceeded.", 403, "FORBIDDEN", (info,))
+    server.program("us-central1-a", reply)
+    assert failure_of(lane.create(job, gcp_rung(gpus=8), "d1", 1)).kind is FailureKind.QUOTA_GLOBAL
+
+
+@pytest.mark.parametrize(
+    ("metric", "scope", "kind"),
+    [
+        ("NVIDIA_H100_GPUS", "in region us-central1", FailureKind.QUOTA_REGION),
+        ("GPUS_ALL_REGIONS", "globally", FailureKind.QUOTA_GLOBAL),
+    ],
+)
+def test_synchronous_403_quota(server, lane, gcp_rung, job, metric, scope, kind):
+    server.program("us-central1-a", fs.quota_sync(metric, scope))
+    failure = failure_of(lane.create(job, gcp_rung(gpus=1), "d1", 1))
+    assert failure.kind is kind
+    assert failure.code == "quotaExceeded"
+    assert len(server.recorded("POST", INSERT)) == 1
+
+
+def test_synchronous_400_resource_not_ready_means_zone_out(server, lane, gcp_rung, job):
+    server.program("us-central1-a", fs.not_ready(PROJECT, "us-central1-a"))
+    failure = failure_of(lane.create(job, gcp_rung(), "d1", 1))
+    assert failure.kind is FailureKind.ZONE_EXHAUSTED
+    assert failure.code == "resourceNotReady"
+
+
+def test_persistent_5xx_is_transient_after_bounded_retries(server, lane, gcp_rung, job):
+    server.fail("POST", INSERT, fs.unavailable(), times=10)
+    failure = failure_of(lane.create(job, gcp_rung(), "d1", 1))
+    assert failure.kind is FailureKind.TRANSIENT
+    assert failure.code == "backendError"
+    assert len(server.recorded("POST", INSERT)) == 3  # RetryPolicy(attempts=3) in conftest
+
+
+def test_429_is_rate_limited_after_retries(server, lane, gcp_rung, job):
+    server.fail("POST", INSERT, fs.SyncError(429, "rateLimitExceeded", "Rate Limit Exceeded"), times=10)
+    failure = failure_of(lane.create(job, gcp_rung(), "d1", 1))
+    assert failure.kind is FailureKind.RATE_LIMITED
+    assert len(server.recorded("POST", INSERT)) == 1  # a named rate-limit reason is not hammered
+
+
+def test_unreachable_endpoint_is_transient(make_lane, gcp_rung, job):
+    from google.api_core.client_options import ClientOptions
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    lane = make_lane(client_options=ClientOptions(api_endpoint=f"http://127.0.0.1:{port}"))
+    failure = failure_of(lane.create(job, gcp_rung(), "d1", 1))
+    assert failure.kind is FailureKind.TRANSIENT
+    assert failure.message.startswith("GCP unreachable: ConnectionError")
+
+
+def test_503_on_get_is_bounded_by_our_retry_policy(server, make_lane, gcp_rung, job):
+    # The client's own GET retry (minutes) is off: our RetryPolicy bounds it.
+    lane = make_lane(
+        retry=RetryPolicy(attempts=2, timeout_s=5.0, wait_initial_s=0.0, wait_max_s=0.0, wait_jitter_s=0.0)
+    )
+    handle = lane.create(job, gcp_rung(), "d1", 1).unwrap()
+    server.fail("GET", r"/instances/[^/]+$", fs.unavailable(), times=5)
+    assert failure_of(lane.status(handle)).kind is FailureKind.TRANSIENT
+    assert len(server.recorded("GET", r"/instances/[^/]+$")) == 2
+
+
+def test_operation_that_never_finishes_times_out_as_transient(server, make_lane, gcp_rung, job):
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    server.program("us-central1-a", fs.Created(polls=1_000))
+    lane = make_lane(sleep=sleep, clock=lambda: now[0], operation_timeout_s=10.0, poll_interval_s=2.0)
+    failure = failure_of(lane.create(job, gcp_rung(), "d1", 1))
+    assert failure.kind is FailureKind.TRANSIENT
+    assert failure.code == "OPERATION_TIMEOUT"
+    assert len(server.recorded("POST", r"/wait$")) == 5
+
+
+def test_401_is_auth(server, lane, gcp_rung, job):
+    server.program("us-central1-a", fs.unauthenticated())
+    assert failure_of(lane.create(job, gcp_rung(), "d1", 1)).kind is FailureKind.AUTH
+
+
+def test_403_permission_is_auth(server, lane, gcp_rung, job):
+    server.program("us-central1-a", fs.forbidden())
+    failure = failure_of(lane.create(job, gcp_rung(), "d1", 1))
+    assert failure.kind is FailureKind.AUTH
+    assert failure.code == "forbidden"
+    assert "compute.instances.create" in failure.message
+
+
+def test_rejected_token_never_appears_in_the_message(server, make_lane, gcp_rung, job):
+    from google.oauth2.credentials import Credentials
+
+    token = "ya29.SECRET-ACCESS-TOKEN"  # noqa: S105 - a fake token to look for
+    server.always("us-central1-a", fs.unauthenticated())
+    failure = failure_of(make_lane(credentials=Credentials(token=token)).create(job, gcp_rung(), "d1", 1))
+    assert failure.kind is FailureKind.AUTH
+    assert "SECRET" not in failure.message
+    server.always("us-central1-a", fs.forbidden())
+    failure = failure_of(make_lane(credentials=Credentials(token=token)).create(job, gcp_rung(), "d1", 1))
+    assert failure.kind is FailureKind.AUTH
+    assert "SECRET" not in failure.message
+
+
+def test_missing_application_default_credentials_is_auth(server, make_lane, gcp_rung, job, tmp_path, monkeypatch):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    failure = failure_of(make_lane(credentials=None).create(job, gcp_rung(), "d1", 1))
+    assert failure.kind is FailureKind.AUTH
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in failure.message
+    assert server.requests == []
+
+
+def test_unknown_zone_is_an_invalid_request(server, lane, gcp_rung, job):
+    server.program("us-central1-z", fs.not_found(f"projects/{PROJECT}/zones/us-central1-z"))
+    failure = failure_of(lane.create(job, gcp_rung(zone="us-central1-z"), "d1", 1))
+    assert failure.kind is FailureKind.INVALID_REQUEST
+    assert failure.code == "notFound"
