@@ -1,0 +1,198 @@
+"""Generated blocks: text rendered from the code tables, kept inside the docs between markers.
+
+Like cog: ``<!-- eps:begin NAME -->`` ... ``<!-- eps:end NAME -->`` hold the
+output of ``RENDERERS[NAME](facts)``; ``workflow_lint --fix`` rewrites them in
+place and ``--check`` reports a block whose text differs.  Renders are
+deterministic: code-table order for intents and tiers (that order is policy),
+sorted order for sets, and tables padded to fixed column widths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from eps.core.model import Intent, Resource
+from eps.lint.docs import Doc
+from eps.lint.facts import PolicyFacts, park_cap_settings
+
+Renderer = Callable[[PolicyFacts], list[str]]
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A markdown table padded to fixed column widths."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)]
+
+
+def span(seconds: int | None) -> str:
+    if seconds is None:
+        return "none"
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def provisioning_words(intent: Intent, facts: PolicyFacts) -> str:
+    """How GCP provisions the intent's machine (P4, P11), in the words the intent table uses."""
+    machine = facts.policy.gcp_machine(intent.gcp_machine) if intent.gcp_machine else None
+    if machine is None:
+        return "-"
+    if not intent.spot_eligible:
+        return "on-demand only"
+    if not machine.on_demand_offered:
+        return "spot only (short or restartable)"
+    return "spot if short or restartable, then on-demand"
+
+
+def runpod_words(intent: Intent) -> str:
+    if intent.resource is Resource.GPU:
+        return (", ".join(intent.runpod_gpu) or "-") + " (pin only)"
+    return ", ".join(intent.runpod_cpu) or "-"
+
+
+INTENT_HEADER = ("intent", "kind", "auto lanes", "GCP machine", "GCP provisioning", "RunPod", "what for")
+
+
+def render_intents(facts: PolicyFacts) -> list[str]:
+    rows = []
+    for it in facts.policy.intents:
+        kind = f"{it.gpus} GPU" if it.resource is Resource.GPU else f"{it.vcpus} vCPU, {it.mem_gb} GB"
+        rows.append(
+            (
+                f"`{it.name}`",
+                kind,
+                " -> ".join(facts.intent_lanes(it)),
+                f"`{it.gcp_machine}`" if it.gcp_machine else "-",
+                provisioning_words(it, facts),
+                runpod_words(it),
+                it.description.replace("|", "/"),
+            )
+        )
+    return table(INTENT_HEADER, rows)
+
+
+def render_lane_orders(facts: PolicyFacts) -> list[str]:
+    p, th = facts.policy, facts.policy.thresholds
+    return [
+        f"- GPU auto lane order: ({', '.join(p.gpu_lane_order)})",
+        f"- CPU lane order: ({', '.join(p.cpu_lane_order)})",
+        f"- Trivial CPU ops (at most {th.trivial_op_s} s and {th.big_footprint_gb} GB): ({p.trivial_lane})",
+    ]
+
+
+def _formula(first: int, nxt: int, tiers: int) -> str:
+    if tiers <= 1:
+        return f"{first}"
+    return f"{first} + {tiers - 1} x {nxt}"
+
+
+def render_qos_ladder(facts: PolicyFacts) -> list[str]:
+    out: list[str] = []
+    for c in facts.ladder_clusters:
+        tiers = facts.tiers(c.name)
+        rows = []
+        for i, qos in enumerate(c.qos_ladder, 1):
+            t = tiers.get(qos)
+            cap = c.first_park_cap_s if i == 1 else c.next_park_cap_s
+            rows.append(_tier_row(str(i), qos, t, f"{cap} s"))
+        if c.dev_qos:
+            rows.append(_tier_row("dev", c.dev_qos, tiers.get(c.dev_qos), f"{c.next_park_cap_s} s"))
+        (first_env, first), (next_env, nxt) = park_cap_settings(c)
+        worst = facts.worst_case_s(c.name)
+        if out:
+            out.append("")
+        out += [f"{c.name} QoS ladder: {' -> '.join(c.qos_ladder)}", ""]
+        out += table(("rung", "QoS", "priority", "MaxWall", "GPUs per user", "park cap"), rows)
+        out += [
+            "",
+            f"- Rung 1 park cap: {first} s (`{first_env}`)",
+            f"- Rungs 2+ park cap: {nxt} s (`{next_env}`)",
+            f"- Worst-case wait before a job leaves {c.name}: {_formula(first, nxt, len(c.qos_ladder))} = {worst} s",
+        ]
+        if c.dev_qos:
+            switch = "on" if c.dev_qos_for_debug else "off"
+            dev = ", ".join(f"`{i.name}`" for i in facts.policy.intents if i.dev_qos_ok) or "none"
+            out.append(
+                f"- Dev QoS {c.dev_qos}: only for the intents marked for it ({dev}), only when the dev-QoS switch "
+                f"`dev_qos_for_debug` is on (here: {switch}; default off); then it sits right after "
+                f"{c.qos_ladder[0]} with a {c.next_park_cap_s} s park cap"
+            )
+        out.append(
+            f"- Early advance on a self-cap pending reason (`advance_on_self_cap`): "
+            f"{'on' if c.advance_on_self_cap else 'off'} (default off)"
+        )
+    return out or ["(no cluster has a QoS ladder)"]
+
+
+def _tier_row(rung: str, qos: str, tier: object, cap: str) -> tuple[str, ...]:
+    from eps.core.model import QosTier
+
+    if not isinstance(tier, QosTier):
+        return (rung, qos, "-", "-", "-", cap)
+    gpus = "no cap" if tier.max_gpus_per_user is None else str(tier.max_gpus_per_user)
+    return (rung, qos, str(tier.priority), span(tier.max_wall_s), gpus, cap)
+
+
+def render_pending_reasons(facts: PolicyFacts) -> list[str]:
+    rows = [(f"`{r}`", "advance at once: this tier can never run the job") for r in sorted(facts.never_runs)]
+    self_cap = "wait (your own jobs fill this tier's per-user cap); advance at once only with `advance_on_self_cap`"
+    rows += [(f"`{r}`", self_cap) for r in sorted(facts.self_cap)]
+    rows.append(("any other (`Priority`, `Resources`, ...)", "wait until the park cap is spent, then advance"))
+    return table(("pending reason", "what eps does"), rows)
+
+
+def render_lint_rules(facts: PolicyFacts) -> list[str]:
+    from eps.lint.rules import RULES
+
+    rows = [(f"`{r.code}`", r.name, r.summary()) for r in RULES]
+    return table(("code", "rule", "checks"), rows)
+
+
+RENDERERS: dict[str, Renderer] = {
+    "intents": render_intents,
+    "lane-orders": render_lane_orders,
+    "qos-ladder": render_qos_ladder,
+    "pending-reasons": render_pending_reasons,
+    "lint-rules": render_lint_rules,
+}
+
+
+def stale_blocks(doc: Doc, facts: PolicyFacts) -> list[tuple[int, str, list[str], list[str]]]:
+    """(begin line index, name, current body, rendered body) of each known block whose text differs."""
+    blocks, _ = doc.blocks()
+    out = []
+    for b in blocks:
+        render = RENDERERS.get(b.name)
+        if render is None:
+            continue
+        want = render(facts)
+        have = list(doc.lines[b.body_slice])
+        if have != want:
+            out.append((b.begin, b.name, have, want))
+    return out
+
+
+def fix_file(path: Path, doc: Doc, facts: PolicyFacts) -> list[str]:
+    """Rewrite every stale known block of ``doc`` (read from ``path``) in place; return the block names."""
+    blocks, errors = doc.blocks()
+    if errors:
+        return []
+    lines = list(doc.lines)
+    changed = []
+    for b in reversed(blocks):
+        render = RENDERERS.get(b.name)
+        if render is None:
+            continue
+        want = render(facts)
+        if lines[b.body_slice] != want:
+            lines[b.body_slice] = want
+            changed.append(b.name)
+    if changed:
+        path.write_text("\n".join(lines), encoding="utf-8")
+    return sorted(changed)
