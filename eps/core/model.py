@@ -68,6 +68,7 @@ class SkipCode(StrEnum):
     DEV_QOS_DISABLED = "dev_qos_disabled"  # P7
     DEV_QOS_DEBUG_ONLY = "dev_qos_debug_only"  # P7
     CLUSTER_UNREACHABLE = "cluster_unreachable"
+    LANE_UNAVAILABLE = "lane_unavailable"  # not configured here, or no credentials
     CLUSTER_TOO_SMALL = "cluster_too_small"
     PARK_SPENT = "park_spent"  # P8: already parked out on this rung
     NEVER_RUNS_HERE = "never_runs_here"  # pending reason says this tier can never run it
@@ -301,6 +302,14 @@ class RunpodState:
 
 
 @frozen
+class LaneDown:
+    """A lane that cannot be used now (not configured, no credentials), and why."""
+
+    lane: str
+    reason: str
+
+
+@frozen
 class CapacitySnapshot:
     """What is known now.  Anything absent is unknown, and unknown means try."""
 
@@ -309,6 +318,7 @@ class CapacitySnapshot:
     gcp: tuple[GcpState, ...] = ()
     runpod: tuple[RunpodState, ...] = ()
     attempted: tuple[str, ...] = ()  # rung keys already tried and failed this dispatch
+    unavailable: tuple[LaneDown, ...] = ()
 
 
 @frozen

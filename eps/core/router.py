@@ -276,6 +276,10 @@ def _lane_rungs(
     rungs: list[Rung],
     skipped: list[Skip],
 ) -> None:
+    for down in snap.unavailable:
+        if down.lane == lane:
+            skipped.append(Skip(lane, SkipCode.LANE_UNAVAILABLE, down.reason))
+            return
     kind = _lane_kind(lane, policy)
     if kind is LaneKind.VM:
         why = "P2: trivial op stays on the shared VM" if job.pin is None else "P10: pinned to the VM"

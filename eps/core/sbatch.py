@@ -34,7 +34,7 @@ from eps.core.model import ClusterConfig, Job, LaneKind, Rung
 
 #: What a value on a ``#SBATCH`` line may contain: SLURM names, numbers, times,
 #: paths and filename patterns (``%j``).  No blank, quote, ``#`` or control character.
-_SBATCH_VALUE = re.compile(r"[A-Za-z0-9._%/:=@+,-]+")
+_SBATCH_VALUE = re.compile(r"[A-Za-z0-9._%/:=@+,_-]+")
 #: A dispatch id is a short token (it becomes part of the job name and is how
 #: reconcile finds the job again with ``squeue --name``).
 _DISPATCH_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -131,5 +131,5 @@ def quote_arg(arg: str) -> str:
 
 
 def _is_control(c: str) -> bool:
-    # C0 controls (newline among them) and DEL; each is one byte in UTF-8, so ``\\xHH`` is exact.
+    # C0 controls (newline among them) and DEL; each is one byte in UTF-8, so \xHH is exact.
     return ord(c) < 0x20 or c == "\x7f"

@@ -186,8 +186,11 @@ def _emit(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2) + "\n")
 
 
-def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> int:
-    """Run one ``eps`` command; return its exit code.  Never raises for bad input."""
+def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *, lane_options: Any = None) -> int:
+    """Run one ``eps`` command; return its exit code.  Never raises for bad input.
+
+    ``env`` replaces ``os.environ``; ``lane_options`` (an ``eps.shell.lanes.LaneOptions``)
+    lets tests point the lanes at local servers and make them poll fast."""
     args = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in args:  # eps execute INTENT [opts] -- COMMAND...
@@ -207,7 +210,9 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             raise UsageError("eps: a command is needed: plan, intents, execute, status, cancel, reconcile")
         from eps.shell import commands
 
-        return commands.run(ns, settings, command, _job)
+        return commands.run(
+            ns, settings, command, _job, env=dict(os.environ if env is None else env), options=lane_options
+        )
     except (UsageError, JobError, ConfigError) as exc:
         sys.stderr.write(f"eps: error: {_one_line(exc)}\n")
         return EXIT_USAGE
@@ -216,6 +221,15 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # a bug in eps: say so in one line, keep the details in a file
+        import tempfile
+        import traceback
+
+        fd, path = tempfile.mkstemp(prefix="eps-crash-", suffix=".txt")
+        with os.fdopen(fd, "w") as fh:
+            traceback.print_exc(file=fh)
+        sys.stderr.write(f"eps: internal error: {type(exc).__name__}: {_one_line(exc)} (details in {path})\n")
+        return 70
 
 
 _VALUE_OPTIONS = ("--duration", "--footprint-gb", "--count", "--park")

@@ -38,7 +38,14 @@ def run(
     settings: Settings,
     command: Sequence[str],
     make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    *,
+    env: dict[str, str],
+    options: Any = None,
 ) -> int:
-    from eps.shell import executor
+    from attrs import evolve
 
-    return executor.run_command(ns, settings, command, make_job)
+    from eps.shell import executor
+    from eps.shell.lanes import LaneOptions
+
+    opts = LaneOptions(env=env) if options is None else evolve(options, env=options.env or env)
+    return executor.run_command(ns, settings, command, make_job, options=opts)

@@ -1,0 +1,843 @@
+"""``eps execute``: walk the plan for real.  Also ``status``, ``cancel`` and ``reconcile``.
+
+The loop: gather what is known (grants, lanes available here, a snapshot file),
+ask the core ``plan()``, carry out the first rung through its lane, feed the
+outcome back (``absorb``), plan again, until a rung starts or the plan is
+terminal.  Every attempt is written to the ledger before its provider call.
+The shell never decides: which rung, whether to wait, advance or stop all
+come from ``plan()``; what a provider answer means comes from the adapters'
+classification.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from attrs import evolve, frozen
+from returns.result import Failure, Result, Success
+
+from eps.core.model import CapacitySnapshot, Job, JobError, LaneKind, QosGrants, Rung
+from eps.core.outcome import LANE_FATAL, FailureKind, Handle, LaneFailure, absorb
+from eps.core.router import plan
+from eps.shell import ledger as L
+from eps.shell.config import Settings
+from eps.shell.lanes import LaneOptions, Lanes, handle_dict
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+#: Failures after which this dispatch stops instead of trying the next rung.
+STOPS = LANE_FATAL | {FailureKind.INVALID_REQUEST}
+
+
+class Cancelled(Exception):
+    """The dispatch was cancelled (``eps cancel``) while it was being walked."""
+
+
+# --- events ---------------------------------------------------------------------------------
+
+
+class Reporter:
+    """Where progress goes.  ``--json``: one JSON object per line on stdout; otherwise
+    a line per event on stderr (rich's live view when stderr is a terminal)."""
+
+    def __init__(self, *, json_lines: bool, out: Any = None, err: Any = None) -> None:
+        self.json_lines = json_lines
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self._lock = threading.Lock()
+        self._live: Any = None
+        self._trace: list[str] = []
+
+    def emit(self, event: str, **fields: Any) -> None:
+        record = {"event": event, "ts": round(time.time(), 3), **fields}
+        with self._lock:
+            if self.json_lines:
+                self.out.write(json.dumps(record) + "\n")
+                self.out.flush()
+                return
+            line = _human(record)
+            if line is None:
+                return
+            if self._live is not None:
+                self._trace.append(line)
+                self._live.update(self._render(line))
+            else:
+                self.err.write(line + "\n")
+                self.err.flush()
+
+    def start_live(self) -> None:
+        if self.json_lines or not getattr(self.err, "isatty", lambda: False)():
+            return
+        from rich.console import Console
+        from rich.live import Live
+
+        self._live = Live(console=Console(file=self.err), refresh_per_second=4, transient=False)
+        self._live.start()
+
+    def stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _render(self, current: str) -> Any:
+        from rich.text import Text
+
+        lines = [*self._trace[-8:-1], f"> {current}"]
+        return Text("\n".join(lines))
+
+
+def _human(r: dict[str, Any]) -> str | None:
+    d = r.get("dispatch", "")
+    e = r["event"]
+    if e == "dispatch":
+        return f"[{d}] {r['intent']}: {r['rungs']} rung(s) planned, worst-case queue wait {r['worst_case_wait_s']} s"
+    if e == "attempt":
+        return f"[{d}] try {r['rung']} ({r['reason']})"
+    if e == "submitted":
+        return f"[{d}] submitted {r['rung']} as job {r['id']}"
+    if e == "parked":
+        cap = r.get("cap_s")
+        nxt = f"; next: {r['next']}" if r.get("next") else ""
+        return f"[{d}] parked on {r['rung']}: {r['elapsed_s']:.0f}/{cap} s ({r.get('pending_reason')}){nxt}"
+    if e == "advanced":
+        return f"[{d}] cancelled {r['rung']} after {r['elapsed_s']:.0f} s: {r['reason']}"
+    if e == "failed":
+        return f"[{d}] {r['rung']} failed: {r['kind']}: {r['message']}"
+    if e in ("started", "held"):
+        h = r["handle"]
+        where = h.get("qos") or h.get("zone") or ""
+        return f"[{d}] {e}: {h['lane']} {where} {h.get('machine') or ''} id={h['id']}".replace("  ", " ")
+    if e == "terminal":
+        why = "; ".join(r.get("skipped", [])[:6])
+        return f"[{d}] nothing left to try: {r['terminal']} (skipped: {why})"
+    if e == "stopped":
+        return f"[{d}] stopped: {r['message']}"
+    return None
+
+
+# --- the walk -------------------------------------------------------------------------------
+
+
+@frozen
+class WalkResult:
+    dispatch: str
+    handle: Handle | None
+    failure: str | None = None
+    terminal: str | None = None
+
+
+class Executor:
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: L.Ledger,
+        lanes: Lanes,
+        reporter: Reporter,
+        *,
+        grants: QosGrants,
+        snapshot: CapacitySnapshot,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.lanes = lanes
+        self.reporter = reporter
+        self.grants = grants
+        self.snapshot = snapshot
+        self.clock = clock
+        self.sleep = sleep
+
+    def new_dispatch_id(self) -> str:
+        return "e" + secrets.token_hex(5)
+
+    def execute(self, job: Job, dispatch: str | None = None) -> list[WalkResult]:
+        """Validate, record and walk ``job``; N independent dispatches for a CPU --count N."""
+        first = plan(job, self.snapshot, self.grants, None, policy=self.settings.policy)  # JobError here: nothing done
+        if not job.command:
+            raise JobError("no_command", "no command to run: eps execute INTENT [options] -- COMMAND...", job)
+        parent = dispatch or self.new_dispatch_id()
+        self.ledger.new_dispatch(parent, job)
+        self.ledger.acquire(parent)
+        if first.count <= 1:
+            return [self._walk_guarded(parent, job, self.snapshot)]
+        children = [f"{parent}n{i}" for i in range(1, first.count + 1)]
+        one = evolve(job, count=1)
+        for child in children:
+            self.ledger.new_dispatch(child, one, parent=parent)
+        self.reporter.emit("fanout", dispatch=parent, children=children)
+        workers = max(1, min(len(children), self.settings.runpod.concurrency))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(lambda c: self._walk_guarded(c, one, self.snapshot), children))
+        ok = all(r.handle is not None for r in results)
+        started = sum(r.handle is not None for r in results)
+        self.ledger.set_dispatch(parent, L.STARTED if ok else L.FAILED, message=f"{started}/{len(results)} started")
+        self.ledger.release(parent)
+        return results
+
+    def resume(self, dispatch: str) -> WalkResult:
+        row = self.ledger.dispatch(dispatch)
+        if row is None:
+            raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+        self.ledger.acquire(dispatch)
+        if row.state in (L.STARTED, L.HELD, L.CANCELLED):
+            self.ledger.release(dispatch)
+            return WalkResult(dispatch, None, failure=f"dispatch {dispatch} is {row.state}; nothing to resume")
+        job = L.job_from_dict(row.job)
+        Reconciler(self.settings, self.ledger, self.lanes, self.reporter).reconcile_dispatch(row, resuming=True)
+        attempts = self.ledger.attempts(dispatch)
+        live = [a for a in attempts if a.state in (L.A_RUNNING, L.A_PENDING, L.A_SUBMITTED)]
+        if live and live[-1].state == L.A_RUNNING:
+            handle = _attempt_handle(live[-1], "running")
+            self.ledger.set_dispatch(dispatch, L.STARTED, handle=handle_dict(handle))
+            self.reporter.emit("started", dispatch=dispatch, handle=handle_dict(handle))
+            return WalkResult(dispatch, handle)
+        tried = tuple(a.rung for a in attempts if a.state in (L.A_FAILED, L.A_ADVANCED, L.A_CANCELLED, L.A_GONE))
+        snap = evolve(self.snapshot, attempted=(*self.snapshot.attempted, *tried))
+        self.ledger.set_dispatch(dispatch, L.WALKING)
+        pending = live[-1] if live else None
+        return self._walk_guarded(dispatch, job, snap, resume_pending=pending)
+
+    def _walk_guarded(
+        self, dispatch: str, job: Job, snap: CapacitySnapshot, resume_pending: L.AttemptRow | None = None
+    ) -> WalkResult:
+        self.ledger.acquire(dispatch)
+        try:
+            return self._walk(dispatch, job, snap, resume_pending)
+        except Cancelled:
+            self.reporter.emit("stopped", dispatch=dispatch, message="cancelled")
+            return WalkResult(dispatch, None, failure="cancelled")
+        finally:
+            self.ledger.release(dispatch)
+
+    def _check_cancel(self, dispatch: str) -> None:
+        row = self.ledger.dispatch(dispatch)
+        if row is not None and row.state == L.CANCELLED:
+            raise Cancelled(dispatch)
+
+    def _walk(self, dispatch: str, job: Job, snap: CapacitySnapshot, resume_pending: L.AttemptRow | None) -> WalkResult:
+        policy = self.settings.policy
+        announced = False
+        while True:
+            self._check_cancel(dispatch)
+            p = plan(job, snap, self.grants, None, policy=policy)
+            if not announced:
+                self.reporter.emit(
+                    "dispatch",
+                    dispatch=dispatch,
+                    intent=job.intent,
+                    resolved_intent=p.resolved_intent,
+                    rungs=len(p.rungs),
+                    worst_case_wait_s=p.worst_case_wait_s,
+                    plan=[r.key for r in p.rungs],
+                )
+                announced = True
+            if p.terminal is not None:
+                msg = f"nothing left to try ({p.terminal.value})"
+                self.ledger.set_dispatch(dispatch, L.FAILED, terminal=p.terminal.value, message=msg)
+                skipped = [f"{s.lane} {s.target or ''}: {s.detail}".replace(" :", ":") for s in p.skipped]
+                self.reporter.emit("terminal", dispatch=dispatch, terminal=p.terminal.value, skipped=skipped)
+                return WalkResult(dispatch, None, failure=msg, terminal=p.terminal.value)
+            rung = p.rungs[0]
+            if rung.kind is LaneKind.SLURM:
+                outcome = self._slurm(dispatch, job, rung, snap, resume_pending)
+                resume_pending = None
+                if isinstance(outcome, WalkResult):
+                    return outcome
+                snap = outcome
+                continue
+            self.reporter.emit(
+                "attempt", dispatch=dispatch, rung=rung.key, reason=rung.reason, price_per_hour=rung.price_per_hour
+            )
+            result, attempt = self._start(dispatch, job, rung)
+            match result:
+                case Success(handle):
+                    self.ledger.update_attempt(attempt.id, L.A_RUNNING, handle=handle.id, outcome="started")
+                    self.ledger.set_dispatch(dispatch, L.STARTED, handle=handle_dict(handle))
+                    self.reporter.emit("started", dispatch=dispatch, handle=handle_dict(handle))
+                    return WalkResult(dispatch, handle)
+                case Failure(failure):
+                    self.ledger.update_attempt(
+                        attempt.id, L.A_FAILED, outcome=failure.kind.value, reason=failure.message
+                    )
+                    self.reporter.emit(
+                        "failed",
+                        dispatch=dispatch,
+                        rung=rung.key,
+                        kind=failure.kind.value,
+                        code=failure.code,
+                        message=failure.message,
+                    )
+                    if failure.kind in STOPS:
+                        self.ledger.set_dispatch(dispatch, L.FAILED, message=failure.message)
+                        self.reporter.emit("stopped", dispatch=dispatch, message=failure.message)
+                        return WalkResult(dispatch, None, failure=failure.message)
+                    snap = absorb(snap, rung, failure)
+
+    def _start(self, dispatch: str, job: Job, rung: Rung) -> tuple[Result[Handle, LaneFailure], L.AttemptRow]:
+        if rung.kind is LaneKind.VM:
+            attempt = self.ledger.begin_attempt(dispatch, rung, f"pid:{dispatch}")
+            return self.lanes.vm.start(job.command, rung, dispatch), attempt
+        if rung.kind is LaneKind.GCP:
+            from eps.shell.gcp import instance_name
+
+            attempt = self.ledger.begin_attempt(dispatch, rung, instance_name(dispatch, rung))
+            # attempt=0: the request id is fixed per (dispatch, rung), so a retried create is a no-op
+            return self.lanes.gcp().create(job, rung, dispatch, 0), attempt
+        if rung.kind is LaneKind.RUNPOD:
+            from eps.shell.runpod import pod_name
+
+            seq = len(self.ledger.attempts(dispatch)) + 1
+            attempt = self.ledger.begin_attempt(dispatch, rung, pod_name(dispatch, seq))
+            started = self.lanes.with_runpod(lambda c: c.start(rung, attempt.name, job=job, dispatch_id=dispatch))
+            if isinstance(started, LaneFailure):
+                return Failure(started), attempt
+            if started.leftover is not None:  # exists but could not be released: record it for reconcile
+                self.ledger.update_attempt(attempt.id, L.A_SUBMITTED, handle=started.leftover.id)
+            return started.result, attempt
+        raise AssertionError(f"no adapter for {rung.kind}")  # pragma: no cover
+
+    def _slurm(
+        self, dispatch: str, job: Job, rung: Rung, snap: CapacitySnapshot, resume_pending: L.AttemptRow | None
+    ) -> WalkResult | CapacitySnapshot:
+        from eps.shell.ladder import CancelNotConfirmed, EventKind, HandOver, LadderEvent, Landed, walk_ladder
+
+        current: dict[str, L.AttemptRow] = {}
+        if resume_pending is not None:
+            current[resume_pending.rung] = resume_pending
+
+        def on_event(ev: LadderEvent) -> None:
+            kind = ev.kind
+            if kind is EventKind.SUBMITTING:
+                current[ev.rung] = self.ledger.begin_attempt(dispatch, _rung_of(ev, rung), f"eps-{dispatch}")
+                self.reporter.emit(
+                    "attempt", dispatch=dispatch, rung=ev.rung, reason=f"submit under {ev.qos}", price_per_hour=0.0
+                )
+                return
+            a = current.get(ev.rung)
+            if a is None:
+                a = current[ev.rung] = self.ledger.begin_attempt(dispatch, _rung_of(ev, rung), f"eps-{dispatch}")
+            if kind is EventKind.SUBMITTED:
+                self.ledger.update_attempt(a.id, L.A_PENDING, handle=ev.job_id)
+                self.reporter.emit("submitted", dispatch=dispatch, rung=ev.rung, id=ev.job_id)
+            elif kind is EventKind.REFUSED:
+                self.ledger.update_attempt(a.id, L.A_FAILED, outcome="refused", reason=ev.detail)
+                self.reporter.emit(
+                    "failed", dispatch=dispatch, rung=ev.rung, kind="refused", code=None, message=ev.detail
+                )
+            elif kind is EventKind.PARKED:
+                self.reporter.emit(
+                    "parked",
+                    dispatch=dispatch,
+                    rung=ev.rung,
+                    id=ev.job_id,
+                    elapsed_s=ev.elapsed_s,
+                    cap_s=_cap(ev.rung, rung, self.settings),
+                    pending_reason=ev.pending_reason,
+                    reason=ev.detail,
+                )
+                self._check_cancel(dispatch)
+            elif kind is EventKind.ADVANCED:
+                self.ledger.update_attempt(a.id, L.A_ADVANCED, outcome="park_timeout", reason=ev.detail)
+                self.reporter.emit(
+                    "advanced", dispatch=dispatch, rung=ev.rung, id=ev.job_id, elapsed_s=ev.elapsed_s, reason=ev.detail
+                )
+            elif kind is EventKind.STARTED:
+                self.ledger.update_attempt(a.id, L.A_RUNNING, handle=ev.job_id, outcome="started")
+            elif kind is EventKind.HELD:
+                self.ledger.update_attempt(a.id, L.A_PENDING, handle=ev.job_id, outcome="held")
+
+        client = self.lanes.slurm(rung.lane)
+        opts = self.lanes.options
+        try:
+            out = walk_ladder(
+                job,
+                dispatch_id=dispatch,
+                rung=rung,
+                snapshot=snap,
+                grants=self.grants,
+                client=client,
+                policy=self.settings.policy,
+                poll_interval_s=opts.slurm_poll_interval_s,
+                cancel_timeout_s=opts.slurm_cancel_timeout_s,
+                clock=self.clock,
+                sleep=self.sleep,
+                on_event=on_event,
+                resume_job_id=resume_pending.handle if resume_pending is not None else None,
+                resume_elapsed_s=(time.time() - resume_pending.started_at) if resume_pending is not None else 0.0,
+            )
+        except CancelNotConfirmed as exc:
+            self.ledger.set_dispatch(dispatch, L.FAILED, message=str(exc))
+            self.reporter.emit("stopped", dispatch=dispatch, message=str(exc))
+            return WalkResult(dispatch, None, failure=str(exc))
+        if isinstance(out, Landed):
+            h = out.handle
+            held = h.state == "pending"
+            self.ledger.set_dispatch(dispatch, L.HELD if held else L.STARTED, handle=handle_dict(h))
+            self.reporter.emit("held" if held else "started", dispatch=dispatch, handle=handle_dict(h))
+            return WalkResult(dispatch, h)
+        if not isinstance(out, HandOver):  # pragma: no cover - walk_ladder returns one of the two
+            raise TypeError(out)
+        return out.snapshot
+
+
+def _rung_of(ev: Any, first: Rung) -> Rung:
+    """The rung an event names (same cluster as ``first``; only the QoS and key differ)."""
+    if ev.rung == first.key:
+        return first
+    return evolve(first, qos=ev.qos)
+
+
+def _cap(rung_key: str, first: Rung, settings: Settings) -> int | None:
+    cluster = settings.policy.cluster(first.lane)
+    if cluster is None:
+        return None
+    return cluster.first_park_cap_s if rung_key == first.key else cluster.next_park_cap_s
+
+
+def _attempt_handle(a: L.AttemptRow, state: str) -> Handle:
+    return Handle(
+        a.lane, LaneKind(a.kind), a.handle or "", a.rung, zone=a.zone, qos=a.qos, machine=a.target, state=state
+    )
+
+
+# --- reconcile, status, cancel --------------------------------------------------------------
+
+
+@frozen
+class Live:
+    """A resource a provider reports that carries an eps dispatch id."""
+
+    dispatch: str
+    handle: Handle
+    attempt_hint: str | None = None  # rung key or pod name, to match it to an attempt
+
+
+class Reconciler:
+    """Compare the ledger with what the providers report; adopt or clean up.
+
+    For every dispatch no live eps process owns: a cancelled or failed dispatch
+    keeps no resource; a dispatch whose walk died keeps at most its newest live
+    resource (adopted into the ledger) and becomes ``started`` (if it runs) or
+    ``interrupted`` (``eps execute --resume`` continues it); resources of rungs the
+    walk already left are released.  Resources whose dispatch the ledger does not
+    know are reported, never touched (they may be another ledger's).
+    """
+
+    def __init__(self, settings: Settings, ledger: L.Ledger, lanes: Lanes, reporter: Reporter) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.lanes = lanes
+        self.reporter = reporter
+        self.errors: list[str] = []
+        self.unchecked: dict[str, str] = {}  # lane -> why its inventory could not be read
+
+    def inventory(self, dispatch: str | None = None) -> list[Live]:
+        found: list[Live] = []
+        for cluster in self.settings.policy.clusters:
+            if self.lanes.options.slurm_runner is None and not self.settings.cluster_access(cluster.name).login:
+                import shutil
+
+                if shutil.which("squeue") is None:
+                    continue
+            prefix = f"eps-{dispatch}" if dispatch else "eps-"
+            match self.lanes.slurm(cluster.name).list_by_name(prefix):
+                case Success(jobs):
+                    for j in jobs:
+                        d = (j.name or "")[4:]
+                        if dispatch is None or d == dispatch:
+                            state = "running" if j.state == "RUNNING" else j.state.lower()
+                            h = Handle(
+                                cluster.name,
+                                LaneKind.SLURM,
+                                j.job_id,
+                                f"{cluster.name}/{j.qos or '-'}",
+                                qos=j.qos,
+                                state=state,
+                            )
+                            found.append(Live(d, h))
+                case Failure(f):
+                    self.unchecked[cluster.name] = f.message
+        if self.lanes.gcp_down() is None:
+            match self.lanes.gcp().list_by_label(dispatch):
+                case Success(instances):
+                    found.extend(Live(i.dispatch_id, i.handle, i.handle.rung) for i in instances)
+                case Failure(f):
+                    self.unchecked["gcp"] = f.message
+        if self.lanes.runpod_down() is None:
+            from eps.shell.runpod import POD_PREFIX, dispatch_prefix
+
+            prefix = dispatch_prefix(dispatch) if dispatch else POD_PREFIX
+            pods = self.lanes.with_runpod(lambda c: c.list_pods(prefix))
+            if isinstance(pods, LaneFailure):
+                self.unchecked["runpod"] = pods.message
+            elif isinstance(pods, Failure):
+                self.unchecked["runpod"] = pods.failure().message
+            else:
+                for pod in pods.unwrap():
+                    if pod.status.value in ("EXITED", "TERMINATED", "ERROR"):
+                        continue
+                    d = pod.name[len(POD_PREFIX) :].rsplit("-", 1)[0]
+                    h = Handle(
+                        "runpod", LaneKind.RUNPOD, pod.id, pod.name, machine=pod.machine, state=pod.status.value.lower()
+                    )
+                    found.append(Live(d, h, pod.name))
+        for d, pid in self.lanes.vm.find(dispatch):
+            found.append(Live(d, Handle("vm", LaneKind.VM, str(pid), "vm/-/-/local", machine="local")))
+        return found
+
+    def release(self, live: Live) -> str | None:
+        h = live.handle
+        if h.kind is LaneKind.SLURM:
+            client = self.lanes.slurm(h.lane)
+            client.cancel(h.id)
+            if not client.wait_gone(h.id, self.lanes.options.slurm_cancel_timeout_s):
+                return f"SLURM job {h.id} did not leave the queue"
+            return None
+        if h.kind is LaneKind.GCP:
+            res = self.lanes.gcp().delete(h)
+            return res.failure().message if isinstance(res, Failure) else None
+        if h.kind is LaneKind.RUNPOD:
+            res = self.lanes.with_runpod(lambda c: c.terminate(h.id))
+            if isinstance(res, LaneFailure):
+                return res.message
+            return res.failure().message if isinstance(res, Failure) else None
+        self.lanes.vm.cancel(h, live.dispatch)
+        return None
+
+    def reconcile(self, dispatch: str | None = None) -> dict[str, Any]:
+        live = self.inventory(dispatch)
+        by_dispatch: dict[str, list[Live]] = {}
+        for item in live:
+            by_dispatch.setdefault(item.dispatch, []).append(item)
+        report: dict[str, Any] = {
+            "adopted": [],
+            "released": [],
+            "foreign": [],
+            "interrupted": [],
+            "errors": self.errors,
+            "unchecked": self.unchecked,
+        }
+        rows = [self.ledger.dispatch(dispatch)] if dispatch else self.ledger.dispatches()
+        known = {r.id for r in rows if r is not None}
+        for row in rows:
+            if row is None or self.ledger.is_owned_elsewhere(row.id):
+                continue
+            self._settle(row, by_dispatch.get(row.id, []), report, resuming=False)
+        for d, items in by_dispatch.items():
+            if d not in known and (dispatch is None or d == dispatch) and self.ledger.dispatch(d) is None:
+                report["foreign"].extend(f"{i.handle.lane}:{i.handle.id}" for i in items)
+        return report
+
+    def reconcile_dispatch(self, row: L.DispatchRow, *, resuming: bool) -> dict[str, Any]:
+        report: dict[str, Any] = {
+            "adopted": [],
+            "released": [],
+            "foreign": [],
+            "interrupted": [],
+            "errors": self.errors,
+            "unchecked": self.unchecked,
+        }
+        self._settle(row, self.inventory(row.id), report, resuming=resuming)
+        return report
+
+    def _settle(self, row: L.DispatchRow, items: list[Live], report: dict[str, Any], *, resuming: bool) -> None:
+        attempts = self.ledger.attempts(row.id)
+        blind = sorted({a.lane for a in attempts if a.lane in self.unchecked and a.state not in (L.A_FAILED,)})
+        if blind and row.state not in (L.ENDED,) and any(a.state in L.LIVE_ATTEMPT_STATES for a in attempts):
+            # We cannot see a lane this dispatch may hold something on: change nothing, say why.
+            for lane in blind:
+                report["errors"].append(f"{row.id}: cannot check {lane}: {self.unchecked[lane]}")
+            return
+        if row.state in (L.CANCELLED, L.FAILED):
+            for item in items:
+                self._release(row.id, item, attempts, report)
+            return
+        if not items:
+            if row.state == L.WALKING:
+                for a in attempts:
+                    if a.state in L.LIVE_ATTEMPT_STATES:
+                        self.ledger.update_attempt(a.id, L.A_GONE, outcome="gone", reason="not found at the provider")
+                if not resuming:
+                    self.ledger.set_dispatch(row.id, L.INTERRUPTED, message="the walk stopped; eps execute --resume")
+                    report["interrupted"].append(row.id)
+            elif row.state in (L.STARTED, L.HELD) and row.handle:
+                note = "no longer at the provider"
+                if row.handle.get("kind") == "vm":
+                    done = self.lanes.vm.state(Handle("vm", LaneKind.VM, row.handle["id"], ""), row.id)
+                    note = f"exit code {done.split(':', 1)[1]}" if done.startswith("done:") else "process gone"
+                for a in attempts:
+                    if a.state in (L.A_RUNNING, L.A_PENDING):
+                        self.ledger.update_attempt(a.id, L.A_ENDED, outcome="ended", reason=note)
+                self.ledger.set_dispatch(row.id, L.ENDED, message=note)
+            return
+        # Keep the newest resource; release the rest (rungs the walk had already left).
+        ranked = sorted(items, key=lambda i: self._seq(i, attempts), reverse=True)
+        keep, extra = ranked[0], ranked[1:]
+        for item in extra:
+            self._release(row.id, item, attempts, report)
+        a = self._attempt_for(keep, attempts)
+        h = keep.handle
+        if a is None:  # found, never recorded (crash between call and record): adopt it now
+            rung = next((x for x in reversed(attempts)), None)
+            if rung is not None:
+                self.ledger.update_attempt(
+                    rung.id, L.A_RUNNING if h.state == "running" else L.A_PENDING, handle=h.id, outcome="adopted"
+                )
+        else:
+            state = L.A_RUNNING if h.state in ("running", "starting", "completing") else L.A_PENDING
+            self.ledger.update_attempt(a.id, state, handle=h.id, outcome=a.outcome or "adopted")
+        report["adopted"].append(f"{row.id}:{h.lane}:{h.id}")
+        if row.state in (L.WALKING, L.INTERRUPTED) and not resuming:
+            if h.state == "pending" and h.kind is LaneKind.SLURM and (row.job.get("pin") is None):
+                self.ledger.set_dispatch(row.id, L.INTERRUPTED, message="parked job adopted; eps execute --resume")
+                report["interrupted"].append(row.id)
+            else:
+                self.ledger.set_dispatch(row.id, L.STARTED, handle=handle_dict(h))
+
+    def _seq(self, item: Live, attempts: list[L.AttemptRow]) -> int:
+        a = self._attempt_for(item, attempts)
+        return a.seq if a is not None else 10**6  # unrecorded: the newest possible
+
+    @staticmethod
+    def _attempt_for(item: Live, attempts: list[L.AttemptRow]) -> L.AttemptRow | None:
+        h = item.handle
+        for a in reversed(attempts):
+            if a.handle and a.handle == h.id:
+                return a
+        for a in reversed(attempts):
+            if a.kind != h.kind.value:
+                continue
+            if h.kind is LaneKind.SLURM and a.qos == h.qos:
+                return a
+            if h.kind is LaneKind.GCP and a.name == h.id:
+                return a
+            if h.kind is LaneKind.RUNPOD and a.name == item.attempt_hint:
+                return a
+            if h.kind is LaneKind.VM:
+                return a
+        return None
+
+    def _release(self, dispatch: str, item: Live, attempts: list[L.AttemptRow], report: dict[str, Any]) -> None:
+        err = self.release(item)
+        a = self._attempt_for(item, attempts)
+        if err is None:
+            if a is not None:
+                self.ledger.update_attempt(a.id, L.A_CANCELLED, handle=item.handle.id, outcome="released")
+            report["released"].append(f"{dispatch}:{item.handle.lane}:{item.handle.id}")
+        else:
+            report["errors"].append(f"{dispatch}: {err}")
+
+
+def cancel(
+    settings: Settings, ledger: L.Ledger, lanes: Lanes, reporter: Reporter, dispatch: str, *, wait_s: float = 60.0
+) -> dict[str, Any]:
+    """Mark the dispatch (and its children) cancelled, wait for a live walker to stop, release everything."""
+    row = ledger.dispatch(dispatch)
+    if row is None:
+        raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+    targets = [row, *ledger.children(dispatch)]
+    for r in targets:
+        ledger.set_dispatch(r.id, L.CANCELLED, message="cancelled by eps cancel")
+    deadline = time.monotonic() + wait_s
+    for r in targets:
+        while ledger.is_owned_elsewhere(r.id) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    rec = Reconciler(settings, ledger, lanes, reporter)
+    report: dict[str, Any] = {"cancelled": [r.id for r in targets], "released": [], "errors": []}
+    for r in targets:
+        fresh = ledger.dispatch(r.id)
+        if fresh is None:
+            continue
+        part = rec.reconcile_dispatch(fresh, resuming=False)
+        report["released"].extend(part["released"])
+        report["errors"].extend(part["errors"])
+    return report
+
+
+def status(ledger: L.Ledger, dispatch: str | None) -> list[dict[str, Any]]:
+    rows = [ledger.dispatch(dispatch)] if dispatch else ledger.dispatches()
+    out = []
+    for r in rows:
+        if r is None:
+            raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+        attempts = ledger.attempts(r.id)
+        out.append(
+            {
+                "dispatch": r.id,
+                "parent": r.parent,
+                "intent": r.intent,
+                "state": r.state,
+                "terminal": r.terminal,
+                "message": r.message,
+                "handle": r.handle,
+                "created_at": r.created_at,
+                "attempts": [
+                    {
+                        "seq": a.seq,
+                        "rung": a.rung,
+                        "state": a.state,
+                        "handle": a.handle,
+                        "outcome": a.outcome,
+                        "reason": a.reason,
+                    }
+                    for a in attempts
+                ],
+            }
+        )
+    return out
+
+
+# --- the commands ---------------------------------------------------------------------------
+
+
+def run_command(
+    ns: argparse.Namespace,
+    settings: Settings,
+    command: Sequence[str],
+    make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    *,
+    options: LaneOptions | None = None,
+) -> int:
+    """``execute``, ``status``, ``cancel``, ``reconcile``; errors map to exit codes in cli.main."""
+    try:
+        ledger = L.Ledger(settings.state_dir)
+    except L.LedgerError as exc:
+        raise JobError("ledger", str(exc), None) from None
+    lanes = Lanes(settings, options)
+    reporter = Reporter(json_lines=bool(getattr(ns, "json", False)))
+    try:
+        return _dispatch_command(ns, settings, command, make_job, ledger, lanes, reporter)
+    except L.LedgerError as exc:
+        raise JobError("ledger", str(exc), None) from None
+    except L.DispatchBusy as exc:
+        raise JobError("busy", str(exc), None) from None
+    finally:
+        reporter.stop_live()
+        lanes.close()
+        ledger.close()
+
+
+def _dispatch_command(
+    ns: argparse.Namespace,
+    settings: Settings,
+    command: Sequence[str],
+    make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    ledger: L.Ledger,
+    lanes: Lanes,
+    reporter: Reporter,
+) -> int:
+    if ns.cmd == "status":
+        Reconciler(settings, ledger, lanes, reporter).reconcile(ns.dispatch)
+        rows = status(ledger, ns.dispatch)
+        if ns.json:
+            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        else:
+            _print_status(rows)
+        return EXIT_OK
+    if ns.cmd == "cancel":
+        if not ns.dispatch and not ns.all:
+            raise JobError("usage", "eps cancel: name a dispatch or --all", None)
+        ids = (
+            [ns.dispatch]
+            if ns.dispatch
+            else [
+                r.id
+                for r in ledger.dispatches(states=(L.WALKING, L.STARTED, L.HELD, L.INTERRUPTED))
+                if r.parent is None
+            ]
+        )
+        reports = [cancel(settings, ledger, lanes, reporter, d) for d in ids]
+        if ns.json:
+            sys.stdout.write(json.dumps(reports, indent=2) + "\n")
+        else:
+            for rep in reports:
+                sys.stdout.write(f"cancelled {', '.join(rep['cancelled'])}; released {len(rep['released'])}\n")
+                for e in rep["errors"]:
+                    sys.stdout.write(f"  error: {e}\n")
+        return EXIT_FAILED if any(r["errors"] for r in reports) else EXIT_OK
+    if ns.cmd == "reconcile":
+        report = Reconciler(settings, ledger, lanes, reporter).reconcile()
+        sys.stdout.write(json.dumps(report, indent=2) + "\n" if ns.json else _reconcile_text(report))
+        return EXIT_FAILED if report["errors"] else EXIT_OK
+    # execute
+    if ns.resume and (ns.intent or command):
+        raise JobError("usage", "eps execute --resume DISPATCH takes no intent or command", None)
+    Reconciler(settings, ledger, lanes, reporter).reconcile()
+    snapshot, grants = _gather(ns, settings, lanes)
+    ex = Executor(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot)
+    reporter.start_live()
+    if ns.resume:
+        results = [ex.resume(ns.resume)]
+    else:
+        job = make_job(ns, command)
+        results = ex.execute(job, ns.dispatch_id)
+    reporter.stop_live()
+    for r in results:
+        if r.handle is not None:
+            h = r.handle
+            if reporter.json_lines:
+                continue
+            where = h.qos or h.zone or ""
+            sys.stdout.write(f"{r.dispatch} {h.lane} {where} {h.machine or ''} {h.id} {h.state}\n".replace("  ", " "))
+        elif not reporter.json_lines:
+            sys.stdout.write(f"{r.dispatch} failed: {r.failure}\n")
+    return EXIT_OK if all(r.handle is not None for r in results) else EXIT_FAILED
+
+
+def _gather(ns: argparse.Namespace, settings: Settings, lanes: Lanes) -> tuple[CapacitySnapshot, QosGrants]:
+    from eps.core.tables import DEFAULT_GRANTS
+
+    snapshot = CapacitySnapshot()
+    grants = DEFAULT_GRANTS
+    if getattr(ns, "snapshot", None) or getattr(ns, "grants", None):
+        from eps.shell import inputs
+
+        if ns.snapshot:
+            snapshot = inputs.load_snapshot(ns.snapshot)
+        if ns.grants:
+            grants = inputs.load_grants(ns.grants)
+    down: tuple[Any, ...] = lanes.unavailable()
+    if not getattr(ns, "grants", None):
+        grants, cluster_down = lanes.discover_grants(grants)
+        down = (*down, *cluster_down)
+    return evolve(snapshot, unavailable=(*snapshot.unavailable, *down)), grants
+
+
+def _print_status(rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("dispatch", "intent", "state", "lane", "where", "id", "attempts", "note"):
+        table.add_column(col)
+    for r in rows:
+        h = r["handle"] or {}
+        where = h.get("qos") or h.get("zone") or ""
+        table.add_row(
+            r["dispatch"],
+            r["intent"],
+            r["state"],
+            h.get("lane", ""),
+            where,
+            h.get("id", ""),
+            str(len(r["attempts"])),
+            r["terminal"] or r["message"] or "",
+        )
+    Console(width=140).print(table)
+
+
+def _reconcile_text(report: dict[str, Any]) -> str:
+    lines = []
+    for k, v in report.items():
+        items = [f"{lane} ({why})" for lane, why in v.items()] if isinstance(v, dict) else v
+        lines.append(f"{k}: {', '.join(items) if items else '-'}")
+    return "\n".join(lines) + "\n"

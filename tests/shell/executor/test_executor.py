@@ -1,0 +1,236 @@
+"""`eps execute`, `status`, `cancel`, `reconcile` against the real VM lane and the local
+GCP and RunPod servers: the walk, the ledger, failover, fan-out, crash recovery."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import KEY, gcp_fake
+
+from eps.core.model import Job, LaneKind, Provisioning, Rung
+from eps.shell.gcp import instance_name
+from eps.shell.ledger import Ledger
+
+
+def _kinds(events: list[dict[str, Any]]) -> list[str]:
+    return [e["event"] for e in events]
+
+
+def _wait_gone(pid: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_p2_trivial_op_runs_on_the_vm_and_is_recorded(eps: Any) -> None:
+    rc, events = eps.events("cpu-small", "--duration", "20s", "--", "sh", "-c", "echo from-the-vm")
+    assert rc == 0
+    assert _kinds(events) == ["dispatch", "attempt", "started"]
+    d = events[-1]["dispatch"]
+    h = events[-1]["handle"]
+    assert h["lane"] == "vm"
+    log = eps.state / "logs" / f"{d}.log"
+    deadline = time.monotonic() + 5
+    while not (eps.state / "logs" / f"{d}.rc").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "from-the-vm" in log.read_text()
+    [row] = eps.status(d)  # the process has ended: status says so, with its exit code
+    assert row["state"] == "ended" and row["message"] == "exit code 0"
+    assert row["attempts"][0]["state"] == "ended"
+
+
+def test_cancel_stops_a_vm_process(eps: Any) -> None:
+    rc, events = eps.events("cpu-small", "--duration", "30s", "--", "sleep", "30")
+    assert rc == 0
+    d, pid = events[-1]["dispatch"], int(events[-1]["handle"]["id"])
+    rc, _out, err = eps("cancel", d)
+    assert rc == 0, err
+    assert _wait_gone(pid)
+    [row] = eps.status(d)
+    assert row["state"] == "cancelled"
+
+
+def test_p3_gcp_zone_failover_then_start(eps: Any, gcp: Any) -> None:
+    gcp.program("us-central1-a", gcp_fake.exhausted(gcp.project, "us-central1-a"))
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "python3", "analyse.py")
+    assert rc == 0, events
+    failed = [e for e in events if e["event"] == "failed"]
+    assert failed[0]["rung"] == "gcp/e2-standard-4/us-central1-a/spot" and failed[0]["kind"] == "zone_exhausted"
+    started = events[-1]
+    assert started["event"] == "started"
+    assert started["handle"]["zone"] == "us-central1-b"
+    assert len(gcp.instances) == 1
+    [(zone, name)] = gcp.instances
+    assert gcp.instances[(zone, name)]["labels"]["eps-dispatch"] == started["dispatch"]
+    [row] = eps.status(started["dispatch"])
+    assert [a["state"] for a in row["attempts"]] == ["failed", "running"]
+    rc, _, err = eps("cancel", started["dispatch"])
+    assert rc == 0, err
+    assert gcp.instances == {}
+
+
+def test_p3_gcp_cpu_exhausted_fails_over_to_runpod_cpu_pod(eps: Any, gcp: Any, runpod: Any) -> None:
+    for zone in ("us-central1-a", "us-central1-b"):
+        gcp.always(zone, gcp_fake.exhausted(gcp.project, zone))
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "python3", "analyse.py")
+    assert rc == 0
+    assert [e["kind"] for e in events if e["event"] == "failed"] == ["zone_exhausted"] * 4
+    assert events[-1]["handle"]["lane"] == "runpod"
+    [body] = runpod.created_bodies()
+    assert body["cpu"] == {"id": "cpu3g", "vcpuCount": 4}
+    assert len(runpod.live_pods()) == 1
+    rc, _, _ = eps("cancel", events[-1]["dispatch"])
+    assert rc == 0
+    assert (
+        all(
+            p["desiredStatus"] in ("TERMINATED", "EXITED") or p.get("status") == "TERMINATED"
+            for p in runpod.live_pods()
+        )
+        or runpod.live_pods() == []
+    )
+
+
+def test_cpu_exhausted_everywhere_is_terminal_and_nothing_is_left(eps: Any, gcp: Any, runpod: Any) -> None:
+    for zone in ("us-central1-a", "us-central1-b"):
+        gcp.always(zone, gcp_fake.exhausted(gcp.project, zone))
+    runpod.stock.update({"cpu3g": 0, "cpu5g": 0})
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "true")
+    assert rc == 1
+    assert events[-1]["event"] == "terminal" and events[-1]["terminal"] == "cpu_exhausted"
+    assert gcp.instances == {} and runpod.live_pods() == []
+
+
+def test_runpod_402_stops_with_the_providers_own_limit(eps: Any, gcp: Any, runpod: Any) -> None:
+    for zone in ("us-central1-a", "us-central1-b"):
+        gcp.always(zone, gcp_fake.exhausted(gcp.project, zone))
+    runpod.insufficient_balance = True
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "true")
+    assert rc == 1
+    stop = [e for e in events if e["event"] == "stopped"]
+    assert stop and "RunPod" in stop[0]["message"]
+    assert len(runpod.created_bodies()) == 1  # stopped: the second flavor was not tried
+
+
+def test_gcp_auth_error_stops_the_walk(eps: Any, gcp: Any, runpod: Any) -> None:
+    gcp.fail("POST", r"/instances", gcp_fake.forbidden(), times=5)
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "true")
+    assert rc == 1
+    assert events[-1]["event"] == "stopped"
+    assert runpod.created_bodies() == []
+
+
+def test_p5_cpu_fan_out_gives_n_independent_dispatches(eps: Any, gcp: Any) -> None:
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--count", "3", "--", "python3", "shard.py")
+    assert rc == 0
+    started = [e for e in events if e["event"] == "started"]
+    assert len(started) == 3
+    assert len({e["dispatch"] for e in started}) == 3
+    assert len(gcp.instances) == 3
+    parent = next(e for e in events if e["event"] == "fanout")["dispatch"]
+    rc, _, _ = eps("cancel", parent)
+    assert rc == 0
+    assert gcp.instances == {}
+
+
+def test_crash_after_insert_before_record_is_adopted_not_recreated(eps: Any, gcp: Any) -> None:
+    """The walk died between the provider call and its record: reconcile adopts the machine."""
+    ledger = Ledger(str(eps.state))
+    job = Job("cpu-small", 1800, command=("true",))
+    rung = Rung(
+        "gcp", LaneKind.GCP, Provisioning.SPOT, "x", machine="e2-standard-4", zone="us-central1-a", vcpus=4, mem_gb=16
+    )
+    ledger.new_dispatch("ecrash00001", job)
+    ledger.begin_attempt("ecrash00001", rung, instance_name("ecrash00001", rung))
+    ledger.close()
+    name = instance_name("ecrash00001", rung)
+    gcp.add_instance(
+        "us-central1-a",
+        {
+            "name": name,
+            "machineType": "zones/us-central1-a/machineTypes/e2-standard-4",
+            "labels": {"eps-dispatch": "ecrash00001"},
+            "metadata": {"items": [{"key": "eps-rung", "value": rung.key}]},
+        },
+    )
+    rc, _out, err = eps("reconcile", "--json")
+    assert rc == 0, err
+    [row] = eps.status("ecrash00001")
+    assert row["state"] == "started"
+    assert row["attempts"][0]["handle"] == name
+    assert len(gcp.recorded("POST", r"/instances$")) == 0  # never submitted twice
+
+
+def test_reconcile_releases_what_a_cancelled_dispatch_left(eps: Any, gcp: Any) -> None:
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "true")
+    d = events[-1]["dispatch"]
+    ledger = Ledger(str(eps.state))
+    ledger.set_dispatch(d, "cancelled")
+    ledger.close()
+    assert len(gcp.instances) == 1
+    rc, _out, err = eps("reconcile", "--json")
+    assert rc == 0, err
+    assert gcp.instances == {}
+
+
+def test_a_second_executor_on_one_dispatch_is_refused(eps: Any) -> None:
+    ledger = Ledger(str(eps.state))
+    ledger.new_dispatch("ebusy000001", Job("cpu-small", 1800, command=("true",)))
+    ledger.set_dispatch("ebusy000001", "interrupted")
+    ledger.acquire("ebusy000001")  # this test process plays the first executor
+    rc, _out, err = eps("execute", "--resume", "ebusy000001")
+    ledger.close()
+    assert rc == 2
+    assert "being walked by another eps process" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_read_only_state_dir_is_one_clear_line_and_submits_nothing(eps: Any, gcp: Any, tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        # root ignores directory modes; a file where the directory should be is read-only for everyone
+        blocker = tmp_path / "not-a-dir"
+        blocker.write_text("")
+        env = {"EPS_STATE_DIR": str(blocker / "state")}
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        env = {"EPS_STATE_DIR": str(ro / "state")}
+    rc, _out, err = eps("execute", "cpu-small", "--duration", "30m", "--", "true", env=env)
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and "state directory" in err
+    assert gcp.recorded("POST", r"/instances") == []
+
+
+def test_corrupt_ledger_is_one_clear_line(eps: Any, gcp: Any) -> None:
+    eps.state.mkdir(parents=True)
+    (eps.state / "ledger.sqlite3").write_bytes(b"this is not a database" * 100)
+    rc, _out, err = eps("execute", "cpu-small", "--duration", "30m", "--", "true")
+    assert rc == 2 and "corrupt" in err and len(err.strip().splitlines()) == 1
+    assert gcp.recorded("POST", r"/instances") == []
+
+
+def test_secrets_never_reach_output_or_the_ledger(eps: Any, gcp: Any, runpod: Any) -> None:
+    for zone in ("us-central1-a", "us-central1-b"):
+        gcp.always(zone, gcp_fake.exhausted(gcp.project, zone))
+    runpod.echo_key_in_401 = True
+    _, out, err = eps("execute", "--json", "cpu-small", "--duration", "30m", "--", "true")
+    _, out2, err2 = eps("status", "--json")
+    blob = out + err + out2 + err2
+    for f in eps.state.rglob("*"):
+        if f.is_file():
+            blob += f.read_bytes().decode(errors="replace")
+    assert KEY not in blob
+    with sqlite3.connect(eps.state / "ledger.sqlite3") as db:
+        rows = db.execute("SELECT * FROM attempts").fetchall()
+    assert rows and KEY not in repr(rows)
