@@ -43,6 +43,7 @@ class GcpSettings:
     image: str = "projects/debian-cloud/global/images/family/debian-12"
     endpoint: str | None = None  # tests: a local server; production: the Google default
     service_account: str | None = None
+    poll_interval_s: float = 2.0  # zone-operation polling
 
 
 @frozen
@@ -52,6 +53,7 @@ class RunpodSettings:
     gpu_image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
     data_centers: tuple[str, ...] = ()
     concurrency: int = 32
+    poll_interval_s: float = 2.0  # GET /v2/pods/{id} until RUNNING
 
 
 @frozen

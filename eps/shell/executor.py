@@ -708,6 +708,10 @@ def run_command(
     options: LaneOptions | None = None,
 ) -> int:
     """``execute``, ``status``, ``cancel``, ``reconcile``; errors map to exit codes in cli.main."""
+    import logging
+
+    # Retry libraries log each retry at WARNING; the reporter already says what failed.
+    logging.getLogger().addHandler(logging.NullHandler())
     try:
         ledger = L.Ledger(settings.state_dir)
     except L.LedgerError as exc:

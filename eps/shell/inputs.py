@@ -23,6 +23,7 @@ from eps.core.model import (
     ClusterConfig,
     ClusterState,
     GcpState,
+    LaneDown,
     Policy,
     QosGrants,
     QosTier,
@@ -83,7 +84,7 @@ def _converter() -> cattrs.Converter:
     return conv
 
 
-_SNAPSHOT_PARTS = (ClusterState, QueueState, GcpState, RunpodState)
+_SNAPSHOT_PARTS = (ClusterState, QueueState, GcpState, RunpodState, LaneDown)
 
 
 _CONV: cattrs.Converter | None = None
@@ -199,6 +200,7 @@ class _GcpDoc:
     image: str | None = None
     endpoint: str | None = None
     service_account: str | None = None
+    poll_interval_s: float | None = None
 
 
 @frozen
@@ -208,6 +210,7 @@ class _RunpodDoc:
     gpu_image: str | None = None
     data_centers: list[str] | None = None
     concurrency: int | None = None
+    poll_interval_s: float | None = None
 
 
 @frozen
@@ -252,10 +255,15 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
             image=g.image,
             endpoint=g.endpoint,
             service_account=g.service_account,
+            poll_interval_s=g.poll_interval_s,
         )
     runpod = base.runpod
     if doc.runpod is not None:
         r = doc.runpod
+        for name, v in (("gcp.poll_interval_s", doc.gcp.poll_interval_s if doc.gcp else None),
+                        ("runpod.poll_interval_s", r.poll_interval_s)):  # fmt: skip
+            if v is not None and v <= 0:
+                raise ConfigError(f"{source}: must be positive @ $.{name}")
         if r.concurrency is not None and r.concurrency < 1:
             raise ConfigError(f"{source}: must be at least 1 @ $.runpod.concurrency")
         runpod = _set(
@@ -265,6 +273,7 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
             gpu_image=r.gpu_image,
             data_centers=r.data_centers,
             concurrency=r.concurrency,
+            poll_interval_s=r.poll_interval_s,
         )
     access = list(base.access)
     if doc.clusters is not None:

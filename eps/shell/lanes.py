@@ -101,7 +101,8 @@ class Lanes:
         if self._gcp is None:
             from eps.shell.gcp import GcpLane
 
-            self._gcp = GcpLane.from_settings(self.settings.gcp, **(self.options.gcp_options or {}))
+            options = {"poll_interval_s": self.settings.gcp.poll_interval_s, **(self.options.gcp_options or {})}
+            self._gcp = GcpLane.from_settings(self.settings.gcp, **options)
         return self._gcp
 
     # --- RunPod -----------------------------------------------------------------------------
@@ -128,7 +129,7 @@ class Lanes:
         from eps.shell.runpod import RunpodSettings
 
         s = self.settings.runpod
-        extra = dict(self.options.runpod_options or {})
+        extra = {"poll_interval_s": s.poll_interval_s, **(self.options.runpod_options or {})}
         return RunpodSettings(
             base_url=s.base_url,
             cpu_image=s.image,

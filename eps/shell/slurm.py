@@ -1,0 +1,298 @@
+"""The SLURM lane's adapter: sbatch, squeue, sacct, scancel and sacctmgr through their CLIs.
+
+Every command goes through one injected *runner* (argv, stdin) -> (rc, stdout,
+stderr); the production default runs a local subprocess.  A cluster behind a
+login node is reached with a command *prefix* such as ``("ssh",
+"fellows-login")``: the SLURM argv is then passed as one shell-quoted string,
+because ssh hands its arguments to the remote shell joined by blanks.
+
+Fallible calls return ``returns.result.Result`` with a :class:`LaneFailure` on
+failure; the adapter classifies what SLURM said and decides nothing else.  A
+PENDING job is a state, not a failure.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from attrs import frozen
+from returns.result import Failure, Result, Success
+
+from eps.core.durations import parse_slurm_time
+from eps.core.model import QosGrants, QosTier
+from eps.core.outcome import FailureKind, LaneFailure
+
+
+class Runner(Protocol):
+    """Runs one argv (optionally feeding ``stdin``) and reports (rc, stdout, stderr)."""
+
+    def __call__(self, argv: Sequence[str], stdin: str | None = None) -> tuple[int, str, str]: ...
+
+
+def subprocess_runner(
+    argv: Sequence[str], stdin: str | None = None, *, timeout_s: float = 60.0
+) -> tuple[int, str, str]:
+    """The production runner.  A missing command is rc 127, a hung one rc 124 (as in a shell)."""
+    try:
+        proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except FileNotFoundError as exc:
+        return 127, "", f"{argv[0]}: command not found ({exc.strerror})"
+    except subprocess.TimeoutExpired:
+        return 124, "", f"{argv[0]}: no answer within {timeout_s:g} s"
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+#: squeue/sacct states in which a job holds or may still take resources.
+LIVE_STATES: frozenset[str] = frozenset(
+    {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT"}
+)
+#: The state :meth:`SlurmClient.poll` reports for a job neither squeue nor sacct knows.
+GONE = "GONE"
+
+_POLL_FORMAT = "%i|%T|%r|%q"
+_LIST_FORMAT = "%i|%T|%r|%q|%j"
+
+# What sbatch/scancel print when a job id is unknown to the controller.
+_INVALID_JOB = "Invalid job id"
+# sbatch refusals that mean "not under this QoS / account": skip the rung (REFUSED).
+_REFUSED_MARKERS = (
+    "Invalid qos specification",
+    "Invalid account",
+    "Invalid partition",
+    "QOSNotAllowed",
+    "not allowed to use",
+    "Job violates accounting/QOS policy",
+    "Invalid generic resource",
+    "Requested node configuration is not available",
+    "Requested time limit is invalid",
+    "AccessDenied",
+)
+# The controller (or the login node) did not answer: nothing on this lane will work.
+_UNREACHABLE_MARKERS = (
+    "Unable to contact slurm controller",
+    "Connection refused",
+    "Could not resolve hostname",
+    "No route to host",
+    "Permission denied (publickey",
+)
+_TRANSIENT_MARKERS = ("Socket timed out", "Resource temporarily unavailable", "slurm_persist_conn_open")
+
+
+@frozen
+class JobStatus:
+    """One job as squeue (or, once it has left squeue, sacct) reports it.
+
+    ``reason`` is the pending reason (``Priority``, ``QOSMaxGRESPerUser``, ...),
+    ``None`` when squeue prints ``None`` or the job is not pending."""
+
+    job_id: str
+    state: str
+    reason: str | None = None
+    qos: str | None = None
+    name: str | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+
+class SlurmClient:
+    """SLURM's CLIs, run locally or through ``prefix`` (a login command such as ssh)."""
+
+    def __init__(self, runner: Runner = subprocess_runner, prefix: Sequence[str] = ()) -> None:
+        self._runner = runner
+        self._prefix = tuple(prefix)
+
+    def _run(self, argv: Sequence[str], stdin: str | None = None) -> tuple[int, str, str]:
+        if self._prefix:
+            return self._runner([*self._prefix, shlex.join(argv)], stdin)
+        return self._runner(list(argv), stdin)
+
+    # --- jobs ----------------------------------------------------------------------------
+
+    def submit(self, script: str) -> Result[str, LaneFailure]:
+        """``sbatch --parsable`` reading ``script`` on stdin; the job id on success."""
+        rc, out, err = self._run(["sbatch", "--parsable"], script)
+        if rc == 0:
+            job_id = out.strip().splitlines()[-1].split(";")[0] if out.strip() else ""
+            if job_id.isdigit():
+                return Success(job_id)
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"sbatch printed no job id: {out.strip()!r}"))
+        return Failure(classify(rc, err or out, "sbatch"))
+
+    def poll(self, job_id: str) -> Result[JobStatus, LaneFailure]:
+        """The job's state and pending reason from ``squeue``; once it has left squeue,
+        its final state from ``sacct``, or :data:`GONE` when neither knows it."""
+        rc, out, err = self._run(["squeue", "-h", "-j", job_id, "-o", _POLL_FORMAT])
+        if rc == 0:
+            for line in out.splitlines():
+                status = _parse_status(line)
+                if status is not None and status.job_id == job_id:
+                    return Success(status)
+        elif _INVALID_JOB not in err:
+            return Failure(classify(rc, err, "squeue"))
+        return self._from_sacct(job_id)
+
+    def _from_sacct(self, job_id: str) -> Result[JobStatus, LaneFailure]:
+        rc, out, err = self._run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,State,QOS"])
+        if rc != 0:
+            return Failure(classify(rc, err, "sacct"))
+        for line in out.splitlines():
+            parts = line.split("|")
+            if len(parts) >= 3 and parts[0] == job_id:
+                # "CANCELLED by 0" -> CANCELLED
+                state = parts[1].split(" ")[0] or GONE
+                qos = parts[2] if parts[2] not in ("", "Unknown") else None
+                return Success(JobStatus(job_id, state, None, qos))
+        return Success(JobStatus(job_id, GONE))
+
+    def cancel(self, job_id: str, *, pending_only: bool = False) -> Result[None, LaneFailure]:
+        """``scancel``; a job the controller no longer knows counts as cancelled.
+
+        ``pending_only`` adds ``--state=PENDING``: a job that started meanwhile is left
+        running (scancel then succeeds and changes nothing)."""
+        argv = ["scancel", "--state=PENDING", job_id] if pending_only else ["scancel", job_id]
+        rc, out, err = self._run(argv)
+        if rc == 0 or _INVALID_JOB in err:
+            return Success(None)
+        return Failure(classify(rc, err or out, "scancel"))
+
+    def wait_gone(
+        self,
+        job_id: str,
+        timeout_s: float,
+        *,
+        interval_s: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> bool:
+        """Poll until the job is in no live state (squeue shows it ended, or it left
+        squeue).  False when it is still live after ``timeout_s`` or cannot be read."""
+        deadline = clock() + timeout_s
+        while True:
+            match self.poll(job_id):
+                case Success(status) if not status.live:
+                    return True
+                case _:
+                    pass
+            if clock() >= deadline:
+                return False
+            sleep(interval_s)
+
+    def list_by_name(self, prefix: str) -> Result[tuple[JobStatus, ...], LaneFailure]:
+        """The user's jobs (any live state) whose name starts with ``prefix``: for reconcile."""
+        rc, out, err = self._run(["squeue", "-h", "--me", "-o", _LIST_FORMAT])
+        if rc != 0:
+            return Failure(classify(rc, err, "squeue"))
+        found = []
+        for line in out.splitlines():
+            status = _parse_status(line, with_name=True)
+            if status is not None and status.name is not None and status.name.startswith(prefix):
+                found.append(status)
+        return Success(tuple(found))
+
+    # --- grants --------------------------------------------------------------------------
+
+    def discover_grants(self, user: str) -> Result[QosGrants, LaneFailure]:
+        """The QoS tiers ``user`` may use per cluster, with each tier's limits.
+
+        ``sacctmgr -P -n show assoc user=U format=Cluster,User,Account,QOS`` gives
+        the granted names (the union over the user's associations);
+        ``sacctmgr -P -n show qos format=Name,Priority,MaxWall,MaxTRESPU`` their
+        priority, MaxWall and per-user GPU cap.  Tiers come highest priority first."""
+        rc, assoc_out, err = self._run(
+            ["sacctmgr", "-P", "-n", "show", "assoc", f"user={user}", "format=Cluster,User,Account,QOS"]
+        )
+        if rc != 0:
+            return Failure(classify(rc, err, "sacctmgr"))
+        rc, qos_out, err = self._run(["sacctmgr", "-P", "-n", "show", "qos", "format=Name,Priority,MaxWall,MaxTRESPU"])
+        if rc != 0:
+            return Failure(classify(rc, err, "sacctmgr"))
+        try:
+            return Success(parse_grants(assoc_out, qos_out))
+        except ValueError as exc:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"cannot read sacctmgr output: {exc}"))
+
+
+def parse_grants(assoc_out: str, qos_out: str) -> QosGrants:
+    """Build :class:`QosGrants` from the two ``sacctmgr -P -n`` listings (see
+    :meth:`SlurmClient.discover_grants`).  Raises ``ValueError`` on a malformed line."""
+    granted: dict[str, set[str]] = {}
+    for line in assoc_out.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) < 4:
+            raise ValueError(f"association line {line!r} has fewer than 4 fields")
+        cluster, qos_list = parts[0], parts[3]
+        granted.setdefault(cluster, set()).update(q for q in qos_list.split(",") if q)
+    tiers: dict[str, QosTier] = {}
+    for line in qos_out.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) < 4:
+            raise ValueError(f"QoS line {line!r} has fewer than 4 fields")
+        name, priority, max_wall, max_tres = parts[:4]
+        tiers[name] = QosTier(
+            name,
+            priority=int(priority or 0),
+            max_wall_s=parse_slurm_time(max_wall),
+            max_gpus_per_user=gpu_cap(max_tres),
+        )
+    clusters = []
+    for cluster in sorted(granted):
+        found = [tiers.get(q, QosTier(q, priority=0)) for q in granted[cluster]]
+        found.sort(key=lambda t: (-t.priority, t.name))
+        clusters.append((cluster, tuple(found)))
+    return QosGrants(clusters=tuple(clusters))
+
+
+def gpu_cap(max_tres: str) -> int | None:
+    """The GPU count in a TRES list such as ``cpu=4,gres/gpu=16``; ``None`` = no cap.
+
+    A typed entry (``gres/gpu:h200=8``) counts when no untyped one is given."""
+    typed: int | None = None
+    for item in max_tres.split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep:
+            continue
+        if key == "gres/gpu":
+            return int(value)
+        if key.startswith("gres/gpu:"):
+            typed = int(value) if typed is None else max(typed, int(value))
+    return typed
+
+
+def classify(rc: int, message: str, command: str) -> LaneFailure:
+    """Map a failed SLURM command to one :class:`FailureKind` (the message is kept, trimmed)."""
+    text = " ".join(message.split()) or f"{command} exited {rc}"
+    if rc in (127, 255) or any(m in text for m in _UNREACHABLE_MARKERS):
+        return LaneFailure(FailureKind.UNREACHABLE, text, code=f"rc={rc}")
+    if rc == 124 or any(m in text for m in _TRANSIENT_MARKERS):
+        return LaneFailure(FailureKind.TRANSIENT, text, code=f"rc={rc}")
+    for marker in _REFUSED_MARKERS:
+        if marker in text:
+            return LaneFailure(FailureKind.REFUSED, text, code=marker)
+    if command == "sbatch":
+        return LaneFailure(FailureKind.REFUSED, text, code=f"rc={rc}")
+    return LaneFailure(FailureKind.TRANSIENT, text, code=f"rc={rc}")
+
+
+def _parse_status(line: str, *, with_name: bool = False) -> JobStatus | None:
+    fields = 5 if with_name else 4
+    parts = line.strip().split("|", fields - 1)
+    if len(parts) != fields or not parts[0]:
+        return None
+    reason = parts[2] if parts[2] not in ("", "None", "(null)") else None
+    return JobStatus(
+        job_id=parts[0],
+        state=parts[1],
+        reason=reason,
+        qos=parts[3] or None,
+        name=parts[4] if with_name else None,
+    )

@@ -1,0 +1,138 @@
+"""Fixtures for the SLURM lane against a real single-node SLURM cluster.
+
+The session fixture runs ``cluster.sh start`` (install if missing, configure,
+start the daemons, wait until every QoS accepts ``sbatch --test-only``).  Not
+root, or SLURM cannot be installed/started: the tests skip with the reason,
+except under ``CI=true``, where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from attrs import evolve
+from slurm_support import (
+    CLUSTER_SH,
+    FIRST_CAP_S,
+    NEXT_CAP_S,
+    SPEC_GPU_CAPS,
+    USER,
+    Recorder,
+    live_jobs,
+    run,
+    unavailable,
+    wait_until,
+)
+
+from eps.core.model import ClusterConfig, Policy, QosGrants
+from eps.core.tables import DEFAULT_POLICY, FELLOWS
+from eps.shell.slurm import SlurmClient
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Path:
+    """The cluster is up and ready; the path of ``cluster.sh``."""
+    if os.geteuid() != 0:
+        unavailable("the SLURM test cluster needs root: tests/shell/slurm/cluster.sh installs and starts daemons")
+    try:
+        proc = subprocess.run(
+            ["bash", str(CLUSTER_SH), "start"], capture_output=True, text=True, timeout=900, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        unavailable(f"cluster.sh start did not finish: {exc}")
+        raise  # unreachable: _unavailable skips or fails
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+        unavailable(f"SLURM could not be installed or started (cluster.sh start exited {proc.returncode}): {tail}")
+    return CLUSTER_SH
+
+
+@pytest.fixture
+def client(slurm_cluster: Path) -> SlurmClient:
+    return SlurmClient()
+
+
+@pytest.fixture
+def grants(client: SlurmClient) -> QosGrants:
+    return client.discover_grants(USER).unwrap()
+
+
+@pytest.fixture
+def fellows() -> ClusterConfig:
+    return evolve(FELLOWS, first_park_cap_s=FIRST_CAP_S, next_park_cap_s=NEXT_CAP_S)
+
+
+@pytest.fixture
+def policy(fellows: ClusterConfig) -> Policy:
+    return evolve(DEFAULT_POLICY, clusters=(fellows,))
+
+
+def _cancel_all() -> None:
+    subprocess.run(["scancel", "--quiet", "-u", USER], check=False, capture_output=True, timeout=60)
+    wait_until(lambda: not live_jobs(), 30, "every test job to leave the queue")
+
+
+@pytest.fixture(autouse=True)
+def no_jobs_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test marked ``slurm`` starts with no job of the user and cancels all of its
+    jobs at teardown (tests without the marker need no cluster)."""
+    if request.node.get_closest_marker("slurm") is None:
+        yield
+        return
+    request.getfixturevalue("slurm_cluster")
+    _cancel_all()
+    yield
+    _cancel_all()
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> str:
+    """Where test jobs write their output (sbatch would otherwise write into the cwd)."""
+    return str(tmp_path / "%j.out")
+
+
+def _qos_cap_seen(qos: str, tres: str) -> bool:
+    # slurmctld's own view of the QoS (sacctmgr changes reach it asynchronously).
+    # Per-user caps show only under "User Limits", once the user has a record in the QoS;
+    # without one there is nothing to compare (sacctmgr's answer is all there is).
+    text = run("scontrol", "show", "assoc_mgr", "flags=qos", f"qos={qos}")
+    if "User Limits" not in text:
+        return True
+    users = text.split("User Limits", 1)[1]
+    if "MaxTRESPU=" not in users:
+        return True
+    want = tres.split("=", 1)[1]
+    return f"gres/gpu={'N' if want == '-1' else want}(" in users
+
+
+def _set_cap(qos: str, tres: str) -> None:
+    run("sacctmgr", "-i", "modify", "qos", "where", f"name={qos}", "set", f"MaxTRESPerUser={tres}")
+
+
+@pytest.fixture
+def gpu_cap() -> Iterator[Callable[[str, int], None]]:
+    """``gpu_cap("high-eur", 2)`` lowers a tier's per-user GPU cap until the test ends,
+    then puts back the SPEC value.  Waits until slurmctld enforces each change."""
+    changed: list[str] = []
+
+    def lower(qos: str, gpus: int) -> None:
+        changed.append(qos)
+        _set_cap(qos, f"gres/gpu={gpus}")
+        wait_until(lambda: _qos_cap_seen(qos, f"gres/gpu={gpus}"), 10, f"{qos} cap {gpus} in slurmctld")
+
+    yield lower
+    for qos in changed:
+        _set_cap(qos, SPEC_GPU_CAPS[qos])
+    for qos in changed:
+        wait_until(lambda q=qos: _qos_cap_seen(q, SPEC_GPU_CAPS[q]), 10, f"{qos} cap restored in slurmctld")
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    dispatch_id = "t" + uuid.uuid4().hex[:10]
+    return Recorder(dispatch_id, [], [])
