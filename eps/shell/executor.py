@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import secrets
 import sys
 import threading
@@ -32,6 +33,9 @@ from eps.shell.config import Settings
 from eps.shell.lanes import LaneOptions, Lanes, handle_dict
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+#: Dispatch ids travel in SLURM job names, GCE labels and pod names: keep them plain.
+_DISPATCH_ID = re.compile(r"[a-z][a-z0-9]{2,39}")
 
 #: Failures after which this dispatch stops instead of trying the next rung.
 STOPS = LANE_FATAL | {FailureKind.INVALID_REQUEST}
@@ -164,6 +168,8 @@ class Executor:
         first = plan(job, self.snapshot, self.grants, None, policy=self.settings.policy)  # JobError here: nothing done
         if not job.command:
             raise JobError("no_command", "no command to run: eps execute INTENT [options] -- COMMAND...", job)
+        if dispatch is not None and not _DISPATCH_ID.fullmatch(dispatch):
+            raise JobError("bad_dispatch_id", f"dispatch id {dispatch!r}: use 3-40 lowercase letters and digits", job)
         parent = dispatch or self.new_dispatch_id()
         self.ledger.new_dispatch(parent, job)
         self.ledger.acquire(parent)
@@ -311,6 +317,11 @@ class Executor:
         from eps.shell.ladder import CancelNotConfirmed, EventKind, HandOver, LadderEvent, Landed, walk_ladder
 
         current: dict[str, L.AttemptRow] = {}
+        upcoming = [r.key for r in plan(job, snap, self.grants, None, policy=self.settings.policy).rungs]
+
+        def after(key: str) -> str | None:
+            return upcoming[upcoming.index(key) + 1] if key in upcoming[:-1] else None
+
         if resume_pending is not None:
             current[resume_pending.rung] = resume_pending
 
@@ -342,6 +353,7 @@ class Executor:
                     elapsed_s=ev.elapsed_s,
                     cap_s=_cap(ev.rung, rung, self.settings),
                     pending_reason=ev.pending_reason,
+                    next=after(ev.rung),
                     reason=ev.detail,
                 )
                 self._check_cancel(dispatch)

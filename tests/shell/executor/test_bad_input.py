@@ -1,0 +1,167 @@
+"""Bad input to the acting commands: one clear line on stderr, exit 2, no traceback, and
+nothing submitted anywhere (the GCP and RunPod servers and the SLURM CLI saw nothing)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from attrs import evolve
+
+from eps.core.model import Job
+from eps.shell.ledger import Ledger
+
+
+class RecordingSlurm:
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Any, stdin: Any = None, **_: Any) -> tuple[int, str, str]:
+        self.calls.append(list(argv))
+        return 127, "", "slurm: not on this test machine"
+
+
+CASES: list[tuple[list[str], str]] = [
+    (["execute"], "an intent is needed"),
+    (["execute", "tpu-64", "--", "true"], "unknown intent"),
+    (["execute", "cpu-small", "--duration", "5m"], "no command to run"),
+    (["execute", "cpu-small", "--duration", "5m", "--"], "no command to run"),
+    (["execute", "cpu-small", "--duration", "-1h", "--", "true"], "must not be negative"),
+    (["execute", "cpu-small", "--duration", "abc", "--", "true"], "bad duration"),
+    (["execute", "cpu-small", "--duration", "", "--", "true"], "bad duration"),
+    (["execute", "cpu-small", "--duration", "1w", "--", "true"], "bad duration"),
+    (["execute", "gpu-1", "--pin", "vm", "--", "true"], "has none"),
+    (["execute", "cpu-small", "--pin", "fellows", "--", "true"], "GPU cluster"),
+    (["execute", "cpu-small", "--pin", "aws", "--", "true"], "unknown lane"),
+    (["execute", "gpu-1", "--count", "3", "--", "true"], "no machine has 3"),
+    (["execute", "gpu-2", "--count", "8", "--", "true"], "no machine has 16"),
+    (["execute", "cpu-small", "--count", "0", "--", "true"], "at least 1"),
+    (["execute", "cpu-small", "--count", "-2", "--", "true"], "at least 1"),
+    (["execute", "cpu-small", "--count", "x", "--", "true"], "whole number"),
+    (["execute", "cpu-small", "--footprint-gb", "-1", "--", "true"], "finite number >= 0"),
+    (["execute", "cpu-small", "--footprint-gb", "inf", "--", "true"], "finite number"),
+    (["execute", "cpu-small", "--snapshot", "/nonexistent/s.json", "--", "true"], "cannot read"),
+    (["execute", "cpu-small", "--grants", "/nonexistent/g.json", "--", "true"], "cannot read"),
+    (["execute", "cpu-small", "--snapshot", "@BAD_SNAPSHOT@", "--", "true"], "$.gcp[0].state"),
+    (["execute", "gpu-1", "--grants", "@BAD_GRANTS@", "--", "true"], ".priority"),
+    (["execute", "--resume", "enosuch000"], "no dispatch"),
+    (["execute", "--resume", "enosuch000", "cpu-small", "--", "true"], "takes no intent"),
+    (["execute", "cpu-small", "--bogus", "--", "true"], "unrecognized arguments"),
+    (["execute", "cpu-small", "--park", "high-eur=1", "--", "true"], "unrecognized arguments"),
+    (["execute", "cpu-small", "--restartable=yes", "--", "true"], "ignored explicit argument"),
+    (["execute", "cpu-small", "--dispatch-id", "Bad Id!", "--", "true"], "lowercase letters and digits"),
+    (["execute", "cpu-small", "--dispatch-id", "x", "--", "true"], "lowercase letters and digits"),
+    (["execute", "cpu-small", "--dispatch-id", "eexisting01", "--", "true"], "already exists"),
+    (["status", "enosuch000"], "no dispatch"),
+    (["status", "a", "b"], "unrecognized arguments"),
+    (["cancel"], "name a dispatch or --all"),
+    (["cancel", "enosuch000"], "no dispatch"),
+    (["reconcile", "extra"], "unrecognized arguments"),
+    (["launch", "cpu-small"], "invalid choice"),
+]
+
+ENV_CASES: list[tuple[list[str], dict[str, str], str]] = [
+    (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "/nonexistent/config.toml"}, "no such file"),
+    (["execute", "cpu-small", "--", "true"], {"EPS_FELLOWS_QUEUE_WAIT_SECONDS": "soon"}, "not a whole number"),
+    (["execute", "gpu-1", "--", "true"], {"EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS": "-1"}, "must not be negative"),
+    (["status"], {"EPS_CONFIG": "@BAD_CONFIG@"}, "not valid TOML"),
+    (["cancel", "--all"], {"EPS_CONFIG": "@EXTRA_CONFIG@"}, "extra fields"),
+]
+
+LEDGER_CASES = [["execute", "cpu-small", "--", "true"], ["status"], ["cancel", "--all"], ["reconcile"]]
+
+
+@pytest.fixture
+def recorded(eps: Any, tmp_path: Path) -> tuple[Any, RecordingSlurm]:
+    slurm = RecordingSlurm()
+    eps.options = evolve(eps.options, slurm_runner=slurm)
+    (tmp_path / "bad-snapshot.json").write_text('{"gcp": [{"machine": "e2-standard-4", "zone": "z", "state": "?"}]}')
+    (tmp_path / "bad-grants.json").write_text('{"fellows": [{"name": "high-eur", "priority": "top"}]}')
+    (tmp_path / "bad-config.toml").write_text("this = = not toml")
+    (tmp_path / "extra-config.toml").write_text("[gcp]\nbudget_usd = 100\n")
+    led = Ledger(str(eps.state))
+    led.new_dispatch("eexisting01", Job("cpu-small", 60, command=("true",)))
+    led.set_dispatch("eexisting01", "ended")
+    led.close()
+    return eps, slurm
+
+
+def _subst(argv: list[str], tmp: Path) -> list[str]:
+    names = {"@BAD_SNAPSHOT@": "bad-snapshot.json", "@BAD_GRANTS@": "bad-grants.json",
+             "@BAD_CONFIG@": "bad-config.toml", "@EXTRA_CONFIG@": "extra-config.toml"}  # fmt: skip
+    return [str(tmp / names[a]) if a in names else a for a in argv]
+
+
+def _nothing_submitted(eps: Any, slurm: RecordingSlurm, gcp: Any, runpod: Any) -> None:
+    assert not [c for c in slurm.calls if any("sbatch" in part for part in c)]
+    assert gcp.recorded("POST", r"/instances") == []
+    assert runpod.created_bodies() == []
+
+
+def _one_line(rc: int, out: str, err: str) -> None:
+    assert rc == 2, (out, err)
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("eps: error: ")
+
+
+@pytest.mark.parametrize(("argv", "needle"), CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_bad_input(recorded: Any, gcp: Any, runpod: Any, tmp_path: Path, argv: list[str], needle: str) -> None:
+    eps, slurm = recorded
+    rc, out, err = eps(*_subst(argv, tmp_path))
+    _one_line(rc, out, err)
+    assert needle in err, err
+    _nothing_submitted(eps, slurm, gcp, runpod)
+
+
+@pytest.mark.parametrize(("argv", "env", "needle"), ENV_CASES, ids=[f"{a[0]} {e}" for a, e, _ in ENV_CASES])
+def test_bad_settings(
+    recorded: Any, gcp: Any, runpod: Any, tmp_path: Path, argv: list[str], env: dict[str, str], needle: str
+) -> None:
+    eps, slurm = recorded
+    rc, out, err = eps(*argv, env={k: _subst([v], tmp_path)[0] for k, v in env.items()})
+    _one_line(rc, out, err)
+    assert needle in err, err
+    _nothing_submitted(eps, slurm, gcp, runpod)
+
+
+@pytest.mark.parametrize("argv", LEDGER_CASES, ids=[" ".join(a) for a in LEDGER_CASES])
+def test_corrupt_ledger(recorded: Any, gcp: Any, runpod: Any, argv: list[str]) -> None:
+    eps, slurm = recorded
+    (eps.state / "ledger.sqlite3").write_bytes(b"\x00garbage" * 512)
+    for extra in ("-wal", "-shm"):
+        (eps.state / f"ledger.sqlite3{extra}").unlink(missing_ok=True)
+    rc, out, err = eps(*argv)
+    _one_line(rc, out, err)
+    assert "corrupt" in err
+    _nothing_submitted(eps, slurm, gcp, runpod)
+
+
+def test_ledger_from_a_newer_eps(recorded: Any, gcp: Any, runpod: Any) -> None:
+    eps, slurm = recorded
+    with sqlite3.connect(eps.state / "ledger.sqlite3") as db:
+        db.execute("UPDATE meta SET value='99' WHERE key='schema'")
+    rc, out, err = eps("execute", "cpu-small", "--", "true")
+    _one_line(rc, out, err)
+    assert "schema 99" in err
+    _nothing_submitted(eps, slurm, gcp, runpod)
+
+
+def test_state_dir_is_a_file(recorded: Any, gcp: Any, runpod: Any, tmp_path: Path) -> None:
+    eps, slurm = recorded
+    f = tmp_path / "plain-file"
+    f.write_text("")
+    for argv in (["execute", "cpu-small", "--", "true"], ["status"]):
+        rc, out, err = eps(*argv, env={"EPS_STATE_DIR": str(f)})
+        _one_line(rc, out, err)
+        assert "state directory" in err
+    _nothing_submitted(eps, slurm, gcp, runpod)
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(CASES) + len(ENV_CASES) + len(LEDGER_CASES) + 2 >= 40
+    json.dumps(CASES)  # plain data
