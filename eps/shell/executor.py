@@ -525,19 +525,16 @@ class Reconciler:
         self.lanes.vm.cancel(h, live.dispatch)
         return None
 
+    def _new_report(self) -> dict[str, Any]:
+        keys = ("adopted", "released", "foreign", "interrupted")
+        return {**{k: [] for k in keys}, "errors": self.errors, "unchecked": self.unchecked}
+
     def reconcile(self, dispatch: str | None = None) -> dict[str, Any]:
         live = self.inventory(dispatch)
         by_dispatch: dict[str, list[Live]] = {}
         for item in live:
             by_dispatch.setdefault(item.dispatch, []).append(item)
-        report: dict[str, Any] = {
-            "adopted": [],
-            "released": [],
-            "foreign": [],
-            "interrupted": [],
-            "errors": self.errors,
-            "unchecked": self.unchecked,
-        }
+        report = self._new_report()
         rows = [self.ledger.dispatch(dispatch)] if dispatch else self.ledger.dispatches()
         known = {r.id for r in rows if r is not None}
         for row in rows:
@@ -550,14 +547,7 @@ class Reconciler:
         return report
 
     def reconcile_dispatch(self, row: L.DispatchRow, *, resuming: bool) -> dict[str, Any]:
-        report: dict[str, Any] = {
-            "adopted": [],
-            "released": [],
-            "foreign": [],
-            "interrupted": [],
-            "errors": self.errors,
-            "unchecked": self.unchecked,
-        }
+        report = self._new_report()
         self._settle(row, self.inventory(row.id), report, resuming=resuming)
         return report
 

@@ -137,19 +137,9 @@ class AttemptRow:
 
 
 def job_to_json(job: Job) -> str:
-    return json.dumps(
-        {
-            "intent": job.intent,
-            "duration_s": job.duration_s,
-            "restartable": job.restartable,
-            "footprint_gb": job.footprint_gb,
-            "gradient_fit": job.gradient_fit,
-            "count": job.count,
-            "pin": job.pin,
-            "command": list(job.command),
-        },
-        sort_keys=True,
-    )
+    from eps.shell.views import job_dict
+
+    return json.dumps(job_dict(job), sort_keys=True)
 
 
 def job_from_dict(d: dict[str, Any]) -> Job:
