@@ -18,6 +18,7 @@ from eps.core.model import (
     ClusterState,
     GcpState,
     LaneKind,
+    Provisioning,
     Rung,
     RunpodState,
     Stock,
@@ -76,11 +77,16 @@ def _region(zone: str) -> str:
     return zone.rsplit("-", 1)[0]
 
 
-def absorb(snapshot: CapacitySnapshot, rung: Rung, failure: LaneFailure) -> CapacitySnapshot:
+def absorb(
+    snapshot: CapacitySnapshot, rung: Rung, failure: LaneFailure, *, restartable: bool = False
+) -> CapacitySnapshot:
     """Return the snapshot with what ``failure`` taught us about ``rung``.
 
     The rung's key always joins ``attempted`` so it is never tried twice in one
-    dispatch; lane-level facts (quota, unreachable cluster) widen the lesson.
+    dispatch; lane-level facts (quota, unreachable cluster) widen the lesson.  A
+    preempted spot VM rules out spot for this machine type everywhere unless the
+    job is restartable (then only that zone): a job that cannot restart should not
+    be preempted twice (P11).
     """
     attempted = snapshot.attempted if rung.key in snapshot.attempted else (*snapshot.attempted, rung.key)
     snap = evolve(snapshot, attempted=attempted)
@@ -91,6 +97,10 @@ def absorb(snapshot: CapacitySnapshot, rung: Rung, failure: LaneFailure) -> Capa
             return evolve(snap, gcp=(*snap.gcp, fact))
         if kind is FailureKind.QUOTA_REGION:
             fact = GcpState(rung.machine, _region(rung.zone) + "-*", Capacity.QUOTA_EXCEEDED, rung.provisioning)
+            return evolve(snap, gcp=(*snap.gcp, fact))
+        if kind is FailureKind.PREEMPTED and rung.provisioning is Provisioning.SPOT:
+            where = rung.zone if restartable else "*"
+            fact = GcpState(rung.machine, where, Capacity.EXHAUSTED, Provisioning.SPOT)
             return evolve(snap, gcp=(*snap.gcp, fact))
         if kind is FailureKind.QUOTA_GLOBAL:
             fact = GcpState(rung.machine, "*", Capacity.QUOTA_EXCEEDED, None)

@@ -25,7 +25,7 @@ from typing import Any
 from attrs import evolve, frozen
 from returns.result import Failure, Result, Success
 
-from eps.core.model import CapacitySnapshot, Job, JobError, LaneKind, QosGrants, Rung
+from eps.core.model import CapacitySnapshot, Job, JobError, LaneKind, Provisioning, QosGrants, Rung
 from eps.core.outcome import LANE_FATAL, FailureKind, Handle, LaneFailure, absorb
 from eps.core.router import plan
 from eps.shell import ledger as L
@@ -194,6 +194,12 @@ class Executor:
         if row is None:
             raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
         self.ledger.acquire(dispatch)
+        row = self.ledger.dispatch(dispatch) or row  # re-read under the lock: a walker may have just finished
+        if row.state in (L.STARTED, L.HELD) and row.handle:
+            # Reconcile (at the start of this command) adopted what the dead walk had started.
+            self.ledger.release(dispatch)
+            self.reporter.emit("held" if row.state == L.HELD else "started", dispatch=dispatch, handle=row.handle)
+            return WalkResult(dispatch, _row_handle(row.handle))
         if row.state in (L.STARTED, L.HELD, L.CANCELLED):
             self.ledger.release(dispatch)
             return WalkResult(dispatch, None, failure=f"dispatch {dispatch} is {row.state}; nothing to resume")
@@ -208,6 +214,11 @@ class Executor:
             return WalkResult(dispatch, handle)
         tried = tuple(a.rung for a in attempts if a.state in (L.A_FAILED, L.A_ADVANCED, L.A_CANCELLED, L.A_GONE))
         snap = evolve(self.snapshot, attempted=(*self.snapshot.attempted, *tried))
+        for a in attempts:  # what a preemption taught us (P11: no spot again unless restartable)
+            if a.outcome == "preempted":
+                rung = Rung(a.lane, LaneKind(a.kind), Provisioning(a.provisioning), "", machine=a.target, zone=a.zone)
+                gone = LaneFailure(FailureKind.PREEMPTED, "preempted")
+                snap = absorb(snap, rung, gone, restartable=job.restartable)
         self.ledger.set_dispatch(dispatch, L.WALKING)
         pending = live[-1] if live else None
         return self._walk_guarded(dispatch, job, snap, resume_pending=pending)
@@ -267,12 +278,18 @@ class Executor:
             match result:
                 case Success(handle):
                     self.ledger.update_attempt(attempt.id, L.A_RUNNING, handle=handle.id, outcome="started")
+                    self._release_if_cancelled(dispatch, handle, attempt)
                     self.ledger.set_dispatch(dispatch, L.STARTED, handle=handle_dict(handle))
                     self.reporter.emit("started", dispatch=dispatch, handle=handle_dict(handle))
                     return WalkResult(dispatch, handle)
                 case Failure(failure):
+                    leftover = self._maybe_made(dispatch, rung, attempt, failure)
                     self.ledger.update_attempt(
-                        attempt.id, L.A_FAILED, outcome=failure.kind.value, reason=failure.message
+                        attempt.id,
+                        L.A_SUBMITTED if leftover else L.A_FAILED,
+                        handle=leftover,
+                        outcome=failure.kind.value,
+                        reason=failure.message,
                     )
                     self.reporter.emit(
                         "failed",
@@ -287,6 +304,25 @@ class Executor:
                         self.reporter.emit("stopped", dispatch=dispatch, message=failure.message)
                         return WalkResult(dispatch, None, failure=failure.message)
                     snap = absorb(snap, rung, failure)
+
+    def _release_if_cancelled(self, dispatch: str, handle: Handle, attempt: L.AttemptRow) -> None:
+        """``eps cancel`` arrived while the create was in flight: release what it made, stop."""
+        row = self.ledger.dispatch(dispatch)
+        if row is None or row.state != L.CANCELLED:
+            return
+        err = Reconciler(self.settings, self.ledger, self.lanes, self.reporter).release(Live(dispatch, handle))
+        if err is None:
+            self.ledger.update_attempt(attempt.id, L.A_CANCELLED, outcome="released", reason="cancelled while starting")
+        raise Cancelled(dispatch)
+
+    def _maybe_made(self, dispatch: str, rung: Rung, attempt: L.AttemptRow, failure: LaneFailure) -> str | None:
+        """A GCP insert that failed TRANSIENT (answers lost, operation timed out) may have made
+        the machine anyway: delete it by its deterministic name before the walk moves on.
+        Returns the name when that delete failed too (the attempt stays live for reconcile)."""
+        if rung.kind is not LaneKind.GCP or failure.kind is not FailureKind.TRANSIENT:
+            return None
+        h = Handle(rung.lane, LaneKind.GCP, attempt.name, rung.key, zone=rung.zone, machine=rung.machine)
+        return attempt.name if isinstance(self.lanes.gcp().delete(h), Failure) else None
 
     def _start(self, dispatch: str, job: Job, rung: Rung) -> tuple[Result[Handle, LaneFailure], L.AttemptRow]:
         if rung.kind is LaneKind.VM:
@@ -392,6 +428,8 @@ class Executor:
             return WalkResult(dispatch, None, failure=str(exc))
         if isinstance(out, Landed):
             h = out.handle
+            if (landed := current.get(h.rung)) is not None:
+                self._release_if_cancelled(dispatch, h, landed)
             held = h.state == "pending"
             self.ledger.set_dispatch(dispatch, L.HELD if held else L.STARTED, handle=handle_dict(h))
             self.reporter.emit("held" if held else "started", dispatch=dispatch, handle=handle_dict(h))
@@ -413,6 +451,13 @@ def _cap(rung_key: str, first: Rung, settings: Settings) -> int | None:
     if cluster is None:
         return None
     return cluster.first_park_cap_s if rung_key == first.key else cluster.next_park_cap_s
+
+
+def _row_handle(h: dict[str, Any]) -> Handle:
+    return Handle(
+        h["lane"], LaneKind(h["kind"]), h["id"], h["rung"], zone=h.get("zone"), qos=h.get("qos"),
+        machine=h.get("machine"), state=h.get("state") or "running",
+    )  # fmt: skip
 
 
 def _attempt_handle(a: L.AttemptRow, state: str) -> Handle:
@@ -571,6 +616,8 @@ class Reconciler:
                 if not resuming:
                     self.ledger.set_dispatch(row.id, L.INTERRUPTED, message="the walk stopped; eps execute --resume")
                     report["interrupted"].append(row.id)
+            elif row.state == L.STARTED and row.handle and str(row.handle.get("rung", "")).endswith("/spot"):
+                self._preempted(row, attempts, report)
             elif row.state in (L.STARTED, L.HELD) and row.handle:
                 note = "no longer at the provider"
                 if row.handle.get("kind") == "vm":
@@ -580,6 +627,11 @@ class Reconciler:
                     if a.state in (L.A_RUNNING, L.A_PENDING):
                         self.ledger.update_attempt(a.id, L.A_ENDED, outcome="ended", reason=note)
                 self.ledger.set_dispatch(row.id, L.ENDED, message=note)
+            return
+        if row.state == L.STARTED and all(i.handle.state == "preempted" for i in items):
+            for item in items:  # a stopped spot VM still holds its disk: release it
+                self._release(row.id, item, attempts, report)
+            self._preempted(row, attempts, report)
             return
         # Keep the newest resource; release the rest (rungs the walk had already left).
         ranked = sorted(items, key=lambda i: self._seq(i, attempts), reverse=True)
@@ -604,6 +656,14 @@ class Reconciler:
                 report["interrupted"].append(row.id)
             else:
                 self.ledger.set_dispatch(row.id, L.STARTED, handle=handle_dict(h))
+
+    def _preempted(self, row: L.DispatchRow, attempts: list[L.AttemptRow], report: dict[str, Any]) -> None:
+        for a in attempts:
+            if a.state in (L.A_RUNNING, L.A_PENDING, L.A_CANCELLED) and a.provisioning == "spot":
+                self.ledger.update_attempt(a.id, L.A_GONE, outcome="preempted", reason="spot VM taken back")
+        msg = f"spot VM preempted; `eps execute --resume {row.id}` plans again"
+        self.ledger.set_dispatch(row.id, L.PREEMPTED, message=msg)
+        report.setdefault("preempted", []).append(row.id)
 
     def _seq(self, item: Live, attempts: list[L.AttemptRow]) -> int:
         a = self._attempt_for(item, attempts)

@@ -69,15 +69,14 @@ CREATE INDEX IF NOT EXISTS attempts_by_dispatch ON attempts(dispatch);
 """
 
 #: Dispatch states.  ``walking``: an executor is (or was, if it died) walking the plan.
-WALKING, STARTED, HELD, FAILED, CANCELLED, INTERRUPTED, ENDED = (
-    "walking",
-    "started",
-    "held",
-    "failed",
-    "cancelled",
-    "interrupted",
-    "ended",
-)
+WALKING = "walking"
+STARTED = "started"  # something runs (or, for a pin, is queued: HELD)
+HELD = "held"
+FAILED = "failed"
+CANCELLED = "cancelled"  # final: nothing of it may stay alive
+INTERRUPTED = "interrupted"  # the walk died; `eps execute --resume` continues it
+ENDED = "ended"  # what started has finished
+PREEMPTED = "preempted"  # a spot VM was taken back; `--resume` plans again
 #: Attempt states.  ``intent``: written, provider call not yet known to have happened.
 A_INTENT, A_SUBMITTED, A_RUNNING, A_PENDING, A_FAILED, A_ADVANCED, A_CANCELLED, A_GONE, A_ENDED = (
     "intent",
@@ -181,6 +180,8 @@ class Ledger:
                 raise LedgerError(f"{self.path}: ledger schema {row[0]}, this eps reads {SCHEMA_VERSION}")
             self._db.execute("SELECT count(*) FROM attempts").fetchone()
         except sqlite3.DatabaseError as exc:
+            if "unable to open" in str(exc) and not os.access(state_dir, os.W_OK):  # e.g. a read-only mount
+                raise LedgerError(f"{self.path}: {_why(sqlite3.OperationalError('readonly'))}") from None
             raise LedgerError(f"{self.path}: {_why(exc)}") from None
         except OSError as exc:
             raise LedgerError(f"state directory {state_dir}: {exc.strerror or exc}") from None
@@ -267,12 +268,17 @@ class Ledger:
         message: str | None = None,
         handle: dict[str, Any] | None = None,
     ) -> None:
+        # ``cancelled`` is final: a walker that finishes a create after ``eps cancel`` must not
+        # turn the dispatch back into ``started`` (cancel would then keep what it made).
         with self._tx() as db:
             db.execute(
                 "UPDATE dispatches SET state=?, terminal=coalesce(?, terminal), message=coalesce(?, message),"
-                " handle=coalesce(?, handle), updated_at=? WHERE id=?",
-                (state, terminal, message, json.dumps(handle) if handle else None, self._clock(), dispatch),
-            )
+                " handle=coalesce(?, handle), updated_at=? WHERE id=? AND (state != ? OR ? = ?)",
+                (
+                    state, terminal, message, json.dumps(handle) if handle else None, self._clock(), dispatch,
+                    CANCELLED, state, CANCELLED,
+                ),
+            )  # fmt: skip
 
     def dispatch(self, dispatch: str) -> DispatchRow | None:
         row = self._query("SELECT * FROM dispatches WHERE id=?", (dispatch,))

@@ -234,3 +234,32 @@ def test_secrets_never_reach_output_or_the_ledger(eps: Any, gcp: Any, runpod: An
     with sqlite3.connect(eps.state / "ledger.sqlite3") as db:
         rows = db.execute("SELECT * FROM attempts").fetchall()
     assert rows and KEY not in repr(rows)
+
+
+def test_p11_preempted_spot_vm_is_reported_and_resume_goes_on_demand(eps: Any, gcp: Any) -> None:
+    """A non-restartable job whose spot VM is taken back re-plans without spot (P11)."""
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "python3", "analyse.py")
+    assert rc == 0
+    d, h = events[-1]["dispatch"], events[-1]["handle"]
+    assert h["rung"].endswith("/spot")
+    [(zone, name)] = gcp.instances
+    gcp.preempt(zone, name)  # instanceTerminationAction DELETE: the VM vanishes
+    [row] = eps.status(d)
+    assert row["state"] == "preempted" and "--resume" in row["message"]
+    rc, events = eps.events("--resume", d)
+    assert rc == 0, events
+    assert events[-1]["event"] == "started"
+    assert events[-1]["handle"]["rung"] == "gcp/e2-standard-4/us-central1-a/on-demand"
+    assert len(gcp.instances) == 1
+
+
+def test_p11_preempted_restartable_job_may_use_spot_in_another_zone(eps: Any, gcp: Any) -> None:
+    rc, events = eps.events("cpu-small", "--duration", "5h", "--restartable", "--", "python3", "train.py")
+    assert rc == 0
+    d = events[-1]["dispatch"]
+    [(zone, name)] = gcp.instances
+    gcp.preempt(zone, name)
+    eps.status(d)
+    rc, events = eps.events("--resume", d)
+    assert rc == 0
+    assert events[-1]["handle"]["rung"] == "gcp/e2-standard-4/us-central1-b/spot"
