@@ -369,6 +369,8 @@ class Executor:
                     "attempt", dispatch=dispatch, rung=ev.rung, reason=f"submit under {ev.qos}", price_per_hour=0.0
                 )
                 return
+            if kind is EventKind.HANDOVER:  # names the next lane's rung: no attempt on this cluster
+                return
             a = current.get(ev.rung)
             if a is None:
                 a = current[ev.rung] = self.ledger.begin_attempt(dispatch, _rung_of(ev, rung), f"eps-{dispatch}")

@@ -1,0 +1,515 @@
+"""Helpers for the fault-injection suite: ``eps`` as a real child process, SIGKILL at a
+chosen step, and the questions asked afterwards (of the ledger file, the fake servers,
+the SLURM cluster).
+
+Kill points come from outside the executor, never from hooks in production code:
+
+- the local GCP and RunPod servers run in this test process; :class:`GcpTrap` and
+  :class:`RunpodTrap` wrap their request handling so that when a chosen request
+  arrives the executor is SIGKILLed, either before the server applies it (the
+  provider never saw the call) or after (the resource exists, the answer is lost);
+- the JSON event lines on the child's stdout (:meth:`Child.wait_event`);
+- for SLURM, the cluster's ``login`` command prefix is ``slurm_wrap.sh`` in this
+  directory: it runs the real command and, on a one-shot rule, SIGKILLs its parent
+  (the eps process) before or after a chosen command (:class:`SlurmTrap`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+SHELL = HERE.parent
+KEY = "rpa_FAULTSUITEKEY_5d1e0c7a9b"
+PROJECT = "test-project"
+ZONES = ("us-central1-a", "us-central1-b")
+WRAP = HERE / "slurm_wrap.sh"
+ENTRY = "from eps.shell.cli import entry; entry()"
+#: A child started with test-sized provider timeouts (the CLI has no knob for them).
+ENTRY_FAST_TIMEOUTS = (
+    "import sys; from eps.shell.cli import main; from eps.shell.lanes import LaneOptions;"
+    "from eps.shell.gcp import RetryPolicy; from eps.shell.runpod import RetrySettings;"
+    "sys.exit(main(sys.argv[1:], lane_options=LaneOptions("
+    "gcp_options={'request_timeout_s': 1.0, 'retry': RetryPolicy(attempts=2, timeout_s=10, wait_initial_s=0.05,"
+    " wait_max_s=0.1, wait_jitter_s=0.0)},"
+    "runpod_options={'request_timeout_s': 1.0, 'retry': RetrySettings(attempts=2, timeout_s=10,"
+    " wait_initial_s=0.05, wait_max_s=0.1, wait_jitter_s=0.0)})))"
+)
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+gcp_fake = _load("gcp_fake_server_for_faults", SHELL / "gcp" / "fake_server.py")
+runpod_fake = _load("runpod_fake_server_for_faults", SHELL / "runpod" / "fake_server.py")
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.05) -> Any:
+    """Poll ``predicate`` until truthy (returned); fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def sigkill_and_confirm(pid: int, timeout_s: float = 5.0) -> None:
+    """SIGKILL ``pid`` and return once it runs no more code (a zombie, or gone)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while _proc_state(pid) not in (None, "Z", "X"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"pid {pid} survived SIGKILL")
+        time.sleep(0.005)
+
+
+# --- the child process -------------------------------------------------------------------
+
+
+class Child:
+    """One ``eps`` process; stdout (JSON events, one per line) is read by a thread."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+        self.lines: list[str] = []
+        self.err = ""
+        self._cond = threading.Condition()
+        self._out = threading.Thread(target=self._read_out, daemon=True)
+        self._err = threading.Thread(target=self._read_err, daemon=True)
+        self._out.start()
+        self._err.start()
+
+    def _read_out(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        self.err = self.proc.stderr.read()
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        with self._cond:
+            lines = list(self.lines)
+        out = []
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out
+
+    def wait_event(self, pred: Callable[[dict[str, Any]], bool], timeout_s: float, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    with contextlib.suppress(ValueError):
+                        ev = json.loads(line)
+                        if pred(ev):
+                            return ev
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._out.is_alive()):
+                    pytest.fail(f"no event {what} (rc={self.proc.poll()}): {self.lines} {self.err}")
+                self._cond.wait(min(left, 0.2))
+
+    def kill(self) -> None:
+        sigkill_and_confirm(self.pid)
+
+    def wait(self, timeout_s: float = 60.0) -> int:
+        try:
+            rc = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            pytest.fail(f"eps {self.argv[3:]} did not finish in {timeout_s} s: {self.lines} {self.err}")
+        self._out.join(5)
+        self._err.join(5)
+        return rc
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+class Eps:
+    """``eps`` against the local GCP and RunPod servers (and optionally the real SLURM cluster),
+    each command a separate process; the state directory and config live in ``tmp``."""
+
+    def __init__(self, tmp: Path, gcp: Any, runpod: Any, *, slurm: bool = False, caps: tuple[int, int] = (2, 1)):
+        self.tmp = tmp
+        self.state = tmp / "state"
+        self.config = tmp / "config.toml"
+        self.faults = tmp / "slurm-faults"
+        self.faults.mkdir(exist_ok=True)
+        zones = ", ".join(f'"{z}"' for z in ZONES)
+        # Without the cluster, fellows is reached through `false`: it reports unavailable at once.
+        login = f'["{WRAP}"]' if slurm else '["false"]'
+        self.config.write_text(
+            f'[gcp]\nproject = "{PROJECT}"\nendpoint = "{gcp.endpoint}"\nzones = [{zones}]\npoll_interval_s = 0.05\n'
+            f'[runpod]\nbase_url = "{runpod.url}"\npoll_interval_s = 0.05\n'
+            f'[[clusters]]\nname = "fellows"\nlogin = {login}\n'
+        )
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("EPS_", "RUNPOD_"))},
+            "EPS_STATE_DIR": str(self.state),
+            "EPS_CONFIG": str(self.config),
+            "RUNPOD_API_KEY": KEY,
+            "HOME": str(tmp),
+            "EPS_FAULT_DIR": str(self.faults),
+            "EPS_FELLOWS_QUEUE_WAIT_SECONDS": str(caps[0]),
+            "EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS": str(caps[1]),
+        }
+        self.children: list[Child] = []
+
+    def start(self, *argv: str, entry: str = ENTRY, env: dict[str, str] | None = None) -> Child:
+        child = Child([sys.executable, "-c", entry, *argv], {**self.env, **(env or {})}, self.tmp)
+        self.children.append(child)
+        return child
+
+    def run(self, *argv: str, timeout_s: float = 60.0, **kw: Any) -> tuple[int, str, str]:
+        child = self.start(*argv, **kw)
+        rc = child.wait(timeout_s)
+        return rc, "".join(child.lines), child.err
+
+    def execute(self, *argv: str, timeout_s: float = 60.0, **kw: Any) -> tuple[int, list[dict[str, Any]], str]:
+        child = self.start("execute", "--json", *argv, **kw)
+        rc = child.wait(timeout_s)
+        assert "Traceback" not in child.err, child.err
+        return rc, child.events, child.err
+
+    def close(self) -> None:
+        for child in self.children:
+            child.close()
+
+    # -- the ledger, read directly (``eps status`` would reconcile first) --
+
+    def _db(self) -> sqlite3.Connection:
+        db = sqlite3.connect(f"file:{self.state / 'ledger.sqlite3'}?mode=ro", uri=True, timeout=30)
+        db.row_factory = sqlite3.Row
+        return db
+
+    def dispatch(self, d: str) -> dict[str, Any]:
+        with contextlib.closing(self._db()) as db:
+            row = db.execute("SELECT * FROM dispatches WHERE id=?", (d,)).fetchone()
+        assert row is not None, f"no dispatch {d} in the ledger"
+        out = dict(row)
+        out["handle"] = json.loads(out["handle"]) if out["handle"] else None
+        return out
+
+    def dispatch_ids(self) -> list[str]:
+        with contextlib.closing(self._db()) as db:
+            return [r[0] for r in db.execute("SELECT id FROM dispatches ORDER BY created_at")]
+
+    def attempts(self, d: str) -> list[dict[str, Any]]:
+        with contextlib.closing(self._db()) as db:
+            return [dict(r) for r in db.execute("SELECT * FROM attempts WHERE dispatch=? ORDER BY seq", (d,))]
+
+    def wait_attempt(self, d: str | None, pred: Callable[[dict[str, Any]], bool], timeout_s: float, what: str) -> dict:
+        def find() -> dict[str, Any] | None:
+            if not (self.state / "ledger.sqlite3").exists():
+                return None
+            try:
+                ids = [d] if d else self.dispatch_ids()
+                return next((a for i in ids for a in self.attempts(i) if pred(a)), None)
+            except sqlite3.OperationalError:
+                return None
+
+        result: dict[str, Any] = wait_until(find, timeout_s, what, 0.01)
+        return result
+
+
+# --- traps on the fake servers -----------------------------------------------------------
+
+
+class _Trap:
+    """Armed rules: when a request matches, SIGKILL the target before or after the server acts."""
+
+    def __init__(self) -> None:
+        self.rules: list[dict[str, Any]] = []
+        self.fired: list[str] = []
+        self.seen: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    def arm(
+        self,
+        method: str,
+        path: str,
+        when: str,
+        target: Child | Callable[[], None],
+        *,
+        skip: int = 0,
+        answer: int = 503,
+    ) -> None:
+        """``when``: ``before`` (the request is dropped: the server never applies it),
+        ``after`` (applied, then the client dies before it reads the answer), or
+        ``delay:S`` (the server holds the answer S seconds and then answers normally;
+        ``target`` is then a callable run at arrival)."""
+        assert when in ("before", "after") or when.startswith("delay:")
+        with self._lock:
+            self.rules.append(
+                {"method": method, "re": re.compile(path), "when": when, "target": target, "skip": skip, "ans": answer}
+            )
+
+    def _match(self, method: str, path: str) -> dict[str, Any] | None:
+        with self._lock:
+            self.seen.append((method, path))
+            for rule in self.rules:
+                if rule["method"] == method and rule["re"].search(path):
+                    if rule["skip"] > 0:
+                        rule["skip"] -= 1
+                        return None
+                    self.rules.remove(rule)
+                    self.fired.append(f"{rule['when']} {method} {path}")
+                    return rule
+        return None
+
+    @staticmethod
+    def _strike(rule: dict[str, Any]) -> None:
+        target = rule["target"]
+        if isinstance(target, Child):
+            target.kill()
+        else:
+            target()
+
+    def _around(self, method: str, path: str, apply: Callable[[], Any], dropped: Callable[[int], Any]) -> Any:
+        rule = self._match(method, path.split("?", 1)[0])
+        if rule is None:
+            return apply()
+        when = rule["when"]
+        if when == "before":
+            self._strike(rule)
+            return dropped(rule["ans"])
+        if when == "after":
+            answer = apply()
+            self._strike(rule)
+            return answer
+        self._strike(rule)
+        time.sleep(float(when.split(":", 1)[1]))
+        return apply()
+
+
+class GcpTrap(_Trap):
+    def __init__(self, fake: Any) -> None:
+        super().__init__()
+        self.fake = fake
+        self.materialized: list[tuple[str, str]] = []  # (zone, name) of every instance ever made
+        original = fake.handle
+        materialize = fake._materialize
+
+        def handle(method: str, raw_path: str, raw_body: bytes) -> tuple[int, bytes]:
+            def dropped(status: int) -> tuple[int, bytes]:
+                return status, gcp_fake.dumps(gcp_fake.unavailable().body())
+
+            return self._around(method, raw_path, lambda: original(method, raw_path, raw_body), dropped)
+
+        def record(zone: str, body: dict[str, Any], status: str) -> dict[str, Any]:
+            if status == "PROVISIONING":  # made by an insert (add_instance is the test's own)
+                self.materialized.append((zone, body["name"]))
+            return materialize(zone, body, status)
+
+        fake.handle = handle
+        fake._materialize = record
+
+    def live(self, dispatch: str | None = None) -> list[dict[str, Any]]:
+        with self.fake._lock:
+            items = list(self.fake.instances.values())
+        return [i for i in items if dispatch is None or i.get("labels", {}).get("eps-dispatch") == dispatch]
+
+    def inserts(self) -> list[Any]:
+        return self.fake.recorded("POST", r"/instances$")
+
+
+class RunpodTrap(_Trap):
+    def __init__(self, fake: Any) -> None:
+        super().__init__()
+        self.fake = fake
+        self.created: list[str] = []  # pod names, one per pod ever made
+        original = fake.handle
+
+        def handle(method: str, path: str, headers: dict[str, str], raw: bytes) -> Any:
+            def apply() -> Any:
+                answer = original(method, path, headers, raw)
+                if method == "POST" and path.rstrip("/") == "/v2/pods" and answer[0] == 201:
+                    with self._lock:
+                        self.created.append(answer[2]["name"])
+                return answer
+
+            def dropped(status: int) -> Any:
+                return (
+                    status,
+                    {"Content-Type": "application/problem+json"},
+                    {
+                        "title": "Service Unavailable",
+                        "status": status,
+                        "detail": "dropped by the fault suite",
+                    },
+                )
+
+            return self._around(method, path, apply, dropped)
+
+        fake.handle = handle
+
+    def live(self, dispatch: str | None = None) -> list[dict[str, Any]]:
+        pods = self.fake.live_pods()
+        return [p for p in pods if dispatch is None or p["name"].startswith(f"eps-{dispatch}-")]
+
+
+# --- the SLURM side ------------------------------------------------------------------------
+
+
+class SlurmTrap:
+    """Rules for ``slurm_wrap.sh`` (one-shot files in ``EPS_FAULT_DIR/rules``) and its call log."""
+
+    def __init__(self, fault_dir: Path) -> None:
+        self.dir = fault_dir
+        (self.dir / "rules").mkdir(exist_ok=True)
+        self._n = 0
+
+    def arm(self, command: str, when: str) -> None:
+        """SIGKILL the eps process ``before`` or ``after`` its next ``command`` (sbatch, scancel, ...)."""
+        assert when in ("before", "after")
+        self._n += 1
+        (self.dir / "rules" / f"{self._n:03d}-{command}").write_text(when + "\n")
+
+    def calls(self) -> list[str]:
+        log = self.dir / "calls.log"
+        return log.read_text().splitlines() if log.exists() else []
+
+    def sbatches(self) -> list[tuple[str, str]]:
+        """(qos, job id) of every sbatch that ran (job id empty when it printed none)."""
+        out = []
+        for line in self.calls():
+            if line.startswith("sbatch "):
+                _, qos, job = [*line.split(" ", 2), ""][:3]
+                out.append((qos, job.strip()))
+        return out
+
+    def fired(self) -> list[str]:
+        return [line for line in self.calls() if line.startswith("KILL")]
+
+
+def squeue(name_prefix: str) -> list[tuple[str, str, str, str]]:
+    """(job id, state, qos, name) of the live jobs whose name starts with ``name_prefix``."""
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i|%T|%q|%j"], check=True, capture_output=True, text=True, timeout=30
+    ).stdout
+    rows = []
+    for line in out.splitlines():
+        job_id, state, qos, name = line.split("|", 3)
+        if name.startswith(name_prefix):
+            rows.append((job_id, state, qos, name))
+    return rows
+
+
+def scancel_names(prefix: str) -> None:
+    """Cancel this suite's jobs only (other suites may share the cluster), and wait until gone."""
+    ids = [j for j, *_ in squeue(prefix)]
+    if ids:
+        subprocess.run(["scancel", *ids], check=False, capture_output=True, timeout=30)
+    wait_until(lambda: not squeue(prefix), 30, f"jobs {prefix}* to leave the queue")
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A tiny tmpfs at ``path`` (root only); unmounted at exit."""
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
+
+
+# --- the questions asked after every fault -------------------------------------------------
+
+LIVE_DISPATCH = ("started", "held")
+
+
+def assert_no_orphans(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, *, slurm_prefix: str | None = None) -> None:
+    """Every live resource belongs to a started/held dispatch, at most one per dispatch, and
+    it is the one the ledger names; every pod name and (dispatch, rung) instance was made once."""
+    live: dict[str, list[str]] = {}
+    for inst in gtrap.live():
+        if inst.get("status") in ("STOPPING",):
+            continue
+        live.setdefault(inst["labels"]["eps-dispatch"], []).append(f"gcp:{inst['name']}")
+    for pod in rtrap.live():
+        d = pod["name"][len("eps-") :].rsplit("-", 1)[0]
+        live.setdefault(d, []).append(f"runpod:{pod['id']}")
+    if slurm_prefix is not None:
+        for job_id, _state, _qos, name in squeue(slurm_prefix):
+            live.setdefault(name[len("eps-") :], []).append(f"fellows:{job_id}")
+    for d, items in live.items():
+        row = eps.dispatch(d)
+        assert row["state"] in LIVE_DISPATCH, f"orphan: {items} live for {d}, which is {row['state']}"
+        assert len(items) == 1, f"{d} holds {items}"
+        assert row["handle"] is not None and items[0].endswith(":" + row["handle"]["id"]), (items, row["handle"])
+    for d in eps.dispatch_ids():
+        row = eps.dispatch(d)
+        if row["state"] in LIVE_DISPATCH and row["parent"] is None and row["handle"] and row["handle"]["kind"] != "vm":
+            assert d in live, f"{d} is {row['state']} on {row['handle']} but nothing is live"
+    assert len(rtrap.created) == len(set(rtrap.created)), f"a pod name was created twice: {rtrap.created}"
+    assert len(gtrap.materialized) == len(set(gtrap.materialized)), f"an instance made twice: {gtrap.materialized}"
+
+
+def assert_ledger_consistent(eps: Eps, d: str) -> None:
+    """Attempts agree with the dispatch: at most one live attempt, the started one carries the handle."""
+    row = eps.dispatch(d)
+    attempts = eps.attempts(d)
+    live = [a for a in attempts if a["state"] in ("intent", "submitted", "running", "pending")]
+    if row["state"] in LIVE_DISPATCH:
+        assert row["handle"], row
+        assert len(live) == 1, (row, attempts)
+        assert live[0]["handle"] == row["handle"]["id"], (row, attempts)
+    else:
+        assert live == [], (row, attempts)
