@@ -212,7 +212,8 @@ class Executor:
             self.ledger.set_dispatch(dispatch, L.STARTED, handle=handle_dict(handle))
             self.reporter.emit("started", dispatch=dispatch, handle=handle_dict(handle))
             return WalkResult(dispatch, handle)
-        tried = tuple(a.rung for a in attempts if a.state in (L.A_FAILED, L.A_ADVANCED, L.A_CANCELLED, L.A_GONE))
+        left = (L.A_FAILED, L.A_ADVANCED, L.A_CANCELLED, L.A_GONE)
+        tried = tuple(a.rung for a in attempts if a.state in left and a.outcome != "not_submitted")
         snap = evolve(self.snapshot, attempted=(*self.snapshot.attempted, *tried))
         for a in attempts:  # what a preemption taught us (P11: no spot again unless restartable)
             if a.outcome == "preempted":
@@ -614,7 +615,8 @@ class Reconciler:
             if row.state == L.WALKING:
                 for a in attempts:
                     if a.state in L.LIVE_ATTEMPT_STATES:
-                        self.ledger.update_attempt(a.id, L.A_GONE, outcome="gone", reason="not found at the provider")
+                        outcome, why = self._vanished(row.id, a)
+                        self.ledger.update_attempt(a.id, L.A_GONE, outcome=outcome, reason=why)
                 if not resuming:
                     self.ledger.set_dispatch(row.id, L.INTERRUPTED, message="the walk stopped; eps execute --resume")
                     report["interrupted"].append(row.id)
@@ -658,6 +660,20 @@ class Reconciler:
                 report["interrupted"].append(row.id)
             else:
                 self.ledger.set_dispatch(row.id, L.STARTED, handle=handle_dict(h))
+
+    def _vanished(self, dispatch: str, a: L.AttemptRow) -> tuple[str, str]:
+        """Why a recorded attempt has nothing live.  ``not_submitted``: the call never
+        happened (the walk died between record and call), so the rung may be tried again
+        (P7: a dead walk must not demote a job past a tier it never reached)."""
+        if a.state != L.A_INTENT:
+            return "gone", "not found at the provider"
+        if a.kind == LaneKind.SLURM.value:
+            seen = self.lanes.slurm(a.lane).history_by_name(f"eps-{dispatch}", a.started_at - 60)
+            if isinstance(seen, Failure):
+                return "gone", f"not in squeue; sacct did not answer: {seen.failure().message}"
+            if any(j.qos == a.qos for j in seen.unwrap()):
+                return "gone", "submitted, and already left the queue"
+        return "not_submitted", "the walk stopped before the provider call"
 
     def _preempted(self, row: L.DispatchRow, attempts: list[L.AttemptRow], report: dict[str, Any]) -> None:
         for a in attempts:

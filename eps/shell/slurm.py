@@ -150,6 +150,21 @@ class SlurmClient:
                 return Success(JobStatus(job_id, state, None, qos))
         return Success(JobStatus(job_id, GONE))
 
+    def history_by_name(self, name: str, since_epoch: float) -> Result[tuple[JobStatus, ...], LaneFailure]:
+        """Jobs named ``name`` that ``sacct`` has seen since ``since_epoch`` (any state):
+        tells "never submitted" from "submitted and already gone" after a crash."""
+        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since_epoch))
+        rc, out, err = self._run(["sacct", "-n", "-P", "-X", f"--name={name}", "-S", since, "-o", "JobID,State,QOS"])
+        if rc != 0:
+            return Failure(classify(rc, err, "sacct"))
+        found = []
+        for line in out.splitlines():
+            parts = line.split("|")
+            if len(parts) >= 3 and parts[0]:
+                qos = parts[2] if parts[2] not in ("", "Unknown") else None
+                found.append(JobStatus(parts[0], parts[1].split(" ")[0] or GONE, None, qos, name))
+        return Success(tuple(found))
+
     def cancel(self, job_id: str, *, pending_only: bool = False) -> Result[None, LaneFailure]:
         """``scancel``; a job the controller no longer knows counts as cancelled.
 

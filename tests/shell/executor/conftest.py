@@ -1,46 +1,13 @@
-"""Fixtures for the executor: the real GCP client against the local Compute server, real
-httpx against the local RunPod server, the VM lane for real, a ledger in a temp dir.
-
-``eps`` runs through ``main(argv, env, lane_options=...)``; SLURM is left out here
-(its own suite runs the real cluster) by pointing the fellows lane at a login prefix
-that fails, so it reports unavailable and the walk goes on to the paid lanes."""
+"""Fixtures for the executor tests; the helpers live in executor_support.py."""
 
 from __future__ import annotations
 
-import importlib.util
-import io
-import json
-import sys
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-
-from eps.shell.gcp import RetryPolicy
-from eps.shell.lanes import LaneOptions
-from eps.shell.runpod import RetrySettings
-
-HERE = Path(__file__).parent
-KEY = "rpa_EXECUTORTESTKEY_93c1d0e2f4"
-PROJECT = "test-project"
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-gcp_fake = _load("gcp_fake_server_for_executor", HERE.parent / "gcp" / "fake_server.py")
-runpod_fake = _load("runpod_fake_server", HERE.parent / "runpod" / "fake_server.py")
+from executor_support import KEY, PROJECT, Eps, gcp_fake, runpod_fake
 
 
 @pytest.fixture
@@ -55,57 +22,6 @@ def runpod() -> Iterator[Any]:
     fake = runpod_fake.FakeRunpod(api_key=KEY, gets_to_running=1).start()
     yield fake
     fake.stop()
-
-
-def _no_slurm(argv: Any, stdin: Any = None, **_: Any) -> tuple[int, str, str]:
-    return 127, "", "slurm: not on this test machine"
-
-
-class Eps:
-    """Run eps commands in-process against the fakes; returns (rc, stdout, stderr)."""
-
-    def __init__(self, tmp: Path, gcp: Any, runpod: Any) -> None:
-        self.state = tmp / "state"
-        self.config = tmp / "config.toml"
-        self.config.write_text(
-            f'[gcp]\nproject = "{PROJECT}"\nendpoint = "{gcp.endpoint}"\nzones = ["us-central1-a", "us-central1-b"]\n'
-            f'[runpod]\nbase_url = "{runpod.url}"\n'
-        )
-        self.env = {
-            "EPS_STATE_DIR": str(self.state),
-            "EPS_CONFIG": str(self.config),
-            "RUNPOD_API_KEY": KEY,
-            "HOME": str(tmp),
-        }
-        fast = RetryPolicy(attempts=2, timeout_s=5.0, wait_initial_s=0.0, wait_max_s=0.0, wait_jitter_s=0.0)
-        self.options = LaneOptions(
-            slurm_runner=_no_slurm,
-            gcp_options={"retry": fast, "poll_interval_s": 0.05, "request_timeout_s": 10.0},
-            runpod_options={
-                "poll_interval_s": 0.02,
-                "retry": RetrySettings(attempts=2, wait_initial_s=0.0, wait_max_s=0.0, wait_jitter_s=0.0),
-                "default_retry_after_s": 0.01,
-            },
-        )
-
-    def __call__(self, *argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-        from eps.shell.cli import main
-
-        out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err):
-            rc = main(list(argv), env={**self.env, **(env or {})}, lane_options=self.options)
-        return rc, out.getvalue(), err.getvalue()
-
-    def events(self, *argv: str) -> tuple[int, list[dict[str, Any]]]:
-        rc, out, err = self("execute", "--json", *argv)
-        assert "Traceback" not in err, err
-        return rc, [json.loads(line) for line in out.splitlines() if line.strip()]
-
-    def status(self, dispatch: str | None = None) -> list[dict[str, Any]]:
-        rc, out, err = self("status", "--json", *([dispatch] if dispatch else []))
-        assert rc == 0, err
-        data: list[dict[str, Any]] = json.loads(out)
-        return data
 
 
 @pytest.fixture

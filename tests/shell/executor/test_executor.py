@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import KEY, gcp_fake
+from executor_support import KEY, gcp_fake
 
 from eps.core.model import Job, LaneKind, Provisioning, Rung
 from eps.shell.gcp import instance_name

@@ -88,6 +88,8 @@ def test_kill_at_the_first_sbatch_then_resume(seps, strap, gtrap, rtrap, blocker
     handle = _resume_to_gcp(seps, d)
     if when == "after":
         assert strap.sbatches()[0] == ("high-eur", job_id)
+    else:  # P7: a walk that died before its first sbatch still starts under high-eur
+        assert strap.sbatches()[0][0] == "high-eur"
     _check(seps, strap, gtrap, rtrap, d, handle)
 
 
