@@ -1,5 +1,6 @@
-"""Helpers shared by the executor tests (imported by name, unlike conftest modules):
-httpx against the local RunPod server, the VM lane for real, a ledger in a temp dir.
+"""Helpers shared by the executor tests (imported by name, unlike conftest modules): the
+real GCP client against the local Compute server, real httpx against the local RunPod
+server, the VM lane for real, a ledger in a temp dir.
 
 ``eps`` runs through ``main(argv, env, lane_options=...)``; SLURM is left out here
 (its own suite runs the real cluster) by pointing the fellows lane at a login prefix
