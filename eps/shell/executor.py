@@ -317,13 +317,27 @@ class Executor:
         raise Cancelled(dispatch)
 
     def _maybe_made(self, dispatch: str, rung: Rung, attempt: L.AttemptRow, failure: LaneFailure) -> str | None:
-        """A GCP insert that failed TRANSIENT (answers lost, operation timed out) may have made
-        the machine anyway: delete it by its deterministic name before the walk moves on.
+        """A create that failed TRANSIENT (answers lost, operation timed out) may have made the
+        machine or pod anyway: release it by its deterministic name before the walk moves on.
         Returns the name when that delete failed too (the attempt stays live for reconcile)."""
-        if rung.kind is not LaneKind.GCP or failure.kind is not FailureKind.TRANSIENT:
+        if failure.kind is not FailureKind.TRANSIENT:
             return None
-        h = Handle(rung.lane, LaneKind.GCP, attempt.name, rung.key, zone=rung.zone, machine=rung.machine)
-        return attempt.name if isinstance(self.lanes.gcp().delete(h), Failure) else None
+        if rung.kind is LaneKind.GCP:
+            h = Handle(rung.lane, LaneKind.GCP, attempt.name, rung.key, zone=rung.zone, machine=rung.machine)
+            return attempt.name if isinstance(self.lanes.gcp().delete(h), Failure) else None
+        if rung.kind is LaneKind.RUNPOD:  # the same for a pod: find it by its name, terminate it
+            name = attempt.name
+
+            async def withdraw(client: Any) -> bool:
+                listed = await client.list_pods(name)
+                if isinstance(listed, Failure):
+                    return False
+                done = [await client.terminate(p.id) for p in listed.unwrap() if p.name == name]
+                return all(isinstance(d, Success) for d in done)
+
+            ok = self.lanes.with_runpod(withdraw)
+            return None if ok is True else name
+        return None
 
     def _start(self, dispatch: str, job: Job, rung: Rung) -> tuple[Result[Handle, LaneFailure], L.AttemptRow]:
         if rung.kind is LaneKind.VM:
