@@ -24,9 +24,7 @@ import threading
 import time
 import uuid
 
-from attrs import evolve
-
-from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung
+from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.router import plan
 from eps.core.sbatch import render_sbatch
 from eps.core.tables import DEFAULT_POLICY, FELLOWS

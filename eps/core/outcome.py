@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from eps.core.model import (
     Capacity,
@@ -22,6 +22,7 @@ from eps.core.model import (
     Rung,
     RunpodState,
     Stock,
+    evolve,
 )
 
 

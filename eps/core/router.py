@@ -39,8 +39,6 @@ from __future__ import annotations
 from enum import StrEnum
 from functools import lru_cache
 
-from attrs import evolve
-
 from eps.core.model import (
     Capacity,
     CapacitySnapshot,
@@ -63,6 +61,7 @@ from eps.core.model import (
     SkipCode,
     Stock,
     Terminal,
+    evolve,
 )
 from eps.core.tables import BIG_VOLUME_INTENT, DEFAULT_POLICY, GRADIENT_FIT_INTENT
 

@@ -42,8 +42,7 @@ def run(
     env: dict[str, str],
     options: Any = None,
 ) -> int:
-    from attrs import evolve
-
+    from eps.core.model import evolve
     from eps.shell import executor
     from eps.shell.lanes import LaneOptions
 

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import NamedTuple
 
-from attrs import evolve, field, frozen
-
-from eps.core.model import ClusterConfig, Policy
+from eps.core.model import ClusterConfig, Policy, evolve
 from eps.core.tables import DEFAULT_POLICY
 
 
@@ -28,8 +27,7 @@ class ConfigError(ValueError):
     """A config file, snapshot, grants file or environment value is malformed.  One line."""
 
 
-@frozen
-class ClusterAccess:
+class ClusterAccess(NamedTuple):
     """How the shell reaches a SLURM cluster: a command prefix (``["ssh", "login"]``) and the user."""
 
     name: str
@@ -37,8 +35,7 @@ class ClusterAccess:
     user: str | None = None
 
 
-@frozen
-class GcpSettings:
+class GcpSettings(NamedTuple):
     project: str | None = None
     image: str = "projects/debian-cloud/global/images/family/debian-12"
     endpoint: str | None = None  # tests: a local server; production: the Google default
@@ -46,8 +43,7 @@ class GcpSettings:
     poll_interval_s: float = 2.0  # zone-operation polling
 
 
-@frozen
-class RunpodSettings:
+class RunpodSettings(NamedTuple):
     base_url: str = "https://api.runpod.io"  # REST v2 (paths under /v2/)
     image: str = "runpod/base:0.6.2-cpu"
     gpu_image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
@@ -56,12 +52,11 @@ class RunpodSettings:
     poll_interval_s: float = 2.0  # GET /v2/pods/{id} until RUNNING
 
 
-@frozen
-class Settings:
+class Settings(NamedTuple):
     policy: Policy
     access: tuple[ClusterAccess, ...] = ()
-    gcp: GcpSettings = field(factory=GcpSettings)
-    runpod: RunpodSettings = field(factory=RunpodSettings)
+    gcp: GcpSettings = GcpSettings()
+    runpod: RunpodSettings = RunpodSettings()
     state_dir: str = "."
     config_path: str | None = None
 

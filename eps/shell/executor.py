@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from attrs import evolve, frozen
+from attrs import frozen
 from returns.result import Failure, Result, Success
 
-from eps.core.model import CapacitySnapshot, Job, JobError, LaneKind, Provisioning, QosGrants, Rung
+from eps.core.model import CapacitySnapshot, Job, JobError, LaneKind, Provisioning, QosGrants, Rung, evolve
 from eps.core.outcome import LANE_FATAL, FailureKind, Handle, LaneFailure, absorb
 from eps.core.router import plan
 from eps.shell import ledger as L

@@ -36,10 +36,10 @@ from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from attrs import evolve, frozen
+from attrs import frozen
 from returns.result import Failure, Result, Success
 
-from eps.core.model import Job, LaneKind, Provisioning, Rung
+from eps.core.model import Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 
 if TYPE_CHECKING:

@@ -15,22 +15,19 @@ from typing import Any
 
 import attrs
 import cattrs
-from attrs import evolve, frozen
+from attrs import frozen
+from cattrs.cols import is_namedtuple, namedtuple_dict_structure_factory
 
 from eps.core.durations import parse_slurm_time
 from eps.core.model import (
     CapacitySnapshot,
     ClusterConfig,
-    ClusterState,
-    GcpState,
-    LaneDown,
     Policy,
     QosGrants,
     QosTier,
-    QueueState,
-    RunpodState,
     Stock,
     Thresholds,
+    evolve,
 )
 from eps.shell.config import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings
 
@@ -38,10 +35,14 @@ from eps.shell.config import ClusterAccess, ConfigError, GcpSettings, RunpodSett
 def _converter() -> cattrs.Converter:
     # The records are written with postponed annotations; resolve them so cattrs
     # sees real types (and rejects "bogus" for an enum) instead of strings.
-    docs = (_TierDoc, _ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _ConfigDoc)
-    for cls in (CapacitySnapshot, *_SNAPSHOT_PARTS, *docs):
+    for cls in (_TierDoc, _ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _ConfigDoc):
         attrs.resolve_types(cls)
     conv = cattrs.Converter(forbid_extra_keys=True)
+    # The core's records are NamedTuples: structure them from dicts, strictly, too.
+    conv.register_structure_hook_factory(
+        is_namedtuple,
+        lambda cl, c: namedtuple_dict_structure_factory(cl, c, "from_converter", True),  # forbid extra keys
+    )
 
     def stock(value: Any, _: type) -> Stock:
         if not isinstance(value, str):
@@ -82,9 +83,6 @@ def _converter() -> cattrs.Converter:
     conv.register_structure_hook_func(lambda t: t is float, strict_float)
     conv.register_structure_hook(str | int | None, wall)
     return conv
-
-
-_SNAPSHOT_PARTS = (ClusterState, QueueState, GcpState, RunpodState, LaneDown)
 
 
 _CONV: cattrs.Converter | None = None

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 
-from attrs import evolve, frozen
+from attrs import frozen
 from returns.result import Failure, Result, Success
 
 from eps.core.model import (
@@ -42,6 +42,7 @@ from eps.core.model import (
     QueueState,
     RoutePlan,
     Rung,
+    evolve,
 )
 from eps.core.outcome import Handle, LaneFailure, absorb
 from eps.core.router import plan

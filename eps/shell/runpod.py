@@ -52,10 +52,10 @@ from typing import Any, Self, TypeVar
 import cattrs
 import httpx
 import stamina
-from attrs import evolve, field, frozen
+from attrs import field, frozen
 from returns.result import Failure, Result, Success
 
-from eps.core.model import Job, LaneKind, Rung, RunpodCpuFlavor
+from eps.core.model import Job, LaneKind, Rung, RunpodCpuFlavor, evolve
 from eps.core.outcome import LANE_FATAL, FailureKind, Handle, LaneFailure
 from eps.core.tables import RUNPOD_CPU_FLAVORS
 

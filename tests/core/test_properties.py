@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from attrs import evolve
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +24,7 @@ from eps.core.model import (
     RoutePlan,
     RunpodState,
     Stock,
+    evolve,
 )
 from eps.core.router import plan
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY

@@ -62,7 +62,7 @@ def test_core_never_reads_the_environment_or_the_clock() -> None:
 
 
 def test_plan_path_does_not_import_heavy_clients() -> None:
-    """`eps plan --json` must not load google-cloud-compute, httpx, rich or cattrs."""
+    """`eps plan --json` must not load google-cloud-compute, httpx, rich, cattrs or attrs (100 ms bar)."""
     code = (
         "import sys, io, contextlib\n"
         "from eps.shell.cli import main\n"
@@ -70,7 +70,8 @@ def test_plan_path_does_not_import_heavy_clients() -> None:
         "with contextlib.redirect_stdout(buf):\n"
         "    rc = main(['plan', 'gpu-1', '--duration', '3h', '--json'], env={})\n"
         "assert rc == 0, rc\n"
-        "heavy = [m for m in ('google.cloud.compute_v1', 'httpx', 'rich', 'cattrs', 'sqlite3') if m in sys.modules]\n"
+        "mods = ('google.cloud.compute_v1', 'httpx', 'rich', 'cattrs', 'attrs', 'sqlite3')\n"
+        "heavy = [m for m in mods if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,11 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from attrs import evolve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eps.core.model import CapacitySnapshot, ClusterConfig, Job, LaneKind, Provisioning, QosGrants, Rung
+from eps.core.model import CapacitySnapshot, ClusterConfig, Job, LaneKind, Provisioning, QosGrants, Rung, evolve
 from eps.core.router import plan
 from eps.core.sbatch import SbatchRenderError, quote_arg, render_sbatch
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY, FELLOWS

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attrs import evolve
 
 from eps.core.durations import parse_duration
-from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, RoutePlan
+from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, RoutePlan, evolve
 from eps.core.router import plan
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY
 from eps.shell.inputs import grants_from_data, load_snapshot

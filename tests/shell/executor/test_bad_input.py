@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attrs import evolve
 
-from eps.core.model import Job
+from eps.core.model import Job, evolve
 from eps.shell.ledger import Ledger
 
 

@@ -255,7 +255,7 @@ def test_count_copies_get_distinct_machines(server, lane, gcp_rung, job):
 
 
 def test_rung_that_is_not_gcp_is_refused_without_a_request(server, lane, gcp_rung, job):
-    from attrs import evolve
+    from eps.core.model import evolve
 
     result = lane.create(job, evolve(gcp_rung(), kind=LaneKind.RUNPOD), "d1", 1)
     assert result.failure().kind is FailureKind.INVALID_REQUEST

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from attrs import evolve
 from returns.result import Failure, Success
 
-from eps.core.model import CapacitySnapshot, Provisioning
+from eps.core.model import CapacitySnapshot, Provisioning, evolve
 from eps.core.outcome import FailureKind, absorb
 from eps.shell.gcp import GcpLane, InstanceState, LabeledInstance, RetryPolicy
 

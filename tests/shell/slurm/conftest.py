@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from attrs import evolve
 from slurm_support import (
     CLUSTER_SH,
     FIRST_CAP_S,
@@ -29,7 +28,7 @@ from slurm_support import (
     wait_until,
 )
 
-from eps.core.model import ClusterConfig, Policy, QosGrants
+from eps.core.model import ClusterConfig, Policy, QosGrants, evolve
 from eps.core.tables import DEFAULT_POLICY, FELLOWS
 from eps.shell.slurm import SlurmClient
 

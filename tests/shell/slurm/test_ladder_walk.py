@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from attrs import evolve
 
-from eps.core.model import CapacitySnapshot, Job, Policy
+from eps.core.model import CapacitySnapshot, Job, Policy, evolve
 from eps.core.router import plan
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY, FELLOWS
 from eps.shell.ladder import CancelNotConfirmed, EventKind, HandOver, LadderEvent, Landed, walk_ladder

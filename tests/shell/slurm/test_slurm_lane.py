@@ -12,10 +12,9 @@ import subprocess
 import time
 
 import pytest
-from attrs import evolve
 from slurm_support import FIRST_CAP_S, NEXT_CAP_S, USER, Recorder, live_jobs, run, wait_until
 
-from eps.core.model import CapacitySnapshot, Job, LaneKind, Policy, Provisioning, QosGrants, QosTier, Rung
+from eps.core.model import CapacitySnapshot, Job, LaneKind, Policy, Provisioning, QosGrants, QosTier, Rung, evolve
 from eps.core.router import plan
 from eps.core.sbatch import render_sbatch
 from eps.core.tables import DEFAULT_FELLOWS_GRANTS
