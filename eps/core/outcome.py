@@ -50,6 +50,20 @@ LANE_FATAL: frozenset[FailureKind] = frozenset(
 )
 
 
+def stops_dispatch(failure: LaneFailure) -> bool:
+    """Whether ``failure`` ends the dispatch instead of moving on to its next rung.
+
+    One rule for every walker (the executor, the RunPod fan-out).  Stop on rejected
+    credentials (AUTH), the provider's own spending limit (INSUFFICIENT_BALANCE: eps
+    has no dollar caps, RunPod does) and requests eps built wrong (INVALID_REQUEST),
+    except a plain 400, which RunPod's API document answers with "try the next
+    candidate".  Everything else (capacity, quota, 403, rate limits, 5xx after
+    retries) moves on: the failure is absorbed and the core plans the next rung."""
+    if failure.kind in (FailureKind.AUTH, FailureKind.INSUFFICIENT_BALANCE):
+        return True
+    return failure.kind is FailureKind.INVALID_REQUEST and failure.code != "400"
+
+
 @frozen
 class LaneFailure:
     """A rung did not start.  ``message`` is safe to show (never carries secrets)."""

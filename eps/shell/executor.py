@@ -26,7 +26,7 @@ from attrs import frozen
 from returns.result import Failure, Result, Success
 
 from eps.core.model import CapacitySnapshot, Job, JobError, LaneKind, Provisioning, QosGrants, Rung, evolve
-from eps.core.outcome import LANE_FATAL, FailureKind, Handle, LaneFailure, absorb
+from eps.core.outcome import FailureKind, Handle, LaneFailure, absorb, stops_dispatch
 from eps.core.router import plan
 from eps.shell import ledger as L
 from eps.shell.config import Settings
@@ -36,9 +36,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 #: Dispatch ids travel in SLURM job names, GCE labels and pod names: keep them plain.
 _DISPATCH_ID = re.compile(r"[a-z][a-z0-9]{2,39}")
-
-#: Failures after which this dispatch stops instead of trying the next rung.
-STOPS = LANE_FATAL | {FailureKind.INVALID_REQUEST}
 
 
 class Cancelled(Exception):
@@ -300,7 +297,7 @@ class Executor:
                         code=failure.code,
                         message=failure.message,
                     )
-                    if failure.kind in STOPS:
+                    if stops_dispatch(failure):
                         self.ledger.set_dispatch(dispatch, L.FAILED, message=failure.message)
                         self.reporter.emit("stopped", dispatch=dispatch, message=failure.message)
                         return WalkResult(dispatch, None, failure=failure.message)

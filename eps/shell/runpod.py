@@ -56,7 +56,7 @@ from attrs import field, frozen
 from returns.result import Failure, Result, Success
 
 from eps.core.model import Job, LaneKind, Rung, RunpodCpuFlavor, evolve
-from eps.core.outcome import LANE_FATAL, FailureKind, Handle, LaneFailure
+from eps.core.outcome import LANE_FATAL, FailureKind, Handle, LaneFailure, stops_dispatch
 from eps.core.tables import RUNPOD_CPU_FLAVORS
 
 T = TypeVar("T")
@@ -747,14 +747,6 @@ class RunpodClient:
 # --- fan-out ---------------------------------------------------------------------------------
 
 
-def _moves_on(failure: LaneFailure) -> bool:
-    """Whether a dispatch tries its next rung after ``failure`` (createPod's table: 400 and
-    403 try the next candidate; 5xx/transport already retried in place)."""
-    if failure.kind in (FailureKind.NO_CAPACITY, FailureKind.FORBIDDEN, FailureKind.TRANSIENT):
-        return True
-    return failure.kind is FailureKind.INVALID_REQUEST and failure.code == "400"
-
-
 async def _dispatch(
     client: RunpodClient,
     dispatch_id: str,
@@ -780,7 +772,7 @@ async def _dispatch(
             if not halted:
                 halted.append(failure)
             break
-        if not _moves_on(failure):
+        if stops_dispatch(failure):  # the core's rule, the same one the executor follows
             break
     if not attempts:
         return FanOutResult(dispatch_id, Failure(_invalid(f"dispatch {dispatch_id} has no RunPod rung to try")))
