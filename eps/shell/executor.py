@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import secrets
 import sys
@@ -303,6 +304,13 @@ class Executor:
                         return WalkResult(dispatch, None, failure=failure.message)
                     snap = absorb(snap, rung, failure)
 
+    def _slurm_output(self, cluster: str, dispatch: str) -> str | None:
+        """The job's output file: beside the ledger's logs when the cluster is this machine;
+        SLURM's default (``slurm-<id>.out`` in the login directory) behind a login prefix."""
+        if self.settings.cluster_access(cluster).login:
+            return None
+        return os.path.join(os.path.abspath(self.settings.state_dir), "logs", f"{dispatch}-%j.out")
+
     def _release_if_cancelled(self, dispatch: str, handle: Handle, attempt: L.AttemptRow) -> None:
         """``eps cancel`` arrived while the create was in flight: release what it made, stop."""
         row = self.ledger.dispatch(dispatch)
@@ -433,6 +441,7 @@ class Executor:
                 clock=self.clock,
                 sleep=self.sleep,
                 on_event=on_event,
+                output=self._slurm_output(rung.lane, dispatch),
                 resume_job_id=resume_pending.handle if resume_pending is not None else None,
                 resume_elapsed_s=(time.time() - resume_pending.started_at) if resume_pending is not None else 0.0,
             )
@@ -638,6 +647,10 @@ class Reconciler:
                 if row.handle.get("kind") == "vm":
                     done = self.lanes.vm.state(Handle("vm", LaneKind.VM, row.handle["id"], ""), row.id)
                     note = f"exit code {done.split(':', 1)[1]}" if done.startswith("done:") else "process gone"
+                elif row.handle.get("kind") == "slurm":  # squeue forgot it; sacct knows how it ended
+                    final = self.lanes.slurm(row.handle["lane"]).poll(row.handle["id"])
+                    if isinstance(final, Success):
+                        note = f"SLURM job {row.handle['id']}: {final.unwrap().state}"
                 for a in attempts:
                     if a.state in (L.A_RUNNING, L.A_PENDING):
                         self.ledger.update_attempt(a.id, L.A_ENDED, outcome="ended", reason=note)
