@@ -245,3 +245,12 @@ def ladder_worst_case_s(cluster: ClusterConfig) -> int:
     rung 1's cap plus the smaller cap for each further tier of the ladder."""
     n = len(cluster.qos_ladder) or 1
     return cluster.first_park_cap_s + (n - 1) * cluster.next_park_cap_s
+
+
+def park_cap_env(cluster: str) -> tuple[str, str]:
+    """The environment settings of a cluster's park caps (rung 1, rungs 2+):
+    ``EPS_FELLOWS_QUEUE_WAIT_SECONDS`` and ``EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS``
+    for fellows.  One definition for the shell that reads them and the linter that
+    checks the docs name them."""
+    stem = "EPS_" + cluster.upper().replace("-", "_")
+    return f"{stem}_QUEUE_WAIT_SECONDS", f"{stem}_NEXT_QUEUE_WAIT_SECONDS"

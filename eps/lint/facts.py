@@ -35,6 +35,7 @@ from typing import Any
 from attrs import frozen
 
 from eps.core.model import ClusterConfig, Intent, Policy, QosGrants, QosTier, Resource
+from eps.core.tables import park_cap_env
 
 #: The standing asks of SPEC.md.  Each must be stated in the docs and named by a test.
 ASKS: tuple[str, ...] = tuple(f"P{i}" for i in range(1, 14))
@@ -82,8 +83,8 @@ class PolicyFacts:
 
 
 def env_stem(cluster: str) -> str:
-    """The environment prefix of a cluster's settings (mirrors ``eps.shell.config._apply_env``)."""
-    return "EPS_" + cluster.upper().replace("-", "_")
+    """The environment prefix of a cluster's settings (from ``eps.core.tables.park_cap_env``)."""
+    return park_cap_env(cluster)[0].removesuffix("_QUEUE_WAIT_SECONDS")
 
 
 def park_cap_settings(cluster: ClusterConfig) -> tuple[tuple[str, int], tuple[str, int]]:

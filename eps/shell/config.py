@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from eps.core.model import ClusterConfig, Policy, evolve
-from eps.core.tables import DEFAULT_POLICY
+from eps.core.tables import DEFAULT_POLICY, park_cap_env
 
 
 class ConfigError(ValueError):
@@ -102,9 +102,9 @@ def _env_int(env: Mapping[str, str], name: str) -> int | None:
 
 
 def _apply_env(cluster: ClusterConfig, env: Mapping[str, str]) -> ClusterConfig:
-    stem = "EPS_" + cluster.name.upper().replace("-", "_")
-    first = _env_int(env, f"{stem}_QUEUE_WAIT_SECONDS")
-    nxt = _env_int(env, f"{stem}_NEXT_QUEUE_WAIT_SECONDS")
+    first_name, next_name = park_cap_env(cluster.name)
+    first = _env_int(env, first_name)
+    nxt = _env_int(env, next_name)
     if first is not None:
         cluster = evolve(cluster, first_park_cap_s=first)
     if nxt is not None:
