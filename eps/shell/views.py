@@ -139,7 +139,13 @@ def print_plan(plan: RoutePlan, job: Job, *, file: Any = None) -> None:
                 cap = "pin"
             table.add_row(str(i), r.lane, _target(r), r.provisioning.value, cap, _money(r.price_per_hour), r.reason)
         console.print(table)
-    console.print(f"worst-case wait before a paid lane: {plan.worst_case_wait_s} s ({human(plan.worst_case_wait_s)})")
+    wait = f"{plan.worst_case_wait_s} s ({human(plan.worst_case_wait_s)})"
+    paid = any(r.provisioning.value in ("spot", "on-demand") for r in plan.rungs)
+    queued = any(r.provisioning.value == "queue" for r in plan.rungs)
+    if paid:
+        console.print(f"worst-case wait before a paid lane: {wait}")
+    elif queued:
+        console.print(f"worst-case queue wait: {wait}; no paid lane follows (see skipped)")
     if plan.skipped:
         console.print("skipped:")
         for s in plan.skipped:
