@@ -39,6 +39,10 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _DISPATCH_ID = re.compile(r"[a-z][a-z0-9]{2,39}")
 
 
+#: Handle states of a machine whose job has finished but which may still hold (and bill) a disk.
+_FINISHED = frozenset({"stopped", "exited", "error"})
+
+
 class Cancelled(Exception):
     """The dispatch was cancelled (``eps cancel``) while it was being walked."""
 
@@ -563,8 +567,8 @@ class Reconciler:
                 self.unchecked["runpod"] = pods.failure().message
             else:
                 for pod in pods.unwrap():
-                    if pod.status.value in ("EXITED", "TERMINATED", "ERROR"):
-                        continue
+                    if pod.status.value == "TERMINATED":
+                        continue  # gone for good: nothing billed, nothing to release
                     d = pod.name[len(POD_PREFIX) :].rsplit("-", 1)[0]
                     h = Handle(
                         "runpod", LaneKind.RUNPOD, pod.id, pod.name, machine=pod.machine, state=pod.status.value.lower()
@@ -632,29 +636,15 @@ class Reconciler:
                 self._release(row.id, item, attempts, report)
             return
         if not items:
-            if row.state == L.WALKING:
-                for a in attempts:
-                    if a.state in L.LIVE_ATTEMPT_STATES:
-                        outcome, why = self._vanished(row.id, a)
-                        self.ledger.update_attempt(a.id, L.A_GONE, outcome=outcome, reason=why)
-                if not resuming:
-                    self.ledger.set_dispatch(row.id, L.INTERRUPTED, message="the walk stopped; eps execute --resume")
-                    report["interrupted"].append(row.id)
-            elif row.state == L.STARTED and row.handle and str(row.handle.get("rung", "")).endswith("/spot"):
-                self._preempted(row, attempts, report)
-            elif row.state in (L.STARTED, L.HELD) and row.handle:
-                note = "no longer at the provider"
-                if row.handle.get("kind") == "vm":
-                    done = self.lanes.vm.state(Handle("vm", LaneKind.VM, row.handle["id"], ""), row.id)
-                    note = f"exit code {done.split(':', 1)[1]}" if done.startswith("done:") else "process gone"
-                elif row.handle.get("kind") == "slurm":  # squeue forgot it; sacct knows how it ended
-                    final = self.lanes.slurm(row.handle["lane"]).poll(row.handle["id"])
-                    if isinstance(final, Success):
-                        note = f"SLURM job {row.handle['id']}: {final.unwrap().state}"
-                for a in attempts:
-                    if a.state in (L.A_RUNNING, L.A_PENDING):
-                        self.ledger.update_attempt(a.id, L.A_ENDED, outcome="ended", reason=note)
-                self.ledger.set_dispatch(row.id, L.ENDED, message=note)
+            self._settle_nothing_live(row, attempts, report, resuming=resuming)
+            return
+        if row.state in (L.STARTED, L.HELD) and all(i.handle.state in _FINISHED for i in items):
+            # The job ran and its machine stopped (GCP VMs power off after the job; RunPod
+            # pods exit): release what still holds a disk, and say the dispatch ended.
+            for item in items:
+                self._release(row.id, item, attempts, report)
+            self._ended(row, attempts, "finished; machine released")
+            report.setdefault("ended", []).append(row.id)
             return
         if row.state == L.STARTED and all(i.handle.state == "preempted" for i in items):
             for item in items:  # a stopped spot VM still holds its disk: release it
@@ -684,6 +674,39 @@ class Reconciler:
                 report["interrupted"].append(row.id)
             else:
                 self.ledger.set_dispatch(row.id, L.STARTED, handle=handle_dict(h))
+
+    def _settle_nothing_live(
+        self, row: L.DispatchRow, attempts: list[L.AttemptRow], report: dict[str, Any], *, resuming: bool
+    ) -> None:
+        if row.state == L.WALKING:
+            for a in attempts:
+                if a.state in L.LIVE_ATTEMPT_STATES:
+                    outcome, why = self._vanished(row.id, a)
+                    self.ledger.update_attempt(a.id, L.A_GONE, outcome=outcome, reason=why)
+            if not resuming:
+                self.ledger.set_dispatch(row.id, L.INTERRUPTED, message="the walk stopped; eps execute --resume")
+                report["interrupted"].append(row.id)
+        elif row.state == L.STARTED and row.handle and str(row.handle.get("rung", "")).endswith("/spot"):
+            self._preempted(row, attempts, report)
+        elif row.state in (L.STARTED, L.HELD) and row.handle:
+            self._ended(row, attempts, self._how_it_ended(row))
+
+    def _how_it_ended(self, row: L.DispatchRow) -> str:
+        h = row.handle or {}
+        if h.get("kind") == "vm":
+            done = self.lanes.vm.state(Handle("vm", LaneKind.VM, h["id"], ""), row.id)
+            return f"exit code {done.split(':', 1)[1]}" if done.startswith("done:") else "process gone"
+        if h.get("kind") == "slurm":  # squeue forgot it; sacct knows how it ended
+            final = self.lanes.slurm(h["lane"]).poll(h["id"])
+            if isinstance(final, Success):
+                return f"SLURM job {h['id']}: {final.unwrap().state}"
+        return "no longer at the provider"
+
+    def _ended(self, row: L.DispatchRow, attempts: list[L.AttemptRow], note: str) -> None:
+        for a in attempts:
+            if a.state in (L.A_RUNNING, L.A_PENDING):
+                self.ledger.update_attempt(a.id, L.A_ENDED, outcome="ended", reason=note)
+        self.ledger.set_dispatch(row.id, L.ENDED, message=note)
 
     def _vanished(self, dispatch: str, a: L.AttemptRow) -> tuple[str, str]:
         """Why a recorded attempt has nothing live.  ``not_submitted``: the call never

@@ -172,7 +172,8 @@ def insert_request_id(dispatch_id: str, rung: Rung, attempt: int, copy: int = 0)
 
 
 def startup_script(job: Job, dispatch_id: str, rung: Rung) -> str:
-    """The ``startup-script`` metadata: run the job command once, record its exit code.
+    """The ``startup-script`` metadata: run the job command once, record its exit code,
+    then power the machine off so a finished job never keeps a paid VM running.
 
     The command is shlex-quoted; output goes to ``/var/lib/eps/job.log``; the
     exit code is written atomically to ``EXIT_CODE_PATH`` and published as the
@@ -193,6 +194,9 @@ def startup_script(job: Job, dispatch_id: str, rung: Rung) -> str:
             f'echo "$code" > "$state/exit-code.tmp" && mv "$state/exit-code.tmp" {EXIT_CODE_PATH}',
             'curl -sf -X PUT --data "$code" -H "Metadata-Flavor: Google" '
             "http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/eps/exit-code || true",
+            "# The job is done: stop billing for the machine.  eps status/reconcile then",
+            "# sees it TERMINATED, reads that as finished and deletes it (disk included).",
+            "sync; shutdown -h now",
             "",
         )
     )
@@ -633,7 +637,15 @@ class GcpLane:
 
     def _state(self, instance: compute_v1.Instance) -> InstanceState:
         state = _STATUS_STATES.get(instance.status, InstanceState.RUNNING)
-        if state is InstanceState.STOPPED and instance.scheduling.provisioning_model == "SPOT":
+        scheduling = instance.scheduling
+        # A preempted spot VM with action DELETE vanishes; with action STOP it is TERMINATED.
+        # Our own startup script powers a VM off when its job ends, so TERMINATED means
+        # "preempted" only for STOP-action spot VMs; otherwise the job finished.
+        if (
+            state is InstanceState.STOPPED
+            and scheduling.provisioning_model == "SPOT"
+            and scheduling.instance_termination_action != "DELETE"
+        ):
             return InstanceState.PREEMPTED
         return state
 

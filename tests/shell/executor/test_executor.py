@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from executor_support import KEY, gcp_fake
+from executor_support import KEY, gcp_fake, runpod_fake
 
 from eps.core.model import Job, LaneKind, Provisioning, Rung
 from eps.shell.gcp import instance_name
@@ -263,3 +263,40 @@ def test_p11_preempted_restartable_job_may_use_spot_in_another_zone(eps: Any, gc
     rc, events = eps.events("--resume", d)
     assert rc == 0
     assert events[-1]["handle"]["rung"] == "gcp/e2-standard-4/us-central1-b/spot"
+
+
+def test_a_finished_gcp_machine_is_deleted_not_left_billing(eps: Any, gcp: Any) -> None:
+    """The startup script powers the VM off after the job; status then releases it (disk too)."""
+    rc, events = eps.events("cpu-small", "--duration", "5h", "--", "python3", "analyse.py")
+    assert rc == 0
+    d = events[-1]["dispatch"]
+    [(zone, name)] = gcp.instances
+    script = next(i["value"] for i in gcp.instances[(zone, name)]["metadata"]["items"] if i["key"] == "startup-script")
+    assert "shutdown -h now" in script
+    gcp.set_status(zone, name, "TERMINATED")  # what the VM's own shutdown looks like from outside
+    [row] = eps.status(d)
+    assert row["state"] == "ended" and gcp.instances == {}
+
+
+def test_a_finished_spot_machine_is_not_mistaken_for_a_preemption(eps: Any, gcp: Any) -> None:
+    _, events = eps.events("cpu-small", "--duration", "30m", "--", "python3", "analyse.py")
+    d = events[-1]["dispatch"]
+    [(zone, name)] = gcp.instances
+    assert gcp.instances[(zone, name)]["scheduling"]["instanceTerminationAction"] == "DELETE"
+    gcp.set_status(zone, name, "TERMINATED")  # preemption would delete it; this is the job's own shutdown
+    [row] = eps.status(d)
+    assert row["state"] == "ended" and gcp.instances == {}
+
+
+def test_an_exited_pod_is_terminated(eps: Any, gcp: Any, runpod: Any) -> None:
+    for zone in ("us-central1-a", "us-central1-b"):
+        gcp.always(zone, gcp_fake.exhausted(gcp.project, zone))
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "true")
+    assert rc == 0 and events[-1]["handle"]["lane"] == "runpod"
+    d = events[-1]["dispatch"]
+    with runpod.lock:
+        [pod] = runpod.pods.values()
+        runpod_fake._set_status(pod.doc, "EXITED")
+    [row] = eps.status(d)
+    assert row["state"] == "ended"
+    assert all(p["desiredStatus"] == "TERMINATED" or p.get("status") == "TERMINATED" for p in runpod.live_pods())

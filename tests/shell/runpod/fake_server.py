@@ -290,6 +290,7 @@ _ACTIONS = {
     "PROVISIONING": ["stop", "terminate"],
     "STARTING": ["stop", "terminate"],
     "RUNNING": ["stop", "restart", "terminate"],
+    "EXITED": ["start", "terminate"],  # podAction: "EXITED and ERROR allow start/terminate"
     "ERROR": ["start", "terminate"],
 }
 
