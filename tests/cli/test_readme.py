@@ -1,0 +1,42 @@
+"""The README's example files load with the real strict loaders, so the docs cannot drift."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from eps.shell.config import load_settings
+from eps.shell.inputs import load_grants, load_snapshot
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_example_files_load(tmp_path: Path) -> None:
+    blocks = re.findall(r"```(toml|json)\n(.*?)```", README.read_text(), re.S)
+    kinds = []
+    for kind, text in blocks:
+        if kind == "toml":
+            f = tmp_path / "config.toml"
+            f.write_text(text)
+            settings = load_settings({"EPS_CONFIG": str(f), "HOME": str(tmp_path)})
+            assert settings.cluster_access("fellows").login == ("ssh", "fellows-login")
+            kinds.append("config")
+        elif '"queues"' in text:
+            f = tmp_path / "snapshot.json"
+            f.write_text(text)
+            assert load_snapshot(str(f)).gcp
+            kinds.append("snapshot")
+        else:
+            f = tmp_path / "grants.json"
+            f.write_text(text)
+            assert load_grants(str(f)).tiers("fellows")
+            kinds.append("grants")
+    assert sorted(kinds) == ["config", "grants", "snapshot"]
+
+
+def test_readme_commands_are_the_ci_commands() -> None:
+    text = README.read_text()
+    first, second = re.findall(r"```sh\n(.*?)\n```", text, re.S)[:2]
+    assert "eps plan" in first and first.startswith("python3 -m venv .venv")
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert second in ci.splitlines()
