@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from google.cloud import compute_v1
 
     from eps.shell.config import GcpSettings
+from eps.shell.retry import RetryPolicy
 
 T = TypeVar("T")
 
@@ -123,17 +124,6 @@ _STATUS_STATES: dict[str, InstanceState] = {
     "SUSPENDED": InstanceState.STOPPED,
     "REPAIRING": InstanceState.REPAIRING,
 }
-
-
-@frozen
-class RetryPolicy:
-    """Bounded retries for one API call (``stamina`` parameters, seconds)."""
-
-    attempts: int = 5
-    timeout_s: float = 60.0
-    wait_initial_s: float = 0.5
-    wait_max_s: float = 10.0
-    wait_jitter_s: float = 1.0
 
 
 @frozen

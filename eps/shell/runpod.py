@@ -58,6 +58,7 @@ from returns.result import Failure, Result, Success
 from eps.core.model import Job, LaneKind, Rung, RunpodCpuFlavor, evolve
 from eps.core.outcome import LANE_FATAL, FailureKind, Handle, LaneFailure, stops_dispatch
 from eps.core.tables import RUNPOD_CPU_FLAVORS
+from eps.shell.retry import RetryPolicy
 
 T = TypeVar("T")
 
@@ -111,17 +112,6 @@ class ApiKey:
 
 
 @frozen
-class RetrySettings:
-    """Backoff for 5xx and transport errors (stamina): attempts per call and its waits."""
-
-    attempts: int = 4
-    timeout_s: float = 60.0
-    wait_initial_s: float = 0.5
-    wait_max_s: float = 8.0
-    wait_jitter_s: float = 0.5
-
-
-@frozen
 class RunpodSettings:
     """How the lane talks to RunPod.  Tests point ``base_url`` at a local server."""
 
@@ -136,7 +126,7 @@ class RunpodSettings:
     max_rate_limit_waits: int = 5
     default_retry_after_s: float = 5.0
     max_retry_after_s: float = 120.0
-    retry: RetrySettings = field(factory=RetrySettings)
+    retry: RetryPolicy = field(factory=lambda: RetryPolicy(attempts=4, wait_max_s=8.0, wait_jitter_s=0.5))
     cpu_flavors: tuple[RunpodCpuFlavor, ...] = RUNPOD_CPU_FLAVORS  # disk limits per vCPU
 
 

@@ -17,9 +17,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from eps.shell.gcp import RetryPolicy
 from eps.shell.lanes import LaneOptions
-from eps.shell.runpod import RetrySettings
+from eps.shell.retry import RetryPolicy
 
 HERE = Path(__file__).parent
 KEY = "rpa_EXECUTORTESTKEY_93c1d0e2f4"
@@ -67,7 +66,7 @@ class Eps:
             gcp_options={"retry": fast, "poll_interval_s": 0.05, "request_timeout_s": 10.0},
             runpod_options={
                 "poll_interval_s": 0.02,
-                "retry": RetrySettings(attempts=2, wait_initial_s=0.0, wait_max_s=0.0, wait_jitter_s=0.0),
+                "retry": RetryPolicy(attempts=2, wait_initial_s=0.0, wait_max_s=0.0, wait_jitter_s=0.0),
                 "default_retry_after_s": 0.01,
             },
         )

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from eps.core.model import Job, LaneKind, Provisioning, Rung
-from eps.shell.gcp import GcpLane, RetryPolicy
+from eps.shell.gcp import GcpLane
+from eps.shell.retry import RetryPolicy
 
 from .fake_server import FakeCompute
 

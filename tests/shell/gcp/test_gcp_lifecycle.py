@@ -7,7 +7,8 @@ from returns.result import Failure, Success
 
 from eps.core.model import CapacitySnapshot, Provisioning, evolve
 from eps.core.outcome import FailureKind, absorb
-from eps.shell.gcp import GcpLane, InstanceState, LabeledInstance, RetryPolicy
+from eps.shell.gcp import GcpLane, InstanceState, LabeledInstance
+from eps.shell.retry import RetryPolicy
 
 
 def test_status_of_a_running_machine(server, lane, gcp_rung, job):

@@ -17,7 +17,8 @@ from types import ModuleType
 import pytest
 
 from eps.core.model import LaneKind, Provisioning, Rung
-from eps.shell.runpod import ApiKey, RetrySettings, RunpodSettings
+from eps.shell.retry import RetryPolicy
+from eps.shell.runpod import ApiKey, RunpodSettings
 
 _HERE = Path(__file__).parent
 
@@ -83,7 +84,7 @@ def fast_settings(url: str, **overrides: object) -> RunpodSettings:
         "request_timeout_s": 2.0,
         "poll_interval_s": 0.5,
         "poll_timeout_s": 5.0,
-        "retry": RetrySettings(attempts=3, timeout_s=10.0, wait_initial_s=0.001, wait_max_s=0.005, wait_jitter_s=0.0),
+        "retry": RetryPolicy(attempts=3, timeout_s=10.0, wait_initial_s=0.001, wait_max_s=0.005, wait_jitter_s=0.0),
     }
     values.update(overrides)
     return RunpodSettings(**values)
