@@ -93,6 +93,8 @@ META_DISPATCH = "eps-dispatch-id"  # verbatim, labels may be sanitized
 META_RUNG = "eps-rung-key"
 META_LANE = "eps-lane"
 EXIT_CODE_PATH = "/var/lib/eps/exit-code"
+#: The line the startup script prints last on the serial console (see :meth:`GcpLane.job_output`).
+EXIT_MARKER = "eps: exit code "
 
 # uuid5 namespace for insert request ids; fixed forever so retries agree.
 _REQUEST_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "eps:gcp:instances.insert")
@@ -184,6 +186,10 @@ def startup_script(job: Job, dispatch_id: str, rung: Rung) -> str:
             f'echo "$code" > "$state/exit-code.tmp" && mv "$state/exit-code.tmp" {EXIT_CODE_PATH}',
             'curl -sf -X PUT --data "$code" -H "Metadata-Flavor: Google" '
             "http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/eps/exit-code || true",
+            "# Leave the log tail and the exit code on the serial console: eps reads them",
+            "# (getSerialPortOutput) into its own logs before it deletes the stopped VM.",
+            'echo "eps: job log (last 64 KiB) follows"; tail -c 65536 "$state/job.log"; echo',
+            f'echo "{EXIT_MARKER}$code"',
             "# The job is done: stop billing for the machine.  eps status/reconcile then",
             "# sees it TERMINATED, reads that as finished and deletes it (disk included).",
             "sync; shutdown -h now",
@@ -495,6 +501,29 @@ class GcpLane:
                 LaneFailure(FailureKind.PREEMPTED, f"spot VM {handle.id} was preempted (TERMINATED)", code="TERMINATED")
             )
         return Success(evolve(handle, state=state.value))
+
+    def job_output(self, handle: Handle) -> Result[tuple[str, int | None], LaneFailure]:
+        """The serial console (port 1) of a finished VM: the job's log tail that the startup
+        script printed there, and its exit code (``None`` when the marker is missing)."""
+        try:
+            compute_v1 = _compute()
+            instances, _ = self._clients()
+            request = compute_v1.GetSerialPortOutputInstanceRequest(
+                project=self.project, zone=handle.zone or "", instance=handle.id, port=1
+            )
+            out = self._call(
+                lambda: instances.get_serial_port_output(request=request, retry=None, timeout=self._request_timeout_s)
+            )
+        except _expected_errors() as exc:
+            return Failure(classify_exception(exc))
+        text = out.contents
+        code = None
+        for line in reversed(text.splitlines()):
+            _, marker, rest = line.partition(EXIT_MARKER)
+            if marker and rest.strip().lstrip("-").isdigit():
+                code = int(rest.strip())
+                break
+        return Success((text, code))
 
     def delete(self, handle: Handle) -> Result[Handle, LaneFailure]:
         """Delete the machine and wait for the operation; a machine already gone is success."""

@@ -7,6 +7,7 @@ into the ledger); a finished machine is released; a preempted spot VM is reporte
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -169,9 +170,11 @@ class Reconciler:
         if row.state in (L.STARTED, L.HELD) and all(i.handle.state in _FINISHED for i in items):
             # The job ran and its machine stopped (GCP VMs power off after the job; RunPod
             # pods exit): release what still holds a disk, and say the dispatch ended.
+            note = "finished; machine released"
             for item in items:
+                note = self._keep_output(row.id, item) or note
                 self._release(row.id, item, attempts, report)
-            self._ended(row, attempts, "finished; machine released")
+            self._ended(row, attempts, note)
             report.setdefault("ended", []).append(row.id)
             return
         if row.state == L.STARTED and all(i.handle.state == "preempted" for i in items):
@@ -202,6 +205,21 @@ class Reconciler:
                 report["interrupted"].append(row.id)
             else:
                 self.ledger.set_dispatch(row.id, L.STARTED, handle=handle_dict(h))
+
+    def _keep_output(self, dispatch: str, item: Live) -> str | None:
+        """Before a finished GCP VM is deleted, copy its serial console (the job's log tail
+        and exit code) to ``<state_dir>/logs/<dispatch>.log``: deleting must lose no data."""
+        if item.handle.kind is not LaneKind.GCP:
+            return None
+        got = self.lanes.gcp().job_output(item.handle)
+        if isinstance(got, Failure):
+            return None
+        text, code = got.unwrap()
+        path = os.path.join(self.settings.state_dir, "logs", f"{dispatch}.log")
+        with open(path, "a") as fh:
+            fh.write(text)
+        where = f"; output in {path}"
+        return (f"exit code {code}" if code is not None else "finished") + "; machine released" + where
 
     def _settle_nothing_live(
         self, row: L.DispatchRow, attempts: list[L.AttemptRow], report: dict[str, Any], *, resuming: bool

@@ -273,9 +273,12 @@ def test_a_finished_gcp_machine_is_deleted_not_left_billing(eps: Any, gcp: Any) 
     [(zone, name)] = gcp.instances
     script = next(i["value"] for i in gcp.instances[(zone, name)]["metadata"]["items"] if i["key"] == "startup-script")
     assert "shutdown -h now" in script
+    gcp.serial[(zone, name)] = "boot...\neps: job log (last 64 KiB) follows\nresult=42\n\neps: exit code 3\n"
     gcp.set_status(zone, name, "TERMINATED")  # what the VM's own shutdown looks like from outside
     [row] = eps.status(d)
     assert row["state"] == "ended" and gcp.instances == {}
+    assert row["message"].startswith("exit code 3; machine released")
+    assert "result=42" in (eps.state / "logs" / f"{d}.log").read_text()  # the output outlives the VM
 
 
 def test_a_finished_spot_machine_is_not_mistaken_for_a_preemption(eps: Any, gcp: Any) -> None:

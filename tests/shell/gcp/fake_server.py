@@ -200,6 +200,7 @@ _BASE = r"/compute/v1/projects/(?P<project>[^/]+)"
 _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("POST", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/instances"), "insert"),
     ("GET", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/instances"), "list"),
+    ("GET", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/serialPort"), "serial"),
     ("GET", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)"), "get"),
     ("DELETE", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)"), "delete"),
     ("GET", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/operations/(?P<op>[^/]+)"), "op_get"),
@@ -240,6 +241,7 @@ class FakeCompute:
         self.project = project
         self.requests: list[Recorded] = []
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}  # (zone, name) -> instance JSON
+        self.serial: dict[tuple[str, str], str] = {}  # (zone, name) -> serial port 1 output
         self._ops: dict[str, _Operation] = {}
         self._request_ids: dict[str, str] = {}  # requestId -> operation name
         self._zones: dict[str, _Zone] = {}
@@ -390,6 +392,24 @@ class FakeCompute:
         if instance is None:
             return _error(not_found(f"projects/{self.project}/zones/{zone}/instances/{name}"))
         return 200, dumps(instance)
+
+    def _serial(self, zone: str, name: str, query: dict[str, str], body: Any) -> tuple[int, bytes]:
+        """``instances.getSerialPortOutput``: a ``compute#serialPortOutput`` of what the VM printed."""
+        instance = self.instances.get((zone, name))
+        if instance is None:
+            return _error(not_found(f"projects/{self.project}/zones/{zone}/instances/{name}"))
+        text = self.serial.get((zone, name), "")
+        start = int(query.get("start", "0") or 0)
+        return 200, dumps(
+            {
+                "kind": "compute#serialPortOutput",
+                "contents": text[start:],
+                "start": str(start),
+                "next": str(len(text)),
+                "selfLink": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{zone}"
+                f"/instances/{name}/serialPort",
+            }
+        )
 
     def _list(self, zone: str, query: dict[str, str], body: Any) -> tuple[int, bytes]:
         try:
