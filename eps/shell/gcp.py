@@ -454,16 +454,7 @@ class GcpLane:
                 )
             except api.Conflict:
                 return self._adopt(rung, dispatch_id, name)
-            done = self._await(zone, op)
-            if done is None:
-                return Failure(
-                    LaneFailure(
-                        FailureKind.TRANSIENT,
-                        f"insert of {name} in {zone} still running after {self._operation_timeout_s:g} s",
-                        code="OPERATION_TIMEOUT",
-                    )
-                )
-            failure = classify_operation(done)
+            failure = self._finish(zone, op, f"insert of {name} in {zone}")
             if failure is not None:
                 return Failure(failure)
         except _expected_errors() as exc:
@@ -542,16 +533,7 @@ class GcpLane:
                 )
             except api.NotFound:
                 return Success(evolve(handle, state=InstanceState.GONE.value))
-            done = self._await(handle.zone or "", op)
-            if done is None:
-                return Failure(
-                    LaneFailure(
-                        FailureKind.TRANSIENT,
-                        f"delete of {handle.id} still running after {self._operation_timeout_s:g} s",
-                        code="OPERATION_TIMEOUT",
-                    )
-                )
-            failure = classify_operation(done)
+            failure = self._finish(handle.zone or "", op, f"delete of {handle.id}")
             if failure is not None:
                 return Failure(failure)
         except _expected_errors() as exc:
@@ -610,6 +592,17 @@ class GcpLane:
             wait_jitter=policy.wait_jitter_s,
         )
         return caller(_retryable, fn)
+
+    def _finish(self, zone: str, op: Any, what: str) -> LaneFailure | None:
+        """Wait for a zonal operation; its error, or TRANSIENT when it outlives the timeout."""
+        done = self._await(zone, op)
+        if done is None:
+            return LaneFailure(
+                FailureKind.TRANSIENT,
+                f"{what} still running after {self._operation_timeout_s:g} s",
+                code="OPERATION_TIMEOUT",
+            )
+        return classify_operation(done)
 
     def _await(self, zone: str, op: compute_v1.Operation) -> compute_v1.Operation | None:
         """Wait until ``op`` is DONE (None after ``operation_timeout_s``)."""
