@@ -22,8 +22,9 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from eps.core.model import Job, LaneKind, Provisioning, Rung
 from eps.shell.runpod import ApiKey, RunpodClient, RunpodSettings, fan_out, pod_name
+
+from eps.core.model import Job, LaneKind, Provisioning, Rung
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "shell" / "runpod" / "fake_server.py"

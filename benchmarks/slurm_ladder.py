@@ -24,12 +24,13 @@ import threading
 import time
 import uuid
 
+from eps.shell.ladder import EventKind, LadderEvent, Landed, walk_ladder
+
 from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.router import plan
 from eps.core.sbatch import render_sbatch
 from eps.core.tables import DEFAULT_POLICY, FELLOWS
-from eps.shell.ladder import EventKind, LadderEvent, Landed, walk_ladder
-from eps.shell.slurm import SlurmClient
+from eps.shell.lanes.slurm.cli import SlurmClient
 
 
 def sh(*argv: str) -> str:

@@ -359,6 +359,18 @@ class Policy(NamedTuple):
                 return m
         return None
 
+    def lane_kind(self, lane: str) -> LaneKind | None:
+        """What ``lane`` is made of (the trivial lane, a cluster, ``gcp``, ``runpod``), or ``None``."""
+        if lane == self.trivial_lane:
+            return LaneKind.VM
+        if lane == "gcp":
+            return LaneKind.GCP
+        if lane == "runpod":
+            return LaneKind.RUNPOD
+        if self.cluster(lane) is not None:
+            return LaneKind.SLURM
+        return None
+
 
 class JobError(ValueError):
     """The job cannot be planned as asked (unknown intent, impossible pin, bad count).

@@ -19,11 +19,13 @@ from eps.core.model import (
     GcpState,
     LaneKind,
     Provisioning,
+    QueueState,
     Rung,
     RunpodState,
     Stock,
     evolve,
 )
+from eps.core.states import HandleState
 
 
 class FailureKind(StrEnum):
@@ -42,6 +44,7 @@ class FailureKind(StrEnum):
     TRANSIENT = "transient"  # transport errors and 5xx, after bounded retries
     UNREACHABLE = "unreachable"  # SLURM login node / CLI not reachable
     PREEMPTED = "preempted"  # a started spot VM was taken back
+    PARK_TIMEOUT = "park_timeout"  # a queued job parked out its cap and was withdrawn (P8); code: pending reason
 
 
 #: Failures after which no other rung of the same lane can succeed.
@@ -81,11 +84,12 @@ class Handle:
     lane: str
     kind: LaneKind
     id: str  # SLURM job id, GCP instance name, RunPod pod id, VM pid
-    rung: str  # Rung.key
+    rung: str  # always a Rung.key
     zone: str | None = None
     qos: str | None = None
     machine: str | None = None
-    state: str = "running"
+    state: HandleState = HandleState.RUNNING
+    reason: str | None = None  # a queued job's pending reason (SLURM), or the provider's own word
 
 
 def _region(zone: str) -> str:
@@ -122,6 +126,10 @@ def absorb(
             return evolve(snap, gcp=(*snap.gcp, fact))
     if rung.kind is LaneKind.RUNPOD and rung.machine is not None and kind is FailureKind.NO_CAPACITY:
         return evolve(snap, runpod=(*snap.runpod, RunpodState(rung.machine, Stock.NONE)))
+    if rung.kind is LaneKind.SLURM and kind is FailureKind.PARK_TIMEOUT:
+        # What the queue taught: jobs pend there (with this reason).  P8
+        learned = QueueState(rung.lane, rung.qos or "", pending_reason=failure.code)
+        return evolve(snap, queues=(*snap.queues, learned))
     if rung.kind is LaneKind.SLURM and kind is FailureKind.UNREACHABLE:
         return evolve(snap, clusters=(*snap.clusters, ClusterState(rung.lane, reachable=False)))
     return snap

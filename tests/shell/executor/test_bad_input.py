@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from eps.core.model import Job, evolve
-from eps.shell.ledger import Ledger
+from eps.shell.state.ledger import Ledger
 
 
 class RecordingSlurm:
@@ -143,7 +143,7 @@ def test_corrupt_ledger(recorded: Any, gcp: Any, runpod: Any, argv: list[str]) -
 def test_ledger_from_a_newer_eps(recorded: Any, gcp: Any, runpod: Any) -> None:
     eps, slurm = recorded
     with sqlite3.connect(eps.state / "ledger.sqlite3") as db:
-        db.execute("UPDATE meta SET value='99' WHERE key='schema'")
+        db.execute("PRAGMA user_version = 99")
     rc, out, err = eps("execute", "cpu-small", "--", "true")
     _one_line(rc, out, err)
     assert "schema 99" in err

@@ -12,8 +12,8 @@ from typing import Any
 from executor_support import KEY, gcp_fake, runpod_fake
 
 from eps.core.model import Job, LaneKind, Provisioning, Rung
-from eps.shell.gcp import instance_name
-from eps.shell.ledger import Ledger
+from eps.shell.lanes.gcp.wire import instance_name
+from eps.shell.state.ledger import Ledger
 
 
 def _kinds(events: list[dict[str, Any]]) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from eps.core.model import Job, LaneKind, Provisioning, Rung
-from eps.shell.gcp import GcpLane
+from eps.shell.lanes.gcp.client import GcpClient
 from eps.shell.retry import RetryPolicy
 
 from .fake_server import FakeCompute
@@ -33,13 +33,13 @@ def sleeps() -> list[float]:
 
 
 @pytest.fixture
-def make_lane(server: FakeCompute, sleeps: list[float]) -> Iterator[Callable[..., GcpLane]]:
+def make_lane(server: FakeCompute, sleeps: list[float]) -> Iterator[Callable[..., GcpClient]]:
     from google.api_core.client_options import ClientOptions
     from google.auth.credentials import AnonymousCredentials
 
-    made: list[GcpLane] = []
+    made: list[GcpClient] = []
 
-    def make(**overrides: Any) -> GcpLane:
+    def make(**overrides: Any) -> GcpClient:
         options: dict[str, Any] = {
             "image": IMAGE,
             "credentials": AnonymousCredentials(),
@@ -51,7 +51,7 @@ def make_lane(server: FakeCompute, sleeps: list[float]) -> Iterator[Callable[...
             "sleep": sleeps.append,
         }
         options.update(overrides)
-        lane = GcpLane(PROJECT, **options)
+        lane = GcpClient(PROJECT, **options)
         made.append(lane)
         return lane
 
@@ -61,7 +61,7 @@ def make_lane(server: FakeCompute, sleeps: list[float]) -> Iterator[Callable[...
 
 
 @pytest.fixture
-def lane(make_lane: Callable[..., GcpLane]) -> GcpLane:
+def lane(make_lane: Callable[..., GcpClient]) -> GcpClient:
     return make_lane()
 
 

@@ -10,7 +10,7 @@ from returns.result import Failure, Success
 
 from eps.core.model import LaneKind, Provisioning
 from eps.core.outcome import FailureKind, Handle
-from eps.shell.gcp import insert_request_id, instance_name, startup_script
+from eps.shell.lanes.gcp.wire import insert_request_id, instance_name, startup_script
 
 from .fake_server import FakeCompute
 

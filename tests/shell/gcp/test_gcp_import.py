@@ -8,7 +8,7 @@ import sys
 
 def test_importing_the_adapter_does_not_import_compute_v1():
     probe = (
-        "import sys, eps.shell.gcp\n"
+        "import sys, eps.shell.lanes.gcp.client, eps.shell.lanes.gcp.lane, eps.shell.lanes.gcp.wire\n"
         "heavy = ('google.cloud.compute', 'google.api_core', 'stamina')\n"
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
     )

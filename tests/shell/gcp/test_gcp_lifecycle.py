@@ -7,7 +7,9 @@ from returns.result import Failure, Success
 
 from eps.core.model import CapacitySnapshot, Provisioning, evolve
 from eps.core.outcome import FailureKind, absorb
-from eps.shell.gcp import GcpLane, InstanceState, LabeledInstance
+from eps.core.states import HandleState
+from eps.shell.lanes.gcp.client import GcpClient
+from eps.shell.lanes.gcp.wire import LabeledInstance
 from eps.shell.retry import RetryPolicy
 
 
@@ -45,16 +47,16 @@ def test_preempted_spot_with_stop_action_is_terminated(server, make_lane, gcp_ru
 def test_stopped_on_demand_machine_is_not_preempted(server, lane, gcp_rung, job):
     handle = lane.create(job, gcp_rung(provisioning=Provisioning.ON_DEMAND), "d1", 1).unwrap()
     server.set_status("us-central1-a", handle.id, "TERMINATED")
-    assert lane.status(handle) == Success(evolve(handle, state=InstanceState.STOPPED.value))
+    assert lane.status(handle) == Success(evolve(handle, state=HandleState.FINISHED))
     del server.instances[("us-central1-a", handle.id)]
-    assert lane.status(handle) == Success(evolve(handle, state=InstanceState.GONE.value))
+    assert lane.status(handle) == Success(evolve(handle, state=HandleState.GONE))
 
 
 def test_delete_waits_for_the_operation(server, lane, gcp_rung, job):
     handle = lane.create(job, gcp_rung(), "d1", 1).unwrap()
     result = lane.delete(handle)
 
-    assert result == Success(evolve(handle, state="deleted"))
+    assert result == Success(evolve(handle, state=HandleState.RELEASED))
     assert server.instances == {}
     (deleted,) = server.recorded("DELETE", r"/instances/[^/]+$")
     assert deleted.path.endswith(f"/zones/us-central1-a/instances/{handle.id}")
@@ -91,7 +93,7 @@ def test_list_by_label_reports_preempted_spot(server, make_lane, gcp_rung, job):
     handle = lane.create(job, gcp_rung(provisioning=Provisioning.SPOT), "d1", 1).unwrap()
     server.preempt("us-central1-a", handle.id)
     (item,) = lane.list_by_label("d1").unwrap()
-    assert item.handle.state == InstanceState.PREEMPTED.value
+    assert item.handle.state == HandleState.PREEMPTED
 
 
 def test_list_by_label_with_awkward_dispatch_id(server, lane, gcp_rung, job):
@@ -102,11 +104,11 @@ def test_list_by_label_with_awkward_dispatch_id(server, lane, gcp_rung, job):
 
 
 def test_lane_from_settings_reaches_a_plain_http_endpoint(server, gcp_rung, job):
-    from eps.shell.config import GcpSettings
+    from eps.shell.settings import GcpSettings
 
     settings = GcpSettings(project="test-project", endpoint=server.endpoint, service_account="sa@x.iam")
     quick = RetryPolicy(attempts=2, timeout_s=10.0, wait_initial_s=0.0, wait_max_s=0.0, wait_jitter_s=0.0)
-    lane = GcpLane.from_settings(settings, retry=quick, sleep=lambda _: None)
+    lane = GcpClient.from_settings(settings, retry=quick, sleep=lambda _: None)
     try:
         handle = lane.create(job, gcp_rung(), "d1", 1).unwrap()
     finally:
@@ -118,10 +120,10 @@ def test_lane_from_settings_reaches_a_plain_http_endpoint(server, gcp_rung, job)
 
 
 def test_lane_from_settings_needs_a_project():
-    from eps.shell.config import GcpSettings
+    from eps.shell.settings import GcpSettings
 
     with pytest.raises(ValueError, match=r"gcp\.project"):
-        GcpLane.from_settings(GcpSettings())
+        GcpClient.from_settings(GcpSettings())
 
 
 def test_job_output_reads_the_serial_console_and_the_exit_code(server, lane, gcp_rung, job):

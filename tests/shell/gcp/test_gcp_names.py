@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eps.core.model import LaneKind, Provisioning, Rung
-from eps.shell.gcp import insert_request_id, instance_name, label_value
+from eps.shell.lanes.gcp.wire import insert_request_id, instance_name, label_value
 
 GCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")

@@ -7,7 +7,6 @@ module registers itself as ``runpod_testkit``: test modules import helpers from 
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import sys
 from collections.abc import Iterator
@@ -17,8 +16,8 @@ from types import ModuleType
 import pytest
 
 from eps.core.model import LaneKind, Provisioning, Rung
+from eps.shell.lanes.runpod.wire import ApiKey, RunpodSettings
 from eps.shell.retry import RetryPolicy
-from eps.shell.runpod import ApiKey, RunpodSettings
 
 _HERE = Path(__file__).parent
 
@@ -52,9 +51,8 @@ class SleepRecorder:
     def __init__(self) -> None:
         self.waits: list[float] = []
 
-    async def __call__(self, seconds: float) -> None:
+    def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
-        await asyncio.sleep(0)
 
 
 @pytest.fixture

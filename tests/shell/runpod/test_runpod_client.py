@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TypeVar
 
 import httpx
@@ -21,19 +20,17 @@ from runpod_testkit import (
 )
 
 from eps.core.outcome import FailureKind, Handle, LaneFailure
-from eps.shell.runpod import ApiKey, PodStatus, RungAttempt, RunpodClient, RunpodSettings
+from eps.shell.lanes.runpod.client import RungAttempt, RunpodClient
+from eps.shell.lanes.runpod.wire import ApiKey, PodStatus, RunpodSettings
 
 T = TypeVar("T")
 CREATE = schema_validator("CreatePodRequest")
 POD = schema_validator("Pod")
 
 
-def run(settings: RunpodSettings, sleep: SleepRecorder, op: Callable[[RunpodClient], Awaitable[T]]) -> T:
-    async def go() -> T:
-        async with RunpodClient(ApiKey(KEY), settings, sleep=sleep) as client:
-            return await op(client)
-
-    return asyncio.run(go())
+def run(settings: RunpodSettings, sleep: SleepRecorder, op: Callable[[RunpodClient], T]) -> T:
+    with RunpodClient(ApiKey(KEY), settings, sleep=sleep) as client:
+        return op(client)
 
 
 def start(settings: RunpodSettings, sleep: SleepRecorder, instance: str = "cpu3g-4-16") -> RungAttempt:
@@ -80,16 +77,16 @@ def test_gpu_pod_when_pinned_is_one_multi_gpu_pod(fake: FakeRunpod, settings, sl
 
 
 def test_get_list_by_prefix_and_terminate(fake: FakeRunpod, settings, sleeper) -> None:
-    async def scenario(c: RunpodClient):
-        a = await c.start(cpu_rung(), "eps-aaa-1")
-        b = await c.start(cpu_rung("cpu5c-2-4"), "eps-bbb-1")
-        await c.create_pod(cpu_rung(), "someone-elses-pod")
-        ours = await c.list_pods()
-        just_a = await c.list_pods("eps-aaa-")
-        got = await c.get_pod(b.result.unwrap().id)
-        gone = await c.terminate(a.result.unwrap().id)
-        again = await c.terminate(a.result.unwrap().id)  # already gone: still fine
-        after = await c.list_pods()
+    def scenario(c: RunpodClient):
+        a = c.start(cpu_rung(), "eps-aaa-1")
+        b = c.start(cpu_rung("cpu5c-2-4"), "eps-bbb-1")
+        c.create_pod(cpu_rung(), "someone-elses-pod")
+        ours = c.list_pods()
+        just_a = c.list_pods("eps-aaa-")
+        got = c.get_pod(b.result.unwrap().id)
+        gone = c.terminate(a.result.unwrap().id)
+        again = c.terminate(a.result.unwrap().id)  # already gone: still fine
+        after = c.list_pods()
         return ours, just_a, got, gone, again, after
 
     ours, just_a, got, gone, again, after = run(settings, sleeper, scenario)
@@ -101,17 +98,6 @@ def test_get_list_by_prefix_and_terminate(fake: FakeRunpod, settings, sleeper) -
     assert again == Success(None)
     assert [p.name for p in after.unwrap()] == ["eps-bbb-1"]
     assert fake.count("DELETE", "/v2/pods/{id}") == 2
-
-
-def test_terminate_prefix_releases_a_whole_dispatch(fake: FakeRunpod, settings, sleeper) -> None:
-    async def scenario(c: RunpodClient):
-        for i in (1, 2):
-            await c.create_pod(cpu_rung(), f"eps-d9-{i}")
-        await c.create_pod(cpu_rung(), "eps-d10-1")
-        return await c.terminate_prefix("eps-d9-")
-
-    assert len(run(settings, sleeper, scenario).unwrap()) == 2
-    assert [p["name"] for p in fake.live_pods()] == ["eps-d10-1"]
 
 
 # --- failure classes (createPod's table) ------------------------------------------------------
@@ -151,11 +137,8 @@ def test_403_forbidden_skips_the_candidate(fake: FakeRunpod, settings, sleeper) 
 
 
 def test_401_bad_key_is_auth(fake: FakeRunpod, sleeper) -> None:
-    async def go():
-        async with RunpodClient(ApiKey("wrong-key"), fast_settings(fake.url), sleep=sleeper) as c:
-            return await c.start(cpu_rung(), "eps-d-1")
-
-    failure = failure_of(asyncio.run(go()))
+    with RunpodClient(ApiKey("wrong-key"), fast_settings(fake.url), sleep=sleeper) as c:
+        failure = failure_of(c.start(cpu_rung(), "eps-d-1"))
     assert failure.kind is FailureKind.AUTH
     assert "invalid bearer token" in failure.message
     assert fake.count("POST", "/v2/pods") == 1

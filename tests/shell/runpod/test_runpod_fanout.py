@@ -1,130 +1,183 @@
-"""``--count N``: N independent pods at once, each dispatch walking its own rungs."""
+"""``--count N`` on RunPod: N independent copies at once, each walking its own rungs, through
+the production walker (the same code ``eps execute --count N --pin runpod`` runs)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import io
+import json
+import threading
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
-from returns.result import Failure, Success
-from runpod_testkit import KEY, FakeRunpod, SleepRecorder, cpu_rung, fast_settings, schema_validator
+from runpod_testkit import KEY, FakeRunpod, schema_validator
 
-from eps.core.model import Job
-from eps.core.outcome import FailureKind
-from eps.shell.runpod import ApiKey, FanOutResult, RunpodClient, RunpodLane, fan_out
+from eps.core.model import CapacitySnapshot, Job, evolve
+from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY
+from eps.shell.cli.progress import Reporter
+from eps.shell.lanes import LaneOptions, Lanes
+from eps.shell.retry import RetryPolicy
+from eps.shell.settings import RunpodSettings, Settings
+from eps.shell.state.ledger import Ledger
+from eps.shell.state.reconcile import cancel
+from eps.shell.walker import Walker, WalkResult
 
 CREATE = schema_validator("CreatePodRequest")
-JOB = Job("cpu-small", 3600, count=50, command=("python", "shard.py"))
-RUNGS = [cpu_rung("cpu3g-4-16"), cpu_rung("cpu5g-4-16"), cpu_rung("cpu3c-8-16"), cpu_rung("cpu5c-8-16")]
+JOB = Job("cpu-small", 3600, count=50, pin="runpod", command=("python", "shard.py"))
+#: cpu-small's RunPod flavors for these tests: four candidates per copy.
+FLAVORS = ("cpu3g", "cpu5g", "cpu3c", "cpu5c")
 
 
-def run_fan_out(fake: FakeRunpod, n: int, rungs=RUNGS, **overrides) -> list[FanOutResult]:
-    settings = fast_settings(fake.url, poll_interval_s=0.01, **overrides)
+class Harness:
+    """The walker over a temp ledger, RunPod at the local server, nothing else usable."""
 
-    async def go() -> list[FanOutResult]:
-        async with RunpodClient(ApiKey(KEY), settings, sleep=SleepRecorder()) as client:
-            return await fan_out([(f"d{i:02d}", rungs) for i in range(n)], JOB, client=client)
+    def __init__(self, tmp: Path, fake: FakeRunpod, *, concurrency: int = 32, poll_timeout_s: float = 5.0) -> None:
+        small = next(i for i in DEFAULT_POLICY.intents if i.name == "cpu-small")
+        intents = tuple(evolve(small, runpod_cpu=FLAVORS) if i is small else i for i in DEFAULT_POLICY.intents)
+        self.settings = Settings(
+            policy=evolve(DEFAULT_POLICY, intents=intents),
+            runpod=RunpodSettings(base_url=fake.url, concurrency=concurrency),
+            state_dir=str(tmp / "state"),
+            fanout_concurrency=concurrency,
+        )
+        self.options = LaneOptions(
+            runpod_api_key=KEY,
+            runpod_options={
+                "poll_interval_s": 0.01,
+                "poll_timeout_s": poll_timeout_s,
+                "request_timeout_s": 2.0,
+                "retry": RetryPolicy(attempts=3, timeout_s=10.0, wait_initial_s=0.001, wait_max_s=0.005),
+            },
+            env={},
+        )
+        self.ledger = Ledger(self.settings.state_dir)
+        self.lanes = Lanes(self.settings, self.options)
+        self.out = io.StringIO()
+        self.reporter = Reporter(json_lines=True, out=self.out)
 
-    return asyncio.run(go())
+    def walker(self) -> Walker:
+        return Walker(
+            self.settings, self.ledger, self.lanes, self.reporter, grants=DEFAULT_GRANTS, snapshot=CapacitySnapshot()
+        )
+
+    def run(self, n: int, job: Job = JOB) -> list[WalkResult]:
+        return self.walker().execute(evolve(job, count=n))
+
+    def outcomes(self, dispatch: str) -> list[str | None]:
+        return [a.outcome for a in self.ledger.attempts(dispatch)]
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.out.getvalue().splitlines()]
+
+    def close(self) -> None:
+        self.lanes.close()
+        self.ledger.close()
 
 
-def test_fifty_pods_with_exhausted_flavors_moving_on(fake: FakeRunpod) -> None:
+def test_fifty_pods_with_exhausted_flavors_moving_on(fake: FakeRunpod, tmp_path: Path) -> None:
     fake.stock.update({"cpu3g": 12, "cpu5g": 0})  # cpu5g: none left at all
     fake.forbidden.add("cpu3c")  # no access to this pool
     fake.stock["cpu5c-8-16"] = 100
-    results = run_fan_out(fake, 50, concurrency=16)
+    h = Harness(tmp_path, fake, concurrency=16)
+    results = h.run(50)
 
-    assert [r.dispatch_id for r in results] == [f"d{i:02d}" for i in range(50)]
-    assert all(isinstance(r.result, Success) for r in results)
-    handles = [r.result.unwrap() for r in results]
-    assert Counter(h.machine for h in handles) == {"cpu3g-4-16": 12, "cpu5c-8-16": 38}
-    assert all(h.state == "running" for h in handles)
-    for r in results:  # each dispatch walked its own ladder: cpu3g, then cpu5g, cpu3c, cpu5c
-        kinds = [a.result.failure().kind for a in r.attempts if isinstance(a.result, Failure)]
-        if r.result.unwrap().machine == "cpu5c-8-16":
-            assert kinds == [FailureKind.NO_CAPACITY, FailureKind.NO_CAPACITY, FailureKind.FORBIDDEN]
-            assert [a.pod_name for a in r.attempts][-1] == f"eps-{r.dispatch_id}-4"
+    assert all(r.handle is not None for r in results)
+    handles = [r.handle for r in results if r.handle is not None]
+    assert Counter(x.machine for x in handles) == {"cpu3g-4-16": 12, "cpu5c-8-16": 38}
+    assert all(x.state == "running" for x in handles)
+    for r in results:  # each copy walked its own ladder: cpu3g, then cpu5g, cpu3c, cpu5c
+        attempts = h.ledger.attempts(r.dispatch)
+        if r.handle is not None and r.handle.machine == "cpu5c-8-16":
+            assert h.outcomes(r.dispatch) == ["no_capacity", "no_capacity", "forbidden", "started"]
+            assert attempts[-1].name == f"eps-{r.dispatch}-4"
         else:
-            assert kinds == []
+            assert h.outcomes(r.dispatch) == ["started"]
     live = fake.live_pods()
     assert len(live) == 50  # nothing extra left behind
-    assert sorted(p["id"] for p in live) == sorted(h.id for h in handles)
+    assert sorted(p["id"] for p in live) == sorted(x.id for x in handles)
     assert all(p["status"] == "RUNNING" for p in live)
     assert len({p["name"] for p in live}) == 50
     for body in fake.created_bodies():
         assert [e.message for e in CREATE.iter_errors(body)] == []
     assert fake.peak_in_flight <= 16  # the concurrency setting holds
+    h.close()
 
 
-def test_partial_failure_is_reported_per_dispatch(fake: FakeRunpod) -> None:
+def test_partial_failure_is_reported_per_copy(fake: FakeRunpod, tmp_path: Path) -> None:
     fake.stock.update({"cpu3g": 5, "cpu5g": 3, "cpu3c": 0, "cpu5c": 2})
-    results = run_fan_out(fake, 20)
-    ok = [r for r in results if isinstance(r.result, Success)]
-    failed = [r for r in results if isinstance(r.result, Failure)]
+    h = Harness(tmp_path, fake)
+    results = h.run(20)
+    ok = [r for r in results if r.handle is not None]
+    failed = [r for r in results if r.handle is None]
     assert len(ok) == 10
     assert len(failed) == 10
     for r in failed:
-        assert r.result.failure().kind is FailureKind.NO_CAPACITY
-        assert len(r.attempts) == 4
-        assert r.leftovers == ()
+        assert r.terminal == "pin_exhausted"
+        assert h.outcomes(r.dispatch) == ["no_capacity"] * 4
     assert len(fake.live_pods()) == 10
+    parent = h.ledger.dispatch(results[0].dispatch[:-2])
+    assert parent is not None and parent.state == "failed" and parent.message == "10/20 started"
+    h.close()
 
 
-def test_one_dispatch_with_a_failing_pod_does_not_leave_it(fake: FakeRunpod) -> None:
+def test_a_copy_whose_pod_fails_to_start_leaves_nothing(fake: FakeRunpod, tmp_path: Path) -> None:
     fake.fail_start.add("cpu3g")  # every cpu3g pod errors on start
-    results = run_fan_out(fake, 5)
-    assert all(r.result.unwrap().machine == "cpu5g-4-16" for r in results)
+    h = Harness(tmp_path, fake)
+    results = h.run(5)
+    assert all(r.handle is not None and r.handle.machine == "cpu5g-4-16" for r in results)
     assert {p["name"].rsplit("-", 1)[1] for p in fake.live_pods()} == {"2"}
     assert len(fake.live_pods()) == 5
+    h.close()
 
 
-def test_insufficient_balance_stops_the_whole_fan_out(fake: FakeRunpod) -> None:
+def test_insufficient_balance_stops_every_copy_at_once(fake: FakeRunpod, tmp_path: Path) -> None:
     fake.insufficient_balance = True
-    results = run_fan_out(fake, 30)
-    assert all(r.result.failure().kind is FailureKind.INSUFFICIENT_BALANCE for r in results)
-    assert all("not an eps cap" in r.result.failure().message for r in results)
-    assert all(len(r.attempts) <= 1 for r in results)  # never walks on to other rungs
+    h = Harness(tmp_path, fake)
+    results = h.run(30)
+    assert all(r.handle is None and r.failure is not None and "not an eps cap" in r.failure for r in results)
+    assert all(len(h.ledger.attempts(r.dispatch)) == 1 for r in results)  # never walks on to other rungs
     assert fake.live_pods() == []
+    h.close()
 
 
-def test_every_candidate_400_reads_as_a_request_problem(fake: FakeRunpod) -> None:
-    for flavor in ("cpu3g", "cpu5g", "cpu3c", "cpu5c"):
+def test_every_candidate_400_reads_as_a_request_problem(fake: FakeRunpod, tmp_path: Path) -> None:
+    for flavor in FLAVORS:
         fake.rule_violation[flavor] = "image is not allowed for CPU pods"
-    (result,) = run_fan_out(fake, 1)
-    failure = result.result.failure()
-    assert failure.kind is FailureKind.INVALID_REQUEST
-    assert "likely a request problem" in failure.message
-    assert len(result.attempts) == 4
+    h = Harness(tmp_path, fake)
+    (result,) = h.run(1)
+    assert result.failure is not None and "likely a request problem" in result.failure
+    assert len(h.ledger.attempts(result.dispatch)) == 4
+    h.close()
 
 
-def test_422_stops_the_dispatch_without_walking_on(fake: FakeRunpod) -> None:
+def test_422_stops_the_copy_without_walking_on(fake: FakeRunpod, tmp_path: Path) -> None:
     from runpod_testkit import Fault
 
     fake.queue("POST", "/v2/pods", Fault(422))
-    (result,) = run_fan_out(fake, 1)
-    assert result.result.failure().code == "422"
-    assert len(result.attempts) == 1
+    h = Harness(tmp_path, fake)
+    (result,) = h.run(1)
+    assert h.outcomes(result.dispatch) == ["invalid_request"]
+    stopped = [e for e in h.events() if e["event"] == "stopped"]
+    assert stopped and "bug in eps" in stopped[0]["message"]
+    h.close()
 
 
-def test_sync_facade(fake: FakeRunpod) -> None:
-    lane = RunpodLane(ApiKey(KEY), fast_settings(fake.url, poll_interval_s=0.01))
-    results = lane.fan_out([("s1", RUNGS), ("s2", RUNGS)], JOB)
-    assert all(isinstance(r.result, Success) for r in results)
-    assert {p.name for p in lane.list_pods("eps-s").unwrap()} == {"eps-s1-1", "eps-s2-1"}
-    assert len(lane.terminate_prefix("eps-s1-").unwrap()) == 1
-    assert [p.name for p in lane.list_pods().unwrap()] == ["eps-s2-1"]
-
-
-def test_a_cancelled_fan_out_releases_the_pods_it_made(fake: FakeRunpod) -> None:
-    fake.stuck.add("cpu3g")  # pods stay PROVISIONING, so every dispatch is mid-poll when cancelled
-    settings = fast_settings(fake.url, poll_interval_s=0.02, poll_timeout_s=60.0)
-
-    async def go() -> None:
-        async with RunpodClient(ApiKey(KEY), settings) as client:
-            work = fan_out([(f"c{i}", RUNGS) for i in range(10)], JOB, client=client)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(work, timeout=0.5)
-
-    asyncio.run(go())
-    assert fake.count("POST", "/v2/pods") == 10
+def test_a_cancelled_fan_out_releases_the_pods_it_made(fake: FakeRunpod, tmp_path: Path) -> None:
+    fake.stuck.add("cpu3g")  # pods stay PROVISIONING, so every copy is mid-poll when cancelled
+    h = Harness(tmp_path, fake, poll_timeout_s=1.0)
+    walker = h.walker()
+    dispatch = "ecancelfan1"
+    thread = threading.Thread(target=walker.execute, args=(evolve(JOB, count=10), dispatch))
+    thread.start()
+    deadline = 50
+    while fake.count("POST", "/v2/pods") < 10 and deadline:
+        threading.Event().wait(0.1)
+        deadline -= 1
+    other = Ledger(h.settings.state_dir)  # as a second eps process would: the walkers' locks are theirs
+    report = cancel(other, h.lanes, h.reporter, dispatch)
+    other.close()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert report["errors"] == []
     assert fake.live_pods() == []
+    h.close()

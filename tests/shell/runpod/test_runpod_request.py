@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from runpod_testkit import cpu_rung, gpu_rung, schema_validator
 
 from eps.core.model import Job, LaneKind, Provisioning, Rung
+from eps.core.names import pod_name, pod_prefix
 from eps.core.outcome import FailureKind, LaneFailure
-from eps.shell.runpod import RunpodSettings, dispatch_prefix, pod_name, pod_request
+from eps.shell.lanes.runpod.wire import RunpodSettings, pod_request
 
 HERE = Path(__file__).parent
 SHARED = HERE.parents[3] / "shared" / "reference" / "runpod-openapi-v2.json"
@@ -110,8 +111,8 @@ def test_eps_never_sends_a_body_it_knows_is_wrong(rung: Rung) -> None:
 
 def test_names_carry_the_dispatch_id() -> None:
     assert pod_name("7f3a", 2) == "eps-7f3a-2"
-    assert pod_name("7f3a", 2).startswith(dispatch_prefix("7f3a"))
-    assert not pod_name("7f3a1", 1).startswith(dispatch_prefix("7f3a"))
+    assert pod_name("7f3a", 2).startswith(pod_prefix("7f3a"))
+    assert not pod_name("7f3a1", 1).startswith(pod_prefix("7f3a"))
 
 
 @given(

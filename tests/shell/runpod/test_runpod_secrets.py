@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 
@@ -10,9 +9,11 @@ import pytest
 from returns.result import Failure, Success
 from runpod_testkit import KEY, FakeRunpod, Fault, SleepRecorder, cpu_rung, fast_settings
 
-from eps.core.model import Job
+from eps.core.names import pod_name
 from eps.core.outcome import FailureKind
-from eps.shell.runpod import ApiKey, RunpodClient, RunpodLane, fan_out, load_api_key
+from eps.shell.lanes.runpod.client import RunpodClient
+from eps.shell.lanes.runpod.lane import RunpodLane
+from eps.shell.lanes.runpod.wire import ApiKey, RunpodSettings, load_api_key
 
 
 def test_key_from_the_environment_wins(tmp_path: Path) -> None:
@@ -60,7 +61,8 @@ def test_reprs_hide_the_key() -> None:
     assert KEY not in repr(key)
     assert KEY not in str(key)
     assert KEY not in f"{key}"
-    assert KEY not in repr(RunpodLane(key))
+    lane = RunpodLane(RunpodSettings(), {"RUNPOD_API_KEY": KEY})
+    assert KEY not in repr(lane) and KEY not in repr(vars(lane))
     assert KEY not in repr(RunpodClient(key))
 
 
@@ -79,26 +81,28 @@ def test_the_key_never_leaks_through_any_path(
     fake.queue("POST", "/v2/pods", Fault(503), Fault(429, retry_after=1), Fault(422), Fault(502, process=True))
     rungs = [cpu_rung(i) for i in ("cpu3c-4-8", "cpu3m-4-32", "cpu5g-4-16", "cpu3g-4-16", "cpu5c-4-8")]
 
-    async def scenario() -> list[object]:
-        seen: list[object] = []
-        async with RunpodClient(ApiKey(KEY), settings, sleep=sleeper) as c:
-            seen.append(c)
-            seen += await fan_out([(f"d{i}", rungs) for i in range(6)], Job("cpu-small", 600), client=c)
-            seen.append(await c.list_pods())
-            seen.append(await c.get_pod("nope"))
-            seen.append(await c.terminate_prefix("eps-"))
-        async with RunpodClient(ApiKey(KEY + "x"), settings, sleep=sleeper) as wrong:
-            fake.echo_key_in_401 = True  # a server that quotes the token back
-            seen.append(await wrong.start(cpu_rung(), "eps-z-1"))
-        timeouts = fast_settings(fake.url, request_timeout_s=0.05)
-        fake.queue("GET", "/v2/pods", *[Fault(delay_s=0.2)] * 3)
-        async with RunpodClient(ApiKey(KEY), timeouts, sleep=sleeper) as slow:
-            seen.append(await slow.list_pods())
-        async with RunpodClient(ApiKey(KEY), fast_settings("http://127.0.0.1:9"), sleep=sleeper) as down:
-            seen.append(await down.list_pods())
-        return seen
+    seen: list[object] = []
+    with RunpodClient(ApiKey(KEY), settings, sleep=sleeper) as c:
+        seen.append(c)
+        for d in range(6):  # each dispatch walks the rungs until one starts
+            for i, rung in enumerate(rungs, start=1):
+                attempt = c.start(rung, pod_name(f"d{d}", i))
+                seen.append(attempt)
+                if isinstance(attempt.result, Success):
+                    break
+        seen.append(c.list_pods())
+        seen.append(c.get_pod("nope"))
+        seen += [c.terminate(p.id) for p in c.list_pods().unwrap()]
+    with RunpodClient(ApiKey(KEY + "x"), settings, sleep=sleeper) as wrong:
+        fake.echo_key_in_401 = True  # a server that quotes the token back
+        seen.append(wrong.start(cpu_rung(), "eps-z-1"))
+    timeouts = fast_settings(fake.url, request_timeout_s=0.05)
+    fake.queue("GET", "/v2/pods", *[Fault(delay_s=0.2)] * 3)
+    with RunpodClient(ApiKey(KEY), timeouts, sleep=sleeper) as slow:
+        seen.append(slow.list_pods())
+    with RunpodClient(ApiKey(KEY), fast_settings("http://127.0.0.1:9"), sleep=sleeper) as down:
+        seen.append(down.list_pods())
 
-    seen = asyncio.run(scenario())
     kinds = {r.failure().kind for item in seen for r in [getattr(item, "result", item)] if isinstance(r, Failure)}
     assert {FailureKind.AUTH, FailureKind.TRANSIENT} <= kinds
     out = capsys.readouterr()
@@ -117,6 +121,9 @@ def test_lane_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
     assert load_api_key().failure().kind is FailureKind.AUTH
     monkeypatch.setenv("RUNPOD_API_KEY", KEY)
-    lane = RunpodLane.from_environment()
-    assert isinstance(lane, Success)
-    assert KEY not in repr(lane)
+    lane = RunpodLane(RunpodSettings(), {"RUNPOD_API_KEY": KEY})
+    assert lane.down() is None
+    client = lane.client()
+    assert isinstance(client, Success)
+    assert KEY not in repr(client)
+    assert RunpodLane(RunpodSettings(), {}).down() is not None

@@ -30,7 +30,7 @@ from slurm_support import (
 
 from eps.core.model import ClusterConfig, Policy, QosGrants, evolve
 from eps.core.tables import DEFAULT_POLICY, FELLOWS
-from eps.shell.slurm import SlurmClient
+from eps.shell.lanes.slurm.cli import SlurmClient
 
 
 @pytest.fixture(scope="session")

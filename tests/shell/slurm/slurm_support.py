@@ -10,9 +10,18 @@ from pathlib import Path
 
 import pytest
 from attrs import frozen
+from returns.result import Result, Success
 
-from eps.shell.ladder import LadderEvent
-from eps.shell.slurm import LIVE_STATES
+from eps.core.model import CapacitySnapshot, Job, LaneDown, LaneKind, Policy, QosGrants, Rung
+from eps.core.outcome import Handle, LaneFailure
+from eps.core.settle import LiveItem
+from eps.core.walk import AttemptRecord
+from eps.shell.cli.progress import Reporter
+from eps.shell.lanes import LaneOptions, Lanes
+from eps.shell.lanes.slurm.cli import LIVE_STATES
+from eps.shell.settings import Settings
+from eps.shell.state.ledger import Ledger
+from eps.shell.walker import Walker, WalkResult
 
 CLUSTER_SH = Path(__file__).with_name("cluster.sh")
 USER = "root"
@@ -58,25 +67,133 @@ def live_jobs(name: str | None = None) -> list[tuple[str, str, str]]:
     return rows
 
 
+#: The walker's progress events under the names the ladder tests speak of.
+_KINDS = {"attempt": "submitting", "submitted": "submitted", "parked": "parked", "advanced": "advanced",
+          "started": "started", "held": "held", "withdrawn": "withdrawn", "terminal": "terminal", "stopped": "stopped"}
+
+
 @frozen
 class Recorder:
-    """An ``on_event`` hook: keeps the events and, at every one, asks squeue how many
+    """A reporter hook: keeps the walk's events and, at every one, asks squeue how many
     jobs of the dispatch are live (never more than one)."""
 
     dispatch_id: str
-    events: list[LadderEvent]
+    events: list[dict[str, object]]
     live_counts: list[int]
+    check_live: bool = True
 
-    def __call__(self, event: LadderEvent) -> None:
-        self.events.append(event)
-        live = live_jobs(f"eps-{self.dispatch_id}")
-        self.live_counts.append(len(live))
-        assert len(live) <= 1, f"two live jobs of dispatch {self.dispatch_id}: {live}"
+    def __call__(self, record: dict[str, object]) -> None:
+        kind = _KINDS.get(str(record["event"]))
+        if record["event"] == "failed" and record.get("kind") == "refused":
+            kind = "refused"
+        if kind is None:
+            return
+        self.events.append({**record, "kind": kind})
+        if self.check_live:
+            live = live_jobs(f"eps-{self.dispatch_id}")
+            self.live_counts.append(len(live))
+            assert len(live) <= 1, f"two live jobs of dispatch {self.dispatch_id}: {live}"
+
+    def of(self, kind: str) -> list[dict[str, object]]:
+        return [e for e in self.events if e["kind"] == kind]
 
     def kinds(self) -> list[str]:
         """The event kinds in order, without the ``submitting`` that precedes every sbatch."""
-        kinds = [e.kind.value for e in self.events]
+        kinds = [str(e["kind"]) for e in self.events]
         for i, kind in enumerate(kinds):  # every submit (refused or not) is announced first
             if kind in ("submitted", "refused"):
                 assert i > 0 and kinds[i - 1] == "submitting", kinds
         return [k for k in kinds if k != "submitting"]
+
+
+class PaidLane:
+    """Stands in for the lane after the ladder (gcp): records the rungs it is asked to start
+    and starts each at once, so a test can see the walk hand over without a cloud."""
+
+    kind = LaneKind.GCP
+
+    def __init__(self, name: str = "gcp") -> None:
+        self.name = name
+        self.started: list[Rung] = []
+
+    def down(self) -> LaneDown | None:
+        return None
+
+    def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
+        return f"vm-{dispatch}-{seq}"
+
+    def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
+        self.started.append(rung)
+        return Success(Handle(self.name, LaneKind.GCP, name, rung.key, zone=rung.zone, machine=rung.machine))
+
+    def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
+        return Success(handle)
+
+    def release(self, handle: Handle, *, pending_only: bool = False) -> Result[Handle, LaneFailure]:
+        return Success(handle)
+
+    def withdraw(self, name: str, rung: Rung) -> Result[None, LaneFailure]:
+        return Success(None)
+
+    def inventory(self, dispatch: str | None) -> Result[tuple[LiveItem, ...], LaneFailure]:
+        return Success(())
+
+    def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
+        return Success(False)
+
+    def keep_output(self, handle: Handle, dispatch: str, logs_dir: str) -> str | None:
+        return None
+
+    def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+@frozen
+class Ladder:
+    """The production walker on the SLURM lane, over a temp ledger, with the paid lane stubbed."""
+
+    walker: Walker
+    ledger: Ledger
+    paid: PaidLane
+
+    def walk(self, job: Job, dispatch: str) -> WalkResult:
+        return self.walker.execute(job, dispatch)[0]
+
+
+def ladder(
+    state_dir: Path,
+    policy: Policy,
+    grants: QosGrants,
+    *,
+    hook: Callable[[dict[str, object]], None] | None = None,
+    runner: Callable[..., tuple[int, str, str]] | None = None,
+    poll_interval_s: float = 0.2,
+    cancel_timeout_s: float = 20.0,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+    wall: Callable[[], float] | None = None,
+) -> Ladder:
+    settings = Settings(policy=policy, state_dir=str(state_dir))
+    options = LaneOptions(
+        slurm_runner=runner, slurm_poll_interval_s=poll_interval_s, slurm_cancel_timeout_s=cancel_timeout_s, env={}
+    )
+    paid = PaidLane()
+    lanes = Lanes(settings, options, overrides={"gcp": paid}, clock=clock, sleep=sleep)
+    ledger = Ledger(str(state_dir))
+    extra = {k: v for k, v in (("clock", clock), ("sleep", sleep), ("wall", wall)) if v is not None}
+    walker = Walker(
+        settings, ledger, lanes, Reporter(json_lines=True, out=_Sink(), hook=hook), grants=grants,
+        snapshot=CapacitySnapshot(), **extra,
+    )  # fmt: skip
+    return Ladder(walker, ledger, paid)
+
+
+class _Sink:
+    def write(self, _: str) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None

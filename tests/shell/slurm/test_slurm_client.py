@@ -14,7 +14,7 @@ from returns.result import Failure, Success
 
 from eps.core.model import QosGrants, QosTier
 from eps.core.outcome import FailureKind
-from eps.shell.slurm import GONE, JobStatus, SlurmClient, gpu_cap, parse_grants
+from eps.shell.lanes.slurm.cli import GONE, JobStatus, SlurmClient, gpu_cap, parse_grants
 
 
 class Recording:

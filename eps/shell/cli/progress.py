@@ -7,6 +7,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -14,8 +15,16 @@ class Reporter:
     """Where progress goes.  ``--json``: one JSON object per line on stdout; otherwise
     a line per event on stderr (rich's live view when stderr is a terminal)."""
 
-    def __init__(self, *, json_lines: bool, out: Any = None, err: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        json_lines: bool,
+        out: Any = None,
+        err: Any = None,
+        hook: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.json_lines = json_lines
+        self.hook = hook
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self._lock = threading.Lock()
@@ -24,6 +33,8 @@ class Reporter:
 
     def emit(self, event: str, **fields: Any) -> None:
         record = {"event": event, "ts": round(time.time(), 3), **fields}
+        if self.hook is not None:
+            self.hook(record)
         with self._lock:
             if self.json_lines:
                 self.out.write(json.dumps(record) + "\n")
@@ -75,6 +86,8 @@ def _human(r: dict[str, Any]) -> str | None:
         return f"[{d}] parked on {r['rung']}: {r['elapsed_s']:.0f}/{cap} s ({r.get('pending_reason')}){nxt}"
     if e == "advanced":
         return f"[{d}] cancelled {r['rung']} after {r['elapsed_s']:.0f} s: {r['reason']}"
+    if e == "withdrawn":
+        return f"[{d}] withdrew {r['rung']}: {r['reason']}"
     if e == "failed":
         return f"[{d}] {r['rung']} failed: {r['kind']}: {r['message']}"
     if e in ("started", "held"):

@@ -1,4 +1,4 @@
-"""The SLURM lane's adapter: sbatch, squeue, sacct, scancel and sacctmgr through their CLIs.
+"""SLURM through its CLIs: sbatch, squeue, sacct, scancel and sacctmgr through their CLIs.
 
 Every command goes through one injected *runner* (argv, stdin) -> (rc, stdout,
 stderr); the production default runs a local subprocess.  A cluster behind a
@@ -25,6 +25,7 @@ from returns.result import Failure, Result, Success
 from eps.core.durations import parse_slurm_time
 from eps.core.model import QosGrants, QosTier
 from eps.core.outcome import FailureKind, LaneFailure
+from eps.shell.polling import poll_until
 
 
 class Runner(Protocol):
@@ -187,16 +188,14 @@ class SlurmClient:
     ) -> bool:
         """Poll until the job is in no live state (squeue shows it ended, or it left
         squeue).  False when it is still live after ``timeout_s`` or cannot be read."""
-        deadline = clock() + timeout_s
-        while True:
+
+        def gone() -> bool | None:
             match self.poll(job_id):
                 case Success(status) if not status.live:
                     return True
-                case _:
-                    pass
-            if clock() >= deadline:
-                return False
-            sleep(interval_s)
+            return None
+
+        return poll_until(gone, timeout_s=timeout_s, interval_s=interval_s, clock=clock, sleep=sleep) is True
 
     def list_by_name(self, prefix: str) -> Result[tuple[JobStatus, ...], LaneFailure]:
         """The user's jobs (any live state) whose name starts with ``prefix``: for reconcile."""

@@ -21,7 +21,8 @@ from typing import Any, NoReturn
 
 from eps.core.durations import parse_duration
 from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, Policy, QosGrants
-from eps.shell.config import ConfigError, Settings, load_settings
+from eps.shell.config import load_settings
+from eps.shell.settings import ConfigError, Settings
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -93,7 +94,7 @@ def _parser() -> _Parser:
     i = sub.add_parser("intents", help="the intent table")
     i.add_argument("--json", action="store_true")
 
-    from eps.shell import commands
+    from eps.shell.cli import commands
 
     commands.add_parsers(sub, _add_job_options)
     return root
@@ -120,12 +121,12 @@ def _inputs(ns: argparse.Namespace) -> tuple[CapacitySnapshot, QosGrants]:
     snap = CapacitySnapshot()
     grants = DEFAULT_GRANTS
     if ns.snapshot or ns.grants:
-        from eps.shell import inputs
+        from eps.shell import files
 
         if ns.snapshot:
-            snap = inputs.load_snapshot(ns.snapshot)
+            snap = files.load_snapshot(ns.snapshot)
         if ns.grants:
-            grants = inputs.load_grants(ns.grants)
+            grants = files.load_grants(ns.grants)
     return snap, grants
 
 
@@ -162,18 +163,18 @@ def cmd_plan(ns: argparse.Namespace, settings: Settings) -> int:
     park = _park(ns.park, ns.park_reason, settings.policy)
     result = plan(job, snap, grants, park, policy=settings.policy)
     if ns.json:
-        from eps.shell.views import plan_dict
+        from eps.shell.cli.views import plan_dict
 
         _emit(plan_dict(result, job))
     else:
-        from eps.shell.views import print_plan
+        from eps.shell.cli.views import print_plan
 
         print_plan(result, job)
     return EXIT_OK
 
 
 def cmd_intents(ns: argparse.Namespace, settings: Settings) -> int:
-    from eps.shell import views
+    from eps.shell.cli import views
 
     if getattr(ns, "json", False):
         _emit([views.intent_dict(it, settings.policy) for it in settings.policy.intents])
@@ -208,7 +209,7 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *
             return cmd_plan(ns, settings)
         if ns.cmd is None:
             raise UsageError("eps: a command is needed: plan, intents, execute, status, cancel, reconcile")
-        from eps.shell import commands
+        from eps.shell.cli import commands
 
         return commands.run(
             ns, settings, command, _job, env=dict(os.environ if env is None else env), options=lane_options

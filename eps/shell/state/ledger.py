@@ -3,12 +3,18 @@
 One row per dispatch and one row per attempt (the attempt marker).  An attempt
 is written *before* its provider call, with the deterministic name or request
 id the call will use, so a crash between the call and its record can be
-recovered by asking the provider for that name (``eps reconcile``).
+recovered by asking the provider for that name (``eps reconcile``).  Every state
+change goes through the move tables of :mod:`eps.core.states`: a move the
+tables do not allow raises :class:`~eps.core.states.IllegalMove`; a move out of
+``cancelled`` is a lost race with ``eps cancel`` and is dropped.
 
 Concurrency: WAL journal, a busy timeout, and short ``BEGIN IMMEDIATE``
 transactions; a dispatch being walked is owned through an exclusive ``flock``
 on ``locks/<dispatch>.lock``, so a second executor on the same dispatch is
 refused and reconcile can tell a live walk from a dead one.
+
+Schema versions live in ``PRAGMA user_version``; :data:`MIGRATIONS` upgrade an
+older ledger in order (an old ledger is upgraded, never refused).
 
 Nothing secret is ever stored: rows hold lanes, targets, handles and reasons.
 """
@@ -16,80 +22,28 @@ Nothing secret is ever stored: rows hold lanes, targets, handles and reasons.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
 from attrs import frozen
 
-from eps.core.model import Job, Rung
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS dispatches (
-    id TEXT PRIMARY KEY,
-    parent TEXT,
-    intent TEXT NOT NULL,
-    job TEXT NOT NULL,
-    state TEXT NOT NULL,
-    terminal TEXT,
-    message TEXT,
-    handle TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS attempts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    dispatch TEXT NOT NULL REFERENCES dispatches(id),
-    seq INTEGER NOT NULL,
-    rung TEXT NOT NULL,
-    lane TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    target TEXT,
-    qos TEXT,
-    zone TEXT,
-    provisioning TEXT NOT NULL,
-    name TEXT NOT NULL,
-    handle TEXT,
-    state TEXT NOT NULL,
-    outcome TEXT,
-    reason TEXT,
-    started_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    UNIQUE (dispatch, seq)
-);
-CREATE INDEX IF NOT EXISTS attempts_by_dispatch ON attempts(dispatch);
-"""
-
-#: Dispatch states.  ``walking``: an executor is (or was, if it died) walking the plan.
-WALKING = "walking"
-STARTED = "started"  # something runs (or, for a pin, is queued: HELD)
-HELD = "held"
-FAILED = "failed"
-CANCELLED = "cancelled"  # final: nothing of it may stay alive
-INTERRUPTED = "interrupted"  # the walk died; `eps execute --resume` continues it
-ENDED = "ended"  # what started has finished
-PREEMPTED = "preempted"  # a spot VM was taken back; `--resume` plans again
-#: Attempt states.  ``intent``: written, provider call not yet known to have happened.
-A_INTENT, A_SUBMITTED, A_RUNNING, A_PENDING, A_FAILED, A_ADVANCED, A_CANCELLED, A_GONE, A_ENDED = (
-    "intent",
-    "submitted",
-    "running",
-    "pending",
-    "failed",
-    "advanced",
-    "cancelled",
-    "gone",
-    "ended",
+from eps.core.model import Job, LaneKind, Provisioning, Rung
+from eps.core.outcome import Handle
+from eps.core.states import (
+    LIVE_ATTEMPT_STATES,
+    AttemptState,
+    DispatchState,
+    move_attempt,
+    move_dispatch,
 )
-LIVE_ATTEMPT_STATES = (A_INTENT, A_SUBMITTED, A_RUNNING, A_PENDING)
+from eps.core.walk import AttemptRecord
+from eps.shell.state import codec
+from eps.shell.state.migrations import MIGRATIONS, SCHEMA_VERSION
 
 
 class LedgerError(RuntimeError):
@@ -105,11 +59,11 @@ class DispatchRow:
     id: str
     parent: str | None
     intent: str
-    job: dict[str, Any]
-    state: str
+    job: Job
+    state: DispatchState
     terminal: str | None
     message: str | None
-    handle: dict[str, Any] | None
+    handle: Handle | None
     created_at: float
     updated_at: float
 
@@ -121,50 +75,47 @@ class AttemptRow:
     seq: int
     rung: str
     lane: str
-    kind: str
+    kind: LaneKind
     target: str | None
     qos: str | None
     zone: str | None
-    provisioning: str
+    provisioning: Provisioning
     name: str
     handle: str | None
-    state: str
+    state: AttemptState
     outcome: str | None
     reason: str | None
     started_at: float
     updated_at: float
 
+    def as_rung(self) -> Rung:
+        """The rung this attempt tried, as far as the key is concerned (lane, target, zone, provisioning)."""
+        return Rung(self.lane, self.kind, self.provisioning, "", qos=self.qos, machine=self.target, zone=self.zone)
 
-def job_to_json(job: Job) -> str:
-    from eps.shell.views import job_dict
+    def record(self) -> AttemptRecord:
+        return AttemptRecord(
+            self.seq, self.as_rung(), self.state, self.outcome, self.handle, self.started_at, self.id, self.name
+        )
 
-    return json.dumps(job_dict(job), sort_keys=True)
-
-
-def job_from_dict(d: dict[str, Any]) -> Job:
-    return Job(
-        intent=d["intent"],
-        duration_s=int(d["duration_s"]),
-        restartable=bool(d["restartable"]),
-        footprint_gb=float(d["footprint_gb"]),
-        gradient_fit=bool(d["gradient_fit"]),
-        count=int(d["count"]),
-        pin=d["pin"],
-        command=tuple(d["command"]),
-    )
+    def as_handle(self, state: Any) -> Handle:
+        return Handle(
+            self.lane, self.kind, self.handle or "", self.rung, zone=self.zone, qos=self.qos, machine=self.target,
+            state=state,
+        )  # fmt: skip
 
 
 class Ledger:
     """The ledger at ``<state_dir>/ledger.sqlite3``.  Methods are short transactions."""
 
-    def __init__(self, state_dir: str, *, clock: Any = time.time) -> None:
+    def __init__(self, state_dir: str, *, clock: Callable[[], float] = time.time) -> None:
         self.state_dir = state_dir
         self.path = os.path.join(state_dir, "ledger.sqlite3")
+        self.logs = os.path.join(state_dir, "logs")
         self._clock = clock
         self._lock = threading.RLock()
         try:
             os.makedirs(os.path.join(state_dir, "locks"), exist_ok=True)
-            os.makedirs(os.path.join(state_dir, "logs"), exist_ok=True)
+            os.makedirs(self.logs, exist_ok=True)
             # One connection shared by the fan-out's threads, serialized by self._lock.
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             self._db.row_factory = sqlite3.Row
@@ -172,12 +123,7 @@ class Ledger:
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.execute("PRAGMA foreign_keys = ON")
-            self._db.executescript(_SCHEMA)  # idempotent; executescript commits by itself
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if row is None:
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) != SCHEMA_VERSION:
-                raise LedgerError(f"{self.path}: ledger schema {row[0]}, this eps reads {SCHEMA_VERSION}")
+            self._migrate()
             self._db.execute("SELECT count(*) FROM attempts").fetchone()
         except sqlite3.DatabaseError as exc:
             if "unable to open" in str(exc) and not os.access(state_dir, os.W_OK):  # e.g. a read-only mount
@@ -186,6 +132,24 @@ class Ledger:
         except OSError as exc:
             raise LedgerError(f"state directory {state_dir}: {exc.strerror or exc}") from None
         self._locks: dict[str, IO[str]] = {}
+
+    def _migrate(self) -> None:
+        """Bring the schema to :data:`SCHEMA_VERSION`, one migration at a time, each in its
+        own transaction (a crash mid-way leaves the ledger at the last finished version)."""
+        db = self._db
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise LedgerError(f"{self.path}: ledger schema {version} is newer than this eps ({SCHEMA_VERSION})")
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if int(db.execute("PRAGMA user_version").fetchone()[0]) < target:  # another process raced us
+                    MIGRATIONS[target](db)
+                    db.execute(f"PRAGMA user_version = {target}")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     def close(self) -> None:
         for fh in self._locks.values():
@@ -209,11 +173,14 @@ class Ledger:
 
     # --- ownership --------------------------------------------------------------------------
 
+    def _lock_path(self, dispatch: str) -> str:
+        return os.path.join(self.state_dir, "locks", f"{dispatch}.lock")
+
     def acquire(self, dispatch: str) -> None:
         """Own ``dispatch`` until :meth:`release` or process exit; DispatchBusy if owned elsewhere."""
         if dispatch in self._locks:
             return
-        path = os.path.join(self.state_dir, "locks", f"{dispatch}.lock")
+        path = self._lock_path(dispatch)
         try:
             fh = open(path, "a+")  # noqa: SIM115  (held open as the lock)
         except OSError as exc:
@@ -234,7 +201,7 @@ class Ledger:
         """True when another live process holds the dispatch's lock."""
         if dispatch in self._locks:
             return False
-        path = os.path.join(self.state_dir, "locks", f"{dispatch}.lock")
+        path = self._lock_path(dispatch)
         if not os.path.exists(path):
             return False
         with open(path, "a+") as fh:
@@ -254,7 +221,7 @@ class Ledger:
                 db.execute(
                     "INSERT INTO dispatches (id, parent, intent, job, state, created_at, updated_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (dispatch, parent, job.intent, job_to_json(job), WALKING, now, now),
+                    (dispatch, parent, job.intent, codec.job_to_json(job), DispatchState.WALKING.value, now, now),
                 )
             except sqlite3.IntegrityError:
                 raise LedgerError(f"dispatch {dispatch} already exists") from None
@@ -262,32 +229,43 @@ class Ledger:
     def set_dispatch(
         self,
         dispatch: str,
-        state: str,
+        state: DispatchState,
         *,
         terminal: str | None = None,
         message: str | None = None,
-        handle: dict[str, Any] | None = None,
-    ) -> None:
-        # ``cancelled`` is final: a walker that finishes a create after ``eps cancel`` must not
-        # turn the dispatch back into ``started`` (cancel would then keep what it made).
+        handle: Handle | None = None,
+    ) -> DispatchState | None:
+        """Move ``dispatch`` to ``state``; the state now in force, or ``None`` when the move
+        was dropped (the dispatch was cancelled meanwhile: cancel is final)."""
+        state = DispatchState(state)
         with self._tx() as db:
+            row = db.execute("SELECT state FROM dispatches WHERE id=?", (dispatch,)).fetchone()
+            if row is None:
+                raise LedgerError(f"no dispatch {dispatch!r} in the ledger")
+            applied = move_dispatch(dispatch, DispatchState(row[0]), state)
+            if applied is None:
+                return None
             db.execute(
                 "UPDATE dispatches SET state=?, terminal=coalesce(?, terminal), message=coalesce(?, message),"
-                " handle=coalesce(?, handle), updated_at=? WHERE id=? AND (state != ? OR ? = ?)",
+                " handle=coalesce(?, handle), updated_at=? WHERE id=?",
                 (
-                    state, terminal, message, json.dumps(handle) if handle else None, self._clock(), dispatch,
-                    CANCELLED, state, CANCELLED,
+                    applied.value, terminal, message, codec.handle_to_json(handle) if handle else None,
+                    self._clock(), dispatch,
                 ),
             )  # fmt: skip
+            return applied
 
     def dispatch(self, dispatch: str) -> DispatchRow | None:
         row = self._query("SELECT * FROM dispatches WHERE id=?", (dispatch,))
         return _dispatch_row(row[0]) if row else None
 
-    def dispatches(self, *, states: tuple[str, ...] | None = None) -> list[DispatchRow]:
+    def dispatches(self, *, states: tuple[DispatchState, ...] | None = None) -> list[DispatchRow]:
         if states:
             marks = ",".join("?" * len(states))
-            rows = self._query(f"SELECT * FROM dispatches WHERE state IN ({marks}) ORDER BY created_at", states)  # noqa: S608
+            rows = self._query(
+                f"SELECT * FROM dispatches WHERE state IN ({marks}) ORDER BY created_at",  # noqa: S608
+                tuple(s.value for s in states),
+            )
         else:
             rows = self._query("SELECT * FROM dispatches ORDER BY created_at", ())
         return [_dispatch_row(r) for r in rows]
@@ -301,48 +279,45 @@ class Ledger:
         """Record an attempt *before* its provider call, with the name/request id it will use."""
         now = self._clock()
         with self._tx() as db:
-            seq = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM attempts WHERE dispatch=?", (dispatch,)).fetchone()[
-                0
-            ]
+            query = "SELECT coalesce(max(seq), 0) + 1 FROM attempts WHERE dispatch=?"
+            seq = db.execute(query, (dispatch,)).fetchone()[0]
             cur = db.execute(
                 "INSERT INTO attempts (dispatch, seq, rung, lane, kind, target, qos, zone, provisioning, name,"
                 " state, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    dispatch,
-                    seq,
-                    rung.key,
-                    rung.lane,
-                    rung.kind.value,
-                    rung.machine,
-                    rung.qos,
-                    rung.zone,
-                    rung.provisioning.value,
-                    name,
-                    A_INTENT,
-                    now,
-                    now,
+                    dispatch, seq, rung.key, rung.lane, rung.kind.value, rung.machine, rung.qos,
+                    rung.zone, rung.provisioning.value, name, AttemptState.INTENT.value, now, now,
                 ),
-            )
+            )  # fmt: skip
             attempt_id = cur.lastrowid
         row = self.attempt(int(attempt_id or 0))
         if row is None:  # pragma: no cover - just inserted
             raise LedgerError("attempt vanished")
         return row
 
+    def next_seq(self, dispatch: str) -> int:
+        rows = self._query("SELECT coalesce(max(seq), 0) + 1 FROM attempts WHERE dispatch=?", (dispatch,))
+        return int(rows[0][0])
+
     def update_attempt(
         self,
         attempt_id: int,
-        state: str,
+        state: AttemptState,
         *,
         handle: str | None = None,
         outcome: str | None = None,
         reason: str | None = None,
     ) -> None:
+        state = AttemptState(state)
         with self._tx() as db:
+            row = db.execute("SELECT state, dispatch, seq FROM attempts WHERE id=?", (attempt_id,)).fetchone()
+            if row is None:
+                raise LedgerError(f"no attempt {attempt_id} in the ledger")
+            applied = move_attempt(f"{row[1]}#{row[2]}", AttemptState(row[0]), state)
             db.execute(
                 "UPDATE attempts SET state=?, handle=coalesce(?, handle), outcome=coalesce(?, outcome),"
                 " reason=coalesce(?, reason), updated_at=? WHERE id=?",
-                (state, handle, outcome, reason, self._clock(), attempt_id),
+                (applied.value, handle, outcome, reason, self._clock(), attempt_id),
             )
 
     def attempt(self, attempt_id: int) -> AttemptRow | None:
@@ -356,7 +331,8 @@ class Ledger:
 
     def live_attempts(self) -> list[AttemptRow]:
         marks = ",".join("?" * len(LIVE_ATTEMPT_STATES))
-        rows = self._query(f"SELECT * FROM attempts WHERE state IN ({marks}) ORDER BY id", LIVE_ATTEMPT_STATES)  # noqa: S608
+        states = tuple(s.value for s in LIVE_ATTEMPT_STATES)
+        rows = self._query(f"SELECT * FROM attempts WHERE state IN ({marks}) ORDER BY id", states)  # noqa: S608
         return [_attempt_row(r) for r in rows]
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> list[sqlite3.Row]:
@@ -383,15 +359,19 @@ def _dispatch_row(r: sqlite3.Row) -> DispatchRow:
         id=r["id"],
         parent=r["parent"],
         intent=r["intent"],
-        job=json.loads(r["job"]),
-        state=r["state"],
+        job=codec.job_from_json(r["job"]),
+        state=DispatchState(r["state"]),
         terminal=r["terminal"],
         message=r["message"],
-        handle=json.loads(r["handle"]) if r["handle"] else None,
+        handle=codec.handle_from_json(r["handle"]) if r["handle"] else None,
         created_at=r["created_at"],
         updated_at=r["updated_at"],
     )
 
 
 def _attempt_row(r: sqlite3.Row) -> AttemptRow:
-    return AttemptRow(**{k: r[k] for k in r.keys()})  # noqa: SIM118
+    fields = {k: r[k] for k in r.keys()}  # noqa: SIM118
+    fields["kind"] = LaneKind(fields["kind"])
+    fields["provisioning"] = Provisioning(fields["provisioning"])
+    fields["state"] = AttemptState(fields["state"])
+    return AttemptRow(**fields)

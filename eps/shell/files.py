@@ -29,7 +29,7 @@ from eps.core.model import (
     Thresholds,
     evolve,
 )
-from eps.shell.config import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings
+from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings
 
 
 def _converter() -> cattrs.Converter:

@@ -13,19 +13,28 @@ import os
 import shlex
 import signal
 import subprocess
-import time
-from collections.abc import Sequence
 
 from returns.result import Failure, Result, Success
 
-from eps.core.model import LaneKind, Rung
+from eps.core.model import Job, LaneDown, LaneKind, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.settle import LiveItem
+from eps.core.states import HandleState
+from eps.core.walk import AttemptRecord
+from eps.shell.polling import poll_until
 
 MARKER = "EPS_DISPATCH"
+#: The rung key of every VM attempt (one local rung).
+VM_RUNG = "vm/-/-/local"
 
 
 class VmLane:
-    def __init__(self, state_dir: str) -> None:
+    """The shared VM (this machine) as a :class:`~eps.shell.lanes.base.Lane`."""
+
+    kind = LaneKind.VM
+
+    def __init__(self, state_dir: str, name: str = "vm") -> None:
+        self.name = name
         self.logs = os.path.join(state_dir, "logs")
 
     def log_path(self, dispatch_id: str) -> str:
@@ -34,17 +43,24 @@ class VmLane:
     def rc_path(self, dispatch_id: str) -> str:
         return os.path.join(self.logs, f"{dispatch_id}.rc")
 
-    def start(self, command: Sequence[str], rung: Rung, dispatch_id: str) -> Result[Handle, LaneFailure]:
+    def down(self) -> LaneDown | None:
+        return None
+
+    def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
+        return f"pid:{dispatch}"
+
+    def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
+        command = job.command
         if not command:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, "no command to run"))
         os.makedirs(self.logs, exist_ok=True)
-        rc_file = self.rc_path(dispatch_id)
+        rc_file = self.rc_path(dispatch)
         # sh -c 'CMD; echo $? > rc': the exit code is kept even after eps itself has exited.
         inner = f"{shlex.join(command)}; echo $? > {shlex.quote(rc_file)}"
         env = dict(os.environ)
-        env[MARKER] = dispatch_id
+        env[MARKER] = dispatch
         try:
-            with open(self.log_path(dispatch_id), "ab") as log:
+            with open(self.log_path(dispatch), "ab") as log:
                 proc = subprocess.Popen(
                     ["/bin/sh", "-c", inner],
                     stdin=subprocess.DEVNULL,
@@ -55,35 +71,40 @@ class VmLane:
                 )
         except OSError as exc:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"cannot start: {exc.strerror or exc}"))
-        return Success(Handle("vm", LaneKind.VM, str(proc.pid), rung.key, machine="local", state="running"))
+        return Success(Handle(self.name, LaneKind.VM, str(proc.pid), rung.key, machine="local"))
 
-    def state(self, handle: Handle, dispatch_id: str) -> str:
-        """``running``, ``done:<rc>`` or ``gone``."""
-        if _alive(int(handle.id), dispatch_id):
-            return "running"
+    def exit_code(self, dispatch_id: str) -> str | None:
+        """The exit code the wrapper wrote when the command ended, or ``None``."""
         try:
             with open(self.rc_path(dispatch_id)) as fh:
-                return f"done:{fh.read().strip()}"
+                return fh.read().strip()
         except OSError:
-            return "gone"
+            return None
 
-    def cancel(self, handle: Handle, dispatch_id: str, *, grace_s: float = 5.0) -> None:
+    def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
+        dispatch = _marker(int(handle.id)) if handle.id.isdigit() else None
+        if dispatch is not None and _alive(int(handle.id), dispatch):
+            return Success(evolve(handle, state=HandleState.RUNNING))
+        return Success(evolve(handle, state=HandleState.GONE))
+
+    def release(
+        self, handle: Handle, *, pending_only: bool = False, grace_s: float = 5.0
+    ) -> Result[Handle, LaneFailure]:
         pid = int(handle.id)
-        if not _alive(pid, dispatch_id):
-            return
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and _alive(pid, dispatch_id):
-            time.sleep(0.05)
-        if _alive(pid, dispatch_id):
+        dispatch = _marker(pid)
+        if dispatch is not None and _alive(pid, dispatch):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+                os.killpg(pid, signal.SIGTERM)
+                stopped = poll_until(lambda: _gone(pid, dispatch), timeout_s=grace_s, interval_s=0.05)
+                if stopped is None:
+                    os.killpg(pid, signal.SIGKILL)
+        return Success(evolve(handle, state=HandleState.RELEASED))
 
-    def find(self, dispatch_id: str | None = None) -> list[tuple[str, int]]:
-        """(dispatch, pid) of live processes that carry the marker."""
+    def withdraw(self, name: str, rung: Rung) -> Result[None, LaneFailure]:
+        return Success(None)
+
+    def inventory(self, dispatch: str | None) -> Result[tuple[LiveItem, ...], LaneFailure]:
+        """Live session leaders that carry the marker (of ``dispatch``, or any)."""
         found = []
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
@@ -92,9 +113,23 @@ class VmLane:
             if _session(pid) != pid:  # only the session leader eps started, not its children
                 continue
             marker = _marker(pid)
-            if marker and (dispatch_id is None or marker == dispatch_id):
-                found.append((marker, int(entry)))
-        return found
+            if marker and (dispatch is None or marker == dispatch):
+                handle = Handle(self.name, LaneKind.VM, str(pid), VM_RUNG, machine="local")
+                found.append(LiveItem(marker, handle))
+        return Success(tuple(found))
+
+    def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
+        return Success(False)
+
+    def keep_output(self, handle: Handle, dispatch: str, logs_dir: str) -> str | None:
+        return None
+
+    def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
+        code = self.exit_code(dispatch)
+        return f"exit code {code}" if code is not None else "process gone"
+
+    def close(self) -> None:
+        return None
 
 
 def _session(pid: int) -> int | None:
@@ -116,6 +151,10 @@ def _marker(pid: int) -> str | None:
         if item.startswith(prefix):
             return item[len(prefix) :].decode(errors="replace")
     return None
+
+
+def _gone(pid: int, dispatch_id: str) -> bool | None:
+    return True if not _alive(pid, dispatch_id) else None
 
 
 def _alive(pid: int, dispatch_id: str) -> bool:

@@ -1,0 +1,91 @@
+"""The names eps gives what it creates, defined once.
+
+Every SLURM job, GCE instance and RunPod pod eps makes carries :data:`PREFIX`
+and the dispatch id, so that ``eps reconcile`` can find it again after a crash
+by asking the provider for eps's names alone.  A dispatch id is a short
+lowercase token (:data:`DISPATCH_ID`): it must fit a SLURM job name, a GCE
+instance name and label value, and a pod name unchanged.
+
+- SLURM job: ``eps-<dispatch>`` (one name per dispatch; the QoS tells the rungs apart)
+- RunPod pod: ``eps-<dispatch>-<attempt seq>``
+- GCE instance: ``eps-<slug>-<digest>`` (see the GCP lane's wire module; the digest
+  fixes the name per dispatch, rung and copy)
+- a ``--count N`` copy: ``<parent>n<i>`` (i = 1..N)
+"""
+
+from __future__ import annotations
+
+import re
+
+from eps.core.model import Provisioning
+
+#: What every provider-side name eps makes starts with.
+PREFIX = "eps-"
+
+#: The syntax of a dispatch id: a lowercase letter, then lowercase letters and digits.
+#: Ids eps makes are ``e`` + 10 hex digits; ``--dispatch-id`` may name one of at most
+#: :data:`USER_ID_MAX` characters so that the copies of a fan-out still fit.
+DISPATCH_ID = re.compile(r"[a-z][a-z0-9]{2,47}")
+USER_ID_MAX = 40
+
+
+class BadName(ValueError):
+    """A dispatch id that breaks :data:`DISPATCH_ID`.  One line."""
+
+
+def check_dispatch_id(dispatch: str, *, user_given: bool = False) -> str:
+    """``dispatch`` if it is a valid dispatch id; raises :class:`BadName` otherwise."""
+    limit = USER_ID_MAX if user_given else 48
+    if DISPATCH_ID.fullmatch(dispatch) is None or len(dispatch) > limit:
+        raise BadName(
+            f"dispatch id {dispatch!r}: use 3-{limit} characters, a lowercase letter first, "
+            "then lowercase letters and digits"
+        )
+    return dispatch
+
+
+def copy_id(parent: str, index: int) -> str:
+    """The dispatch id of copy ``index`` (1-based) of a ``--count`` fan-out."""
+    return f"{parent}n{index}"
+
+
+def job_name(dispatch: str) -> str:
+    """The SLURM job name of ``dispatch`` (``squeue --name`` finds it)."""
+    return PREFIX + check_dispatch_id(dispatch)
+
+
+def dispatch_of_job(name: str) -> str | None:
+    """The dispatch id a SLURM job name carries, or ``None`` when eps did not make it."""
+    if not name.startswith(PREFIX):
+        return None
+    rest = name[len(PREFIX) :]
+    return rest if DISPATCH_ID.fullmatch(rest) else None
+
+
+def pod_name(dispatch: str, seq: int) -> str:
+    """The RunPod pod name of attempt ``seq`` of ``dispatch``."""
+    return f"{PREFIX}{dispatch}-{seq}"
+
+
+def pod_prefix(dispatch: str | None = None) -> str:
+    """What the names of every pod of ``dispatch`` (or of every eps pod) start with."""
+    return PREFIX if dispatch is None else f"{PREFIX}{dispatch}-"
+
+
+def dispatch_of_pod(name: str) -> str | None:
+    """The dispatch id a pod name carries, or ``None`` when eps did not make it."""
+    if not name.startswith(PREFIX):
+        return None
+    dispatch, sep, seq = name[len(PREFIX) :].rpartition("-")
+    if not sep or not seq.isdigit() or DISPATCH_ID.fullmatch(dispatch) is None:
+        return None
+    return dispatch
+
+
+def rung_provisioning(key: str) -> Provisioning | None:
+    """The provisioning a rung key (``lane/target/zone/provisioning``, see ``Rung.key``) names."""
+    _, _, last = key.rpartition("/")
+    try:
+        return Provisioning(last)
+    except ValueError:
+        return None

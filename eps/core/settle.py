@@ -1,0 +1,204 @@
+"""Reconcile's decisions: what to do with a dispatch no live eps process owns, given
+what its ledger rows say and what the providers report under eps's names.
+
+``settle(view, items, blind=..., resuming=...) -> Settlement`` is pure; the shell
+gathers the inventory, asks, and carries the settlement out.  The rules:
+
+- a lane the dispatch may hold something on could not be read: change nothing
+  (``blind``), and say so;
+- a cancelled or failed dispatch keeps no resource: release everything found;
+- a started (or held) dispatch whose machines all finished: keep what they left
+  (the console log), release them, and the dispatch has ended;
+- a started dispatch whose spot VMs were all taken back: release them; preempted;
+- otherwise keep the newest resource (by attempt order; one the ledger never
+  recorded is the newest: the walk died between call and record), adopt it into
+  its attempt, release the rest (rungs the walk had already left); a dead walk
+  becomes ``started``, or ``interrupted`` when what it left is a queued job that
+  ``eps execute --resume`` should park on (never for a pin: its queued job is the
+  answer, P10);
+- nothing live: a dead walk is ``interrupted`` and its live attempts are judged
+  (never submitted, or gone); a started spot VM that vanished was preempted; any
+  other started or held dispatch has ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import NamedTuple
+
+from eps.core.model import LaneKind, Provisioning
+from eps.core.outcome import Handle
+from eps.core.states import (
+    LIVE_ATTEMPT_STATES,
+    STARTED_HANDLE_STATES,
+    AttemptState,
+    DispatchState,
+    HandleState,
+    Outcome,
+)
+from eps.core.walk import AttemptRecord
+
+
+class LiveItem(NamedTuple):
+    """Something a provider reports under eps's names: whose it is and how to find it again.
+    ``name`` is the provider-side name (instance, pod or job name) when it has one."""
+
+    dispatch: str
+    handle: Handle
+    name: str | None = None
+
+
+class DispatchView(NamedTuple):
+    id: str
+    state: DispatchState
+    pinned: bool = False
+    handle: Handle | None = None
+    attempts: tuple[AttemptRecord, ...] = ()
+
+
+class Verdict(StrEnum):
+    BLIND = "blind"  # a lane it may hold something on could not be read: change nothing
+    RELEASE = "release"  # cancelled or failed: release every item
+    FINISHED = "finished"  # every machine finished: keep its output, release it, ended
+    PREEMPTED = "preempted"  # the spot VM was taken back (released if it still holds a disk)
+    KEEP = "keep"  # keep the newest item, release the rest
+    WALK_DIED = "walk_died"  # walking, nothing live: judge the live attempts, interrupted
+    ENDED = "ended"  # started or held, nothing live any more: it ended
+    NOTHING = "nothing"
+
+
+class Settlement(NamedTuple):
+    verdict: Verdict
+    release: tuple[LiveItem, ...] = ()
+    keep: LiveItem | None = None
+    keep_attempt: AttemptRecord | None = None
+    keep_state: AttemptState | None = None
+    dispatch_state: DispatchState | None = None
+    message: str | None = None
+    vanished: tuple[AttemptRecord, ...] = ()
+    blind: tuple[str, ...] = ()
+
+
+def settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[str], resuming: bool) -> Settlement:
+    """The settlement of one dispatch (see the module docstring for the rules)."""
+    attempts = view.attempts
+    unseen = sorted({a.rung.lane for a in attempts if a.rung.lane in blind and a.state is not AttemptState.FAILED})
+    if unseen and view.state is not DispatchState.ENDED and any(a.state in LIVE_ATTEMPT_STATES for a in attempts):
+        return Settlement(Verdict.BLIND, blind=tuple(unseen))
+    if view.state in (DispatchState.CANCELLED, DispatchState.FAILED):
+        return Settlement(Verdict.RELEASE, release=tuple(items)) if items else Settlement(Verdict.NOTHING)
+    if not items:
+        return _nothing_live(view, resuming=resuming)
+    states = {i.handle.state for i in items}
+    if view.state in (DispatchState.STARTED, DispatchState.HELD) and states <= {HandleState.FINISHED}:
+        return Settlement(
+            Verdict.FINISHED,
+            release=tuple(items),
+            dispatch_state=DispatchState.ENDED,
+            message="finished; machine released",
+        )
+    if view.state is DispatchState.STARTED and states <= {HandleState.PREEMPTED}:
+        return _preempted(view, release=tuple(items))
+    ranked = sorted(items, key=lambda i: _seq(i, attempts), reverse=True)
+    keep, extra = ranked[0], tuple(ranked[1:])
+    owner = attempt_for(keep, attempts)
+    if owner is None and attempts:
+        owner = attempts[-1]  # found, never recorded (crash between call and record): the newest attempt
+    running = keep.handle.state in STARTED_HANDLE_STATES
+    dispatch_state = None
+    message = None
+    if view.state in (DispatchState.WALKING, DispatchState.INTERRUPTED) and not resuming:
+        if keep.handle.kind is LaneKind.SLURM and not running and not view.pinned:
+            dispatch_state, message = DispatchState.INTERRUPTED, "parked job adopted; eps execute --resume"
+        else:
+            dispatch_state = DispatchState.STARTED
+    return Settlement(
+        Verdict.KEEP,
+        release=extra,
+        keep=keep,
+        keep_attempt=owner,
+        keep_state=AttemptState.RUNNING if running else AttemptState.PENDING,
+        dispatch_state=dispatch_state,
+        message=message,
+    )
+
+
+def _nothing_live(view: DispatchView, *, resuming: bool) -> Settlement:
+    if view.state is DispatchState.WALKING:
+        vanished = tuple(a for a in view.attempts if a.state in LIVE_ATTEMPT_STATES)
+        if resuming:
+            return Settlement(Verdict.WALK_DIED, vanished=vanished)
+        return Settlement(
+            Verdict.WALK_DIED,
+            vanished=vanished,
+            dispatch_state=DispatchState.INTERRUPTED,
+            message="the walk stopped; eps execute --resume",
+        )
+    if view.state is DispatchState.STARTED and view.handle is not None and _on_spot(view):
+        return _preempted(view, release=())
+    if view.state in (DispatchState.STARTED, DispatchState.HELD) and view.handle is not None:
+        return Settlement(Verdict.ENDED, dispatch_state=DispatchState.ENDED)
+    return Settlement(Verdict.NOTHING)
+
+
+def _preempted(view: DispatchView, release: tuple[LiveItem, ...]) -> Settlement:
+    msg = f"spot VM preempted; `eps execute --resume {view.id}` plans again"
+    return Settlement(Verdict.PREEMPTED, release=release, dispatch_state=DispatchState.PREEMPTED, message=msg)
+
+
+def _on_spot(view: DispatchView) -> bool:
+    """Whether what the dispatch started ran on a spot rung (by the rung's own record)."""
+    key = view.handle.rung if view.handle is not None else None
+    return any(a.rung.key == key and a.rung.provisioning is Provisioning.SPOT for a in view.attempts)
+
+
+def preempted_attempts(view: DispatchView) -> tuple[AttemptRecord, ...]:
+    """The spot attempts a preemption ends (they become ``gone``, outcome ``preempted``)."""
+    states = (AttemptState.RUNNING, AttemptState.PENDING, AttemptState.CANCELLED)
+    return tuple(a for a in view.attempts if a.state in states and a.rung.provisioning is Provisioning.SPOT)
+
+
+def needs_history(attempt: AttemptRecord) -> bool:
+    """Whether judging a vanished attempt needs the provider's history: a SLURM submit
+    that may or may not have happened (sacct tells "never submitted" from "already gone")."""
+    return attempt.state is AttemptState.INTENT and attempt.rung.kind is LaneKind.SLURM
+
+
+def vanished(attempt: AttemptRecord, seen: bool | None, history_error: str | None = None) -> tuple[Outcome, str]:
+    """Why a recorded attempt has nothing live.  ``seen``: the provider's history shows the
+    call happened (``None``: not asked, or it did not answer, see ``history_error``).
+
+    ``not_submitted`` means the call never happened (the walk died between record and
+    call), so the rung may be tried again (P7: a dead walk must not demote a job past a
+    tier it never reached)."""
+    if attempt.state is not AttemptState.INTENT:
+        return Outcome.GONE, "not found at the provider"
+    if history_error is not None:
+        return Outcome.GONE, f"not in squeue; sacct did not answer: {history_error}"
+    if seen:
+        return Outcome.GONE, "submitted, and already left the queue"
+    return Outcome.NOT_SUBMITTED, "the walk stopped before the provider call"
+
+
+def attempt_for(item: LiveItem, attempts: Sequence[AttemptRecord]) -> AttemptRecord | None:
+    """The attempt that made ``item``: by provider id, else by the name or rung it carries."""
+    h = item.handle
+    for a in reversed(attempts):
+        if a.handle and a.handle == h.id:
+            return a
+    for a in reversed(attempts):
+        if a.rung.kind is not h.kind:
+            continue
+        if h.kind is LaneKind.SLURM and a.rung.qos == h.qos:
+            return a
+        if h.kind in (LaneKind.GCP, LaneKind.RUNPOD) and item.name is not None and a.name == item.name:
+            return a
+        if h.kind is LaneKind.VM:
+            return a
+    return None
+
+
+def _seq(item: LiveItem, attempts: Sequence[AttemptRecord]) -> int:
+    a = attempt_for(item, attempts)
+    return a.seq if a is not None else 10**9  # unrecorded: the newest possible

@@ -1,0 +1,202 @@
+"""The commands that act: ``execute``, ``status``, ``cancel``, ``reconcile``.
+
+Parsers are declared here (cheap); the walker, ledger and lane adapters load
+only when one of these commands runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from eps.core.model import CapacitySnapshot, Job, JobError, LaneDown, QosGrants, evolve
+from eps.shell.settings import Settings
+
+if TYPE_CHECKING:
+    from eps.shell.cli.progress import Reporter
+    from eps.shell.lanes import LaneOptions, Lanes
+    from eps.shell.state.ledger import Ledger
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def add_parsers(sub: Any, add_job_options: Callable[[argparse.ArgumentParser], None]) -> None:
+    e = sub.add_parser("execute", help="walk the plan for real: submit, park, fail over; -- COMMAND...")
+    add_job_options(e)
+    e.add_argument("--resume", metavar="DISPATCH", help="continue the walk of a dispatch after a crash")
+    e.add_argument("--dispatch-id", metavar="ID", help="use this dispatch id (default: a new one)")
+
+    s = sub.add_parser("status", help="what is running where")
+    s.add_argument("dispatch", nargs="?", help="one dispatch id (default: all)")
+    s.add_argument("--json", action="store_true")
+
+    c = sub.add_parser("cancel", help="stop a dispatch and release every resource")
+    c.add_argument("dispatch", nargs="?", help="the dispatch id")
+    c.add_argument("--all", action="store_true", help="every live dispatch")
+    c.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("reconcile", help="compare the ledger with the providers; adopt or clean up")
+    r.add_argument("--json", action="store_true")
+
+
+def run(
+    ns: argparse.Namespace,
+    settings: Settings,
+    command: Sequence[str],
+    make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    *,
+    env: dict[str, str],
+    options: LaneOptions | None = None,
+) -> int:
+    """``execute``, ``status``, ``cancel``, ``reconcile``; errors map to exit codes in cli.main."""
+    from eps.shell.cli.progress import Reporter
+    from eps.shell.lanes import LaneOptions, Lanes
+    from eps.shell.state.ledger import DispatchBusy, Ledger, LedgerError
+
+    opts = LaneOptions(env=env) if options is None else evolve(options, env=options.env or env)
+    # Retry libraries log each retry at WARNING; the reporter already says what failed.
+    logging.getLogger().addHandler(logging.NullHandler())
+    try:
+        ledger = Ledger(settings.state_dir)
+    except LedgerError as exc:
+        raise JobError("ledger", str(exc), None) from None
+    lanes = Lanes(settings, opts)
+    reporter = Reporter(json_lines=bool(getattr(ns, "json", False)))
+    try:
+        return _dispatch_command(ns, settings, command, make_job, ledger, lanes, reporter)
+    except LedgerError as exc:
+        raise JobError("ledger", str(exc), None) from None
+    except DispatchBusy as exc:
+        raise JobError("busy", str(exc), None) from None
+    finally:
+        reporter.stop_live()
+        lanes.close()
+        ledger.close()
+
+
+def _dispatch_command(
+    ns: argparse.Namespace,
+    settings: Settings,
+    command: Sequence[str],
+    make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    ledger: Ledger,
+    lanes: Lanes,
+    reporter: Reporter,
+) -> int:
+    from eps.core.states import DispatchState
+    from eps.shell.state.reconcile import Reconciler, cancel, status
+
+    if ns.cmd == "status":
+        Reconciler(ledger, lanes, reporter).reconcile(ns.dispatch)
+        rows = status(ledger, ns.dispatch)
+        if ns.json:
+            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        else:
+            _print_status(rows)
+        return EXIT_OK
+    if ns.cmd == "cancel":
+        if not ns.dispatch and not ns.all:
+            raise JobError("usage", "eps cancel: name a dispatch or --all", None)
+        live = (DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.INTERRUPTED)
+        ids = [ns.dispatch] if ns.dispatch else [r.id for r in ledger.dispatches(states=live) if r.parent is None]
+        reports = [cancel(ledger, lanes, reporter, d) for d in ids]
+        if ns.json:
+            sys.stdout.write(json.dumps(reports, indent=2) + "\n")
+        else:
+            for rep in reports:
+                sys.stdout.write(f"cancelled {', '.join(rep['cancelled'])}; released {len(rep['released'])}\n")
+                for e in rep["errors"]:
+                    sys.stdout.write(f"  error: {e}\n")
+        return EXIT_FAILED if any(r["errors"] for r in reports) else EXIT_OK
+    if ns.cmd == "reconcile":
+        report = Reconciler(ledger, lanes, reporter).reconcile()
+        sys.stdout.write(json.dumps(report, indent=2) + "\n" if ns.json else _reconcile_text(report))
+        return EXIT_FAILED if report["errors"] else EXIT_OK
+    return _execute(ns, settings, command, make_job, ledger, lanes, reporter)
+
+
+def _execute(
+    ns: argparse.Namespace,
+    settings: Settings,
+    command: Sequence[str],
+    make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    ledger: Ledger,
+    lanes: Lanes,
+    reporter: Reporter,
+) -> int:
+    from eps.shell.state.reconcile import Reconciler
+    from eps.shell.walker import Walker
+
+    if ns.resume and (ns.intent or command):
+        raise JobError("usage", "eps execute --resume DISPATCH takes no intent or command", None)
+    Reconciler(ledger, lanes, reporter).reconcile()
+    snapshot, grants = _gather(ns, lanes)
+    walker = Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot)
+    reporter.start_live()
+    results = [walker.resume(ns.resume)] if ns.resume else walker.execute(make_job(ns, command), ns.dispatch_id)
+    reporter.stop_live()
+    for r in results:
+        if r.handle is not None:
+            h = r.handle
+            if reporter.json_lines:
+                continue
+            where = h.qos or h.zone or ""
+            sys.stdout.write(f"{r.dispatch} {h.lane} {where} {h.machine or ''} {h.id} {h.state}\n".replace("  ", " "))
+        elif not reporter.json_lines:
+            sys.stdout.write(f"{r.dispatch} failed: {r.failure}\n")
+    return EXIT_OK if all(r.handle is not None for r in results) else EXIT_FAILED
+
+
+def _gather(ns: argparse.Namespace, lanes: Lanes) -> tuple[CapacitySnapshot, QosGrants]:
+    """What is known before the walk: a snapshot file, the grants, the lanes that are down here."""
+    from eps.core.tables import DEFAULT_GRANTS
+
+    snapshot = CapacitySnapshot()
+    grants = DEFAULT_GRANTS
+    if getattr(ns, "snapshot", None) or getattr(ns, "grants", None):
+        from eps.shell import files
+
+        if ns.snapshot:
+            snapshot = files.load_snapshot(ns.snapshot)
+        if ns.grants:
+            grants = files.load_grants(ns.grants)
+    down: tuple[LaneDown, ...] = lanes.unavailable()
+    if not getattr(ns, "grants", None):
+        grants, cluster_down = lanes.discover_grants(grants)
+        down = (*down, *cluster_down)
+    return evolve(snapshot, unavailable=(*snapshot.unavailable, *down)), grants
+
+
+def _print_status(rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("dispatch", "intent", "state", "lane", "where", "id", "attempts", "note"):
+        table.add_column(col)
+    for r in rows:
+        h = r["handle"] or {}
+        where = h.get("qos") or h.get("zone") or ""
+        table.add_row(
+            r["dispatch"],
+            r["intent"],
+            r["state"],
+            h.get("lane", ""),
+            where,
+            h.get("id", ""),
+            str(len(r["attempts"])),
+            r["terminal"] or r["message"] or "",
+        )
+    Console(width=140).print(table)
+
+
+def _reconcile_text(report: dict[str, Any]) -> str:
+    lines = []
+    for k, v in report.items():
+        items = [f"{lane} ({why})" for lane, why in v.items()] if isinstance(v, dict) else v
+        lines.append(f"{k}: {', '.join(items) if items else '-'}")
+    return "\n".join(lines) + "\n"

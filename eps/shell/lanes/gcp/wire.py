@@ -1,0 +1,329 @@
+"""Compute Engine's wire format as eps uses it: what a provider code means, the names,
+labels and request ids eps gives instances, the startup script, and the
+classification of every failed call or operation.  Pure but for the lazy imports
+of google's exception modules (it never calls out).
+
+- ``google.cloud.compute_v1`` (about 1.1-1.8 s and 150 MB to import) and every
+  other ``google.*``/``requests`` import happen inside functions, never at module
+  level, so ``eps plan`` never pays for them.
+- Every insert carries a deterministic ``request_id`` (uuid5 of dispatch, rung,
+  copy and attempt): GCE ignores a repeated id, so a retried create can never
+  make a second machine.  The instance name is deterministic too.
+- Messages never carry credentials: auth failures are described by exception
+  type and a fixed hint, provider errors by the provider's own message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+import uuid
+from collections.abc import Iterable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from attrs import frozen
+
+from eps.core.model import Job, LaneKind, Provisioning, Rung
+from eps.core.names import PREFIX
+from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.states import HandleState
+
+if TYPE_CHECKING:
+    from google.cloud import compute_v1
+
+# --------------------------------------------------------------- the tables ---
+
+#: What a provider code means for the rung.  Keys are the ``code`` of a DONE
+#: zonal operation's ``error.errors[]`` or the ``reason`` of a synchronous
+#: error's ``errors[]`` (notes/providers.md; GCE "Troubleshooting resource
+#: availability errors").  ``QUOTA_REGION`` widens to ``QUOTA_GLOBAL`` when the
+#: metric is a global one (:data:`GLOBAL_QUOTA_METRICS`).
+PROVIDER_CODES: dict[str, FailureKind] = {
+    "ZONE_RESOURCE_POOL_EXHAUSTED": FailureKind.ZONE_EXHAUSTED,
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS": FailureKind.ZONE_EXHAUSTED,
+    "UNSUPPORTED_OPERATION": FailureKind.ZONE_EXHAUSTED,
+    "resourceNotReady": FailureKind.ZONE_EXHAUSTED,
+    "RESOURCE_OPERATION_RATE_EXCEEDED": FailureKind.RATE_LIMITED,
+    "rateLimitExceeded": FailureKind.RATE_LIMITED,
+    "userRateLimitExceeded": FailureKind.RATE_LIMITED,
+    "QUOTA_EXCEEDED": FailureKind.QUOTA_REGION,
+    "quotaExceeded": FailureKind.QUOTA_REGION,
+}
+
+#: Quota metrics that are per project, not per region: exceeding one means no
+#: zone anywhere will do.  GCE names them ``GPUS_ALL_REGIONS`` in messages and
+#: ``compute.googleapis.com/gpus_all_regions`` in ``quotaInfo.metricName``.
+GLOBAL_QUOTA_METRICS: tuple[str, ...] = ("GPUS_ALL_REGIONS", "CPUS_ALL_REGIONS")
+
+#: HTTP statuses worth retrying the same call for (then TRANSIENT / RATE_LIMITED).
+RETRY_STATUSES: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+
+#: Machine families whose GPUs are built in; they cannot live-migrate, so
+#: ``on_host_maintenance`` must be TERMINATE (GCE "GPU machine types").
+GPU_FAMILIES: tuple[str, ...] = ("a2", "a3", "a4", "g2")
+
+#: Labels and metadata keys eps puts on every instance it makes.
+LABEL_DISPATCH = "eps-dispatch"
+LABEL_RUNG = "eps-rung"
+LABEL_ATTEMPT = "eps-attempt"
+LABEL_COPY = "eps-copy"
+LABEL_PROVISIONING = "eps-provisioning"
+META_DISPATCH = "eps-dispatch-id"  # verbatim, labels may be sanitized
+META_RUNG = "eps-rung-key"
+META_LANE = "eps-lane"
+EXIT_CODE_PATH = "/var/lib/eps/exit-code"
+#: The line the startup script prints last on the serial console (see :meth:`GcpLane.job_output`).
+EXIT_MARKER = "eps: exit code "
+
+# uuid5 namespace for insert request ids; fixed forever so retries agree.
+# uuid5 namespace for insert request ids; fixed forever so retries agree.
+_REQUEST_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "eps:gcp:instances.insert")
+_MAX_MESSAGE = 300
+
+#: GCE's instance ``status`` words in the handle vocabulary every lane shares.  A
+#: TERMINATED spot VM with termination action STOP is PREEMPTED (see :func:`instance_state`).
+STATUS_STATES: dict[str, HandleState] = {
+    "PROVISIONING": HandleState.STARTING,
+    "STAGING": HandleState.STARTING,
+    "PENDING": HandleState.STARTING,
+    "RUNNING": HandleState.RUNNING,
+    "REPAIRING": HandleState.RUNNING,
+    "STOPPING": HandleState.STOPPING,
+    "SUSPENDING": HandleState.STOPPING,
+    "PENDING_STOP": HandleState.STOPPING,
+    "DEPROVISIONING": HandleState.STOPPING,
+    "TERMINATED": HandleState.FINISHED,
+    "STOPPED": HandleState.FINISHED,
+    "SUSPENDED": HandleState.FINISHED,
+}
+
+
+def instance_state(status: str, provisioning_model: str, termination_action: str) -> HandleState:
+    """The handle state of an instance.  Our startup script powers a VM off when its job
+    ends, so TERMINATED means "finished", except for a STOP-action spot VM, which GCE
+    stops when it preempts it (a DELETE-action spot VM vanishes instead).  An unknown
+    status word is treated as still starting, never as running."""
+    state = STATUS_STATES.get(status, HandleState.STARTING)
+    if state is HandleState.FINISHED and provisioning_model == "SPOT" and termination_action != "DELETE":
+        return HandleState.PREEMPTED
+    return state
+
+
+@frozen
+class LabeledInstance:
+    """An instance found by :meth:`GcpClient.list_by_label`: whose it is and how to find it again."""
+
+    dispatch_id: str
+    attempt: int | None
+    handle: Handle
+
+
+# ------------------------------------------------------------ pure helpers ---
+
+
+def label_value(text: str) -> str:
+    """``text`` as a GCE label value: lowercase ``[a-z0-9_-]``, at most 63 characters.
+
+    Valid text is kept as is; anything else is sanitized and suffixed with a
+    short digest of the original so distinct ids stay distinct."""
+    if re.fullmatch(r"[a-z0-9_-]{0,63}", text):
+        return text
+    slug = re.sub(r"[^a-z0-9_-]+", "_", text.lower()).strip("_")
+    return f"{slug[:54]}-{_digest(text)[:8]}"
+
+
+def instance_name(dispatch_id: str, rung: Rung, copy: int = 0) -> str:
+    """A valid GCE name (``[a-z]([-a-z0-9]{0,61}[a-z0-9])?``) fixed by dispatch, rung and copy."""
+    slug = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", dispatch_id.lower())).strip("-")[:30].strip("-")
+    digest = _digest(f"{dispatch_id}\0{rung.key}\0{copy}")[:10]
+    return f"{PREFIX}{slug}-{digest}" if slug else f"{PREFIX}{digest}"
+
+
+def insert_request_id(dispatch_id: str, rung: Rung, attempt: int, copy: int = 0) -> str:
+    """The insert's idempotency key: a name-based UUID (version 5, so never all zeros)."""
+    return str(uuid.uuid5(_REQUEST_NAMESPACE, f"{dispatch_id}\0{rung.key}\0{copy}\0{attempt}"))
+
+
+def startup_script(job: Job, dispatch_id: str, rung: Rung) -> str:
+    """The ``startup-script`` metadata: run the job command once, record its exit code,
+    then power the machine off so a finished job never keeps a paid VM running.
+
+    The command is shlex-quoted; output goes to ``/var/lib/eps/job.log``; the
+    exit code is written atomically to ``EXIT_CODE_PATH`` and published as the
+    guest attribute ``eps/exit-code``.  A reboot (a STOP-action spot VM started
+    again) never runs the command a second time."""
+    command = shlex.join(job.command)
+    return "\n".join(
+        (
+            "#!/bin/bash",
+            f"# eps dispatch {shlex.quote(dispatch_id)} rung {shlex.quote(rung.key)}",
+            "set -u",
+            "state=/var/lib/eps",
+            'mkdir -p "$state"',
+            f'if [ -e {EXIT_CODE_PATH} ] || [ -e "$state/started" ]; then exit 0; fi',
+            'date -u +%FT%TZ > "$state/started"',
+            f'( {command} ) > "$state/job.log" 2>&1',
+            "code=$?",
+            f'echo "$code" > "$state/exit-code.tmp" && mv "$state/exit-code.tmp" {EXIT_CODE_PATH}',
+            'curl -sf -X PUT --data "$code" -H "Metadata-Flavor: Google" '
+            "http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/eps/exit-code || true",
+            "# Leave the log tail and the exit code on the serial console: eps reads them",
+            "# (getSerialPortOutput) into its own logs before it deletes the stopped VM.",
+            'echo "eps: job log (last 64 KiB) follows"; tail -c 65536 "$state/job.log"; echo',
+            f'echo "{EXIT_MARKER}$code"',
+            "# The job is done: stop billing for the machine.  eps status/reconcile then",
+            "# sees it TERMINATED, reads that as finished and deletes it (disk included).",
+            "sync; shutdown -h now",
+            "",
+        )
+    )
+
+
+def is_gpu_machine(rung: Rung) -> bool:
+    return rung.gpus > 0 or (rung.machine or "").split("-", 1)[0] in GPU_FAMILIES
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def basename(url: str) -> str:
+    return url.rsplit("/", 1)[-1]
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+def _quota_kind(texts: Iterable[str]) -> FailureKind:
+    folded = " ".join(texts).upper().replace("-", "_")
+    if any(metric in folded for metric in GLOBAL_QUOTA_METRICS):
+        return FailureKind.QUOTA_GLOBAL
+    return FailureKind.QUOTA_REGION
+
+
+def check_rung(job: Job, rung: Rung) -> LaneFailure | None:
+    if rung.kind is not LaneKind.GCP or rung.machine is None or rung.zone is None:
+        return LaneFailure(FailureKind.INVALID_REQUEST, f"rung {rung.key} is not a GCP machine rung")
+    if rung.provisioning not in (Provisioning.SPOT, Provisioning.ON_DEMAND):
+        return LaneFailure(FailureKind.INVALID_REQUEST, f"rung {rung.key}: GCP needs spot or on-demand")
+    if not job.command:
+        return LaneFailure(FailureKind.INVALID_REQUEST, "the job has no command to run")
+    return None
+
+
+# ------------------------------------------------------- error classifying ---
+
+
+def compute() -> ModuleType:
+    """``google.cloud.compute_v1``, imported on first use (it costs over a second)."""
+    from google.cloud import compute_v1
+
+    return compute_v1
+
+
+def errors() -> tuple[ModuleType, ModuleType, ModuleType]:
+    """``google.api_core.exceptions``, ``google.auth.exceptions`` and ``requests``, lazily."""
+    import requests
+    from google.api_core import exceptions as api
+    from google.auth import exceptions as auth
+
+    return api, auth, requests
+
+
+def expected_errors() -> tuple[type[Exception], ...]:
+    """The exceptions a Compute call is expected to raise; anything else is a bug."""
+    api, auth, requests = errors()
+    return (api.GoogleAPICallError, auth.GoogleAuthError, requests.RequestException)
+
+
+def retryable(exc: Exception) -> bool:
+    """stamina's predicate: transport trouble, or a 429/5xx that names no known code."""
+    api, auth, requests = errors()
+    if isinstance(exc, requests.RequestException | auth.TransportError):
+        return True
+    if isinstance(exc, auth.RefreshError):
+        return bool(getattr(exc, "retryable", False))
+    if isinstance(exc, api.GoogleAPICallError):
+        return exc.code in RETRY_STATUSES and _known_reason(exc) is None
+    return False
+
+
+def _error_entries(exc: Any) -> list[dict[str, Any]]:
+    return [e for e in getattr(exc, "errors", None) or () if isinstance(e, dict)]
+
+
+def _known_reason(exc: Any) -> str | None:
+    for entry in _error_entries(exc):
+        for key in ("reason", "code"):
+            value = entry.get(key)
+            if isinstance(value, str) and value in PROVIDER_CODES:
+                return value
+    return None
+
+
+def classify_exception(exc: Exception) -> LaneFailure:
+    """One failed call (after retries) as a :class:`LaneFailure`.  Never quotes credentials."""
+    api, auth, requests = errors()
+    if isinstance(exc, requests.RequestException | auth.TransportError):
+        return LaneFailure(FailureKind.TRANSIENT, _clip(f"GCP unreachable: {type(exc).__name__}: {exc}"))
+    if isinstance(exc, auth.RefreshError) and getattr(exc, "retryable", False):
+        return LaneFailure(FailureKind.TRANSIENT, f"GCP token refresh kept failing ({type(exc).__name__})")
+    if isinstance(exc, auth.GoogleAuthError):
+        return LaneFailure(
+            FailureKind.AUTH,
+            f"GCP credentials missing or rejected ({type(exc).__name__}); set up Application Default "
+            "Credentials (gcloud auth application-default login) or GOOGLE_APPLICATION_CREDENTIALS",
+        )
+    if not isinstance(exc, api.GoogleAPICallError):  # pragma: no cover - callers pass expected errors
+        raise exc
+    status = exc.code or 0
+    entries = _error_entries(exc)
+    text = next((e["message"] for e in entries if isinstance(e.get("message"), str)), None)
+    message = _clip(f"GCP {status}: {text or exc.message}")
+    reason = _known_reason(exc)
+    if reason is not None:
+        kind = PROVIDER_CODES[reason]
+        if kind is FailureKind.QUOTA_REGION:
+            kind = _quota_kind(str(e.get("message", "")) for e in entries)
+        return LaneFailure(kind, message, code=reason)
+    code = next((e["reason"] for e in entries if isinstance(e.get("reason"), str)), f"HTTP {status}")
+    if status in (401, 403):
+        return LaneFailure(FailureKind.AUTH, message, code=code)
+    if status == 429:
+        return LaneFailure(FailureKind.RATE_LIMITED, message, code=code)
+    if status >= 500:
+        return LaneFailure(FailureKind.TRANSIENT, message, code=code)
+    return LaneFailure(FailureKind.INVALID_REQUEST, message, code=code)
+
+
+def classify_operation(op: compute_v1.Operation) -> LaneFailure | None:
+    """The failure a DONE zonal operation reports in ``error.errors``, or ``None``."""
+    errors = list(op.error.errors)
+    if not errors:
+        return None
+    known = [e for e in errors if e.code in PROVIDER_CODES]
+    first = known[0] if known else errors[0]
+    message = _clip(f"GCP {first.code}: {first.message}")
+    if known:
+        kind = PROVIDER_CODES[first.code]
+        if kind is FailureKind.QUOTA_REGION:
+            texts = [first.message]
+            for detail in first.error_details:
+                info = detail.quota_info
+                texts += [info.metric_name, info.limit_name]
+            kind = _quota_kind(texts)
+        return LaneFailure(kind, message, code=first.code)
+    status = op.http_error_status_code
+    if status in (401, 403):
+        kind = FailureKind.AUTH
+    elif status >= 500 or status == 0:
+        kind = FailureKind.TRANSIENT
+    else:
+        kind = FailureKind.INVALID_REQUEST
+    return LaneFailure(kind, message, code=first.code or None)
+
+

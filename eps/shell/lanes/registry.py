@@ -1,0 +1,164 @@
+"""The lanes of one command, built lazily from the settings and keyed by lane kind.
+
+A command that never touches GCP never imports google-cloud-compute; a lane that
+is not set up here (no GCP project, no RunPod key, no SLURM client) reports why
+through :meth:`Lane.down` instead of failing mid-walk.  One provider client per
+command: every lane object is built once and shared by the threads of a fan-out.
+This is the only place that maps a lane kind to its adapter.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+
+from returns.result import Failure, Success
+
+from eps.core.model import LaneDown, LaneKind, Policy, QosGrants, Rung
+from eps.shell.lanes.base import Lane, LaneOptions
+from eps.shell.settings import Settings
+
+
+def _vm(lanes: Lanes, name: str) -> Lane:
+    from eps.shell.lanes.vm import VmLane
+
+    return VmLane(lanes.settings.state_dir, name=name)
+
+
+def _slurm(lanes: Lanes, name: str) -> Lane:
+    from eps.shell.lanes.slurm.cli import SlurmClient, subprocess_runner
+    from eps.shell.lanes.slurm.lane import SlurmLane
+
+    cluster = lanes.policy.cluster(name)
+    if cluster is None:  # pragma: no cover - lane_kind found it
+        raise KeyError(name)
+    access = lanes.settings.cluster_access(name)
+    opts = lanes.options
+    return SlurmLane(
+        cluster,
+        SlurmClient(runner=opts.slurm_runner or subprocess_runner, prefix=access.login),
+        login=access.login,
+        output_dir=os.path.join(lanes.settings.state_dir, "logs"),
+        local_client=opts.slurm_runner is not None,
+        cancel_timeout_s=opts.slurm_cancel_timeout_s,
+        clock=lanes.clock,
+        sleep=lanes.sleep,
+    )
+
+
+def _gcp(lanes: Lanes, name: str) -> Lane:
+    from eps.shell.lanes.gcp.lane import GcpLane
+
+    return GcpLane(lanes.settings.gcp, lanes.options.gcp_options, name=name)
+
+
+def _runpod(lanes: Lanes, name: str) -> Lane:
+    from eps.shell.lanes.runpod.lane import RunpodLane
+    from eps.shell.lanes.runpod.wire import RunpodSettings
+
+    s = lanes.settings.runpod
+    extra = {"poll_interval_s": s.poll_interval_s, **(lanes.options.runpod_options or {})}
+    settings = RunpodSettings(
+        base_url=s.base_url,
+        cpu_image=s.image,
+        gpu_image=s.gpu_image,
+        data_center_ids=s.data_centers,
+        concurrency=s.concurrency,
+        cpu_flavors=lanes.policy.runpod_cpu,
+        **extra,
+    )
+    return RunpodLane(settings, lanes.env, key=lanes.options.runpod_api_key, name=name)
+
+
+#: How each kind of lane is built.  Tests replace single lanes with ``overrides``.
+FACTORIES: Mapping[LaneKind, Callable[[Lanes, str], Lane]] = {
+    LaneKind.VM: _vm,
+    LaneKind.SLURM: _slurm,
+    LaneKind.GCP: _gcp,
+    LaneKind.RUNPOD: _runpod,
+}
+
+
+class Lanes:
+    """Every lane this command may use, built on first use."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        options: LaneOptions | None = None,
+        *,
+        overrides: Mapping[str, Lane] | None = None,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        import time
+
+        self.settings = settings
+        self.options = options or LaneOptions()
+        self.env: Mapping[str, str] = self.options.env if self.options.env is not None else os.environ
+        self.clock = clock or time.monotonic
+        self.sleep = sleep or time.sleep
+        self._built: dict[str, Lane] = dict(overrides or {})
+        self._lock = threading.Lock()
+
+    @property
+    def policy(self) -> Policy:
+        return self.settings.policy
+
+    def names(self) -> tuple[str, ...]:
+        """Every lane of the policy: the VM, each cluster, gcp, runpod."""
+        return (self.policy.trivial_lane, *(c.name for c in self.policy.clusters), "gcp", "runpod")
+
+    def get(self, name: str) -> Lane:
+        with self._lock:
+            lane = self._built.get(name)
+            if lane is None:
+                kind = self.policy.lane_kind(name)
+                if kind is None:
+                    raise KeyError(f"unknown lane {name!r}")
+                lane = self._built[name] = FACTORIES[kind](self, name)
+            return lane
+
+    def for_rung(self, rung: Rung) -> Lane:
+        return self.get(rung.lane)
+
+    def usable(self) -> list[Lane]:
+        """The lanes that are set up here (their :meth:`Lane.down` is ``None``)."""
+        return [lane for lane in (self.get(n) for n in self.names()) if lane.down() is None]
+
+    def unavailable(self, names: tuple[str, ...] = ("gcp", "runpod")) -> tuple[LaneDown, ...]:
+        return tuple(d for d in (self.get(n).down() for n in names) if d is not None)
+
+    def discover_grants(self, defaults: QosGrants) -> tuple[QosGrants, tuple[LaneDown, ...]]:
+        """Live grants for every configured cluster; a cluster that does not answer is unavailable."""
+        from eps.shell.lanes.slurm.lane import SlurmLane
+
+        clusters = []
+        down = []
+        for cluster in self.policy.clusters:
+            lane = self.get(cluster.name)
+            why = lane.down()
+            if why is not None or not isinstance(lane, SlurmLane):
+                if why is not None:
+                    down.append(why)
+                continue
+            user = self.settings.cluster_access(cluster.name).user
+            user = user or self.env.get("USER") or self.env.get("LOGNAME") or "root"
+            match lane.client.discover_grants(user):
+                case Success(grants):
+                    tiers = grants.tiers(cluster.name)
+                    if not tiers and len(grants.clusters) == 1:  # SLURM's own cluster name differs from ours
+                        tiers = grants.clusters[0][1]
+                    clusters.append((cluster.name, tiers))
+                case Failure(failure):
+                    down.append(LaneDown(cluster.name, f"{cluster.name} did not answer: {failure.message}"))
+        known = {name for name, _ in clusters}
+        for name, tiers in defaults.clusters:
+            if name not in known and all(d.lane != name for d in down):
+                clusters.append((name, tiers))
+        return QosGrants(tuple(clusters)), tuple(down)
+
+    def close(self) -> None:
+        for lane in self._built.values():
+            lane.close()

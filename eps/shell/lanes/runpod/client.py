@@ -1,0 +1,367 @@
+"""RunPod's REST v2 over httpx: one synchronous client per command, shared by threads.
+
+Wire calls: ``POST /v2/pods`` (createPod), ``GET /v2/pods/{id}`` (getPod; PROVISIONING
+-> STARTING -> RUNNING), ``DELETE /v2/pods/{id}`` (deletePod, 204), ``GET /v2/pods``
+(listPods; it has no name filter, so the prefix filter runs here).  What the answers
+mean is :mod:`eps.shell.lanes.runpod.wire`'s business.
+
+Transport errors and timeouts are retried like 5xx (stamina, bounded); 429 waits out
+``Retry-After`` a bounded number of times.  A POST whose answer was lost may still
+have created the pod, so before re-sending it (and once after giving up) the client
+looks the pod up by its name, which is unique per dispatch and attempt: a create is
+never sent twice for one pod.
+
+Thread safety: ``--count N`` walks N copies on a thread pool; they share this client.
+At most ``settings.concurrency`` requests are in flight; polling and backoff waits
+hold no slot.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import time
+from collections.abc import Callable
+from typing import Any, Self
+
+import httpx
+import stamina
+from attrs import frozen
+from returns.result import Failure, Result, Success
+
+from eps.core.model import Job, LaneKind, Rung, evolve
+from eps.core.names import PREFIX
+from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.states import HandleState
+from eps.shell.lanes.runpod.wire import (
+    DEAD,
+    POD_STATES,
+    ApiKey,
+    ListDoc,
+    PodDoc,
+    PodInfo,
+    PodStatus,
+    Reply,
+    RunpodSettings,
+    classify,
+    pod_info,
+    pod_request,
+    problem,
+    retry_after_s,
+    structure,
+)
+
+_POOL_SIZE = 8  # connections per httpx pool (see RunpodClient.__init__)
+
+
+@frozen
+class RungAttempt:
+    """One rung tried.  ``leftover`` is a pod that exists but neither came up nor could be
+    terminated: the caller must record it so reconcile releases it."""
+
+    rung: Rung
+    pod_name: str
+    result: Result[Handle, LaneFailure]
+    leftover: Handle | None = None
+
+
+class _ServerError(Exception):
+    """A 5xx answer, raised so that stamina retries it."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(f"HTTP {reply.status}")
+        self.reply = reply
+
+
+def _retryable(exc: Exception) -> bool:
+    return isinstance(exc, _ServerError | httpx.TransportError)
+
+
+def _reply(response: httpx.Response) -> Reply:
+    body: Any = None
+    if response.content:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+    return Reply(response.status_code, body, response.headers.get("retry-after"))
+
+
+class RunpodClient:
+    """RunPod REST v2.  Use as ``with RunpodClient(key, settings) as c``.
+
+    ``sleep`` paces polls and ``Retry-After`` waits (tests inject a recorder);
+    ``transport`` replaces httpx's network transport.
+    """
+
+    def __init__(
+        self,
+        api_key: ApiKey,
+        settings: RunpodSettings | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.settings = settings or RunpodSettings()
+        self._key = api_key
+        self._sleep = sleep
+        # httpcore's pool does O(connections^2) bookkeeping on every request event, which
+        # dominates at a few dozen connections; several small pools keep that cost flat.  A
+        # request takes a free slot (a pool with a free connection) and gives it back after.
+        shards = max(1, math.ceil(self.settings.concurrency / _POOL_SIZE))
+        per_pool = math.ceil(self.settings.concurrency / shards)
+        self._pools = [
+            httpx.Client(
+                base_url=self.settings.base_url,
+                headers={"Authorization": f"Bearer {api_key.reveal()}", "Accept": "application/json"},
+                timeout=httpx.Timeout(self.settings.request_timeout_s),
+                limits=httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool),
+                transport=transport,
+            )
+            for _ in range(shards)
+        ]
+        self._free: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for slot in range(self.settings.concurrency):
+            self._free.put_nowait(slot % shards)
+
+    def __repr__(self) -> str:
+        return f"RunpodClient(base_url={self.settings.base_url!r}, api_key=<redacted>)"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for pool in self._pools:
+            pool.close()
+
+    # -- messages never carry the key, even if the provider echoes it --
+
+    def _safe(self, text: str) -> str:
+        key = self._key.reveal()
+        return text.replace(key, "<redacted>") if key else text
+
+    def _failure(
+        self, kind: FailureKind, message: str, code: str | None, retry_after_s: float | None = None
+    ) -> LaneFailure:
+        return LaneFailure(kind, self._safe(message), code=code, retry_after_s=retry_after_s)
+
+    def _classify(self, reply: Reply, what: str) -> LaneFailure:
+        failure = classify(reply, what)
+        return self._failure(failure.kind, failure.message, failure.code)
+
+    # -- one request: stamina for 5xx/transport, bounded Retry-After waits for 429 --
+
+    def _send(self, method: str, path: str, body: Any = None) -> Reply:
+        shard = self._free.get()
+        try:
+            response = self._pools[shard].request(method, path, json=body)
+        finally:
+            self._free.put_nowait(shard)
+        return _reply(response)
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        probe: Callable[[], Reply | None] | None = None,
+    ) -> Reply | LaneFailure:
+        what = f"RunPod {method} {path}"
+        waits = 0
+        attempts = self.settings.retry.attempts
+        while True:
+            try:
+                reply = self._with_retries(method, path, body, probe)
+            except _ServerError as exc:
+                return self._failure(
+                    FailureKind.TRANSIENT,
+                    f"{what}: still failing after {attempts} attempts: {problem(exc.reply)}",
+                    str(exc.reply.status),
+                )
+            except httpx.TimeoutException as exc:
+                message = f"{what}: timed out ({type(exc).__name__}) after {attempts} attempts"
+                return self._failure(FailureKind.TRANSIENT, message, "timeout")
+            except httpx.TransportError as exc:
+                message = f"{what}: {type(exc).__name__} ({exc}) after {attempts} attempts"
+                return self._failure(FailureKind.TRANSIENT, message, "transport")
+            if reply.status != 429:
+                return reply
+            wait = min(retry_after_s(reply, self.settings.default_retry_after_s), self.settings.max_retry_after_s)
+            if waits >= self.settings.max_rate_limit_waits:
+                return self._failure(
+                    FailureKind.RATE_LIMITED,
+                    f"{what}: rate limited after {waits} waits: {problem(reply)}",
+                    "429",
+                    retry_after_s=wait,
+                )
+            waits += 1
+            self._sleep(wait)
+
+    def _with_retries(
+        self, method: str, path: str, body: Any, probe: Callable[[], Reply | None] | None
+    ) -> Reply:
+        r = self.settings.retry
+        maybe_done = False  # an earlier attempt may have reached the server
+        for attempt in stamina.retry_context(
+            on=_retryable,
+            attempts=r.attempts,
+            timeout=r.timeout_s,
+            wait_initial=r.wait_initial_s,
+            wait_max=r.wait_max_s,
+            wait_jitter=r.wait_jitter_s,
+        ):
+            with attempt:
+                if maybe_done and probe is not None:
+                    found = probe()
+                    if found is not None:
+                        return found
+                try:
+                    reply = self._send(method, path, body)
+                except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
+                    raise  # never reached the server
+                except httpx.TransportError:
+                    maybe_done = True
+                    raise
+                if reply.status >= 500:
+                    maybe_done = True
+                    raise _ServerError(reply)
+                return reply
+        raise AssertionError("stamina re-raises the last error when attempts run out")
+
+    # -- operations --
+
+    def _find_by_name(self, name: str) -> Reply | None:
+        """One unretried look-up: a pod named ``name``, as if its create had answered 201."""
+        reply = self._send("GET", "/v2/pods")
+        if reply.status >= 500:
+            raise _ServerError(reply)
+        if reply.status != 200 or not isinstance(reply.body, dict):
+            return None
+        for pod in reply.body.get("pods") or ():
+            if isinstance(pod, dict) and pod.get("name") == name:
+                return Reply(201, pod)
+        return None
+
+    def create_pod(
+        self, rung: Rung, name: str, *, job: Job | None = None, dispatch_id: str | None = None
+    ) -> Result[Handle, LaneFailure]:
+        """POST /v2/pods for ``rung``.  The handle's state is the pod's status (starting)."""
+        body = pod_request(rung, name, self.settings, job=job, dispatch_id=dispatch_id)
+        if isinstance(body, LaneFailure):
+            return Failure(body)
+        reply = self._call("POST", "/v2/pods", body=body, probe=lambda: self._find_by_name(name))
+        if isinstance(reply, LaneFailure):
+            if reply.kind is not FailureKind.TRANSIENT:
+                return Failure(reply)
+            try:  # the last answer was lost: the pod may exist anyway
+                found = self._find_by_name(name)
+            except (httpx.TransportError, _ServerError):
+                found = None
+            if found is None:
+                return Failure(reply)
+            reply = found
+        if reply.status not in (200, 201):
+            return Failure(self._classify(reply, f"create {rung.machine}"))
+        doc = structure(reply.body, PodDoc)
+        if isinstance(doc, LaneFailure):
+            return Failure(doc)
+        return Success(
+            Handle(
+                lane=rung.lane,
+                kind=LaneKind.RUNPOD,
+                id=doc.id,
+                rung=rung.key,
+                zone=doc.dataCenterId,
+                machine=rung.machine,
+                state=POD_STATES[doc.status],
+            )
+        )
+
+    def get_pod(self, pod_id: str) -> Result[PodInfo, LaneFailure]:
+        reply = self._call("GET", f"/v2/pods/{pod_id}")
+        if isinstance(reply, LaneFailure):
+            return Failure(reply)
+        if reply.status == 404:
+            return Failure(self._failure(FailureKind.TRANSIENT, f"pod {pod_id} not found", "404"))
+        if reply.status != 200:
+            return Failure(self._classify(reply, f"get pod {pod_id}"))
+        doc = structure(reply.body, PodDoc)
+        return Failure(doc) if isinstance(doc, LaneFailure) else Success(pod_info(doc))
+
+    def wait_running(self, handle: Handle) -> Result[Handle, LaneFailure]:
+        """Poll GET /v2/pods/{id} until RUNNING: at most ``ceil(poll_timeout / poll_interval)``
+        polls; EXITED, ERROR or TERMINATED first is a failure."""
+        s = self.settings
+        polls = max(1, math.ceil(s.poll_timeout_s / s.poll_interval_s))
+        running = handle.state is HandleState.RUNNING
+        last = handle.state.value
+        for _ in range(polls):
+            if running:
+                break
+            self._sleep(s.poll_interval_s)
+            match self.get_pod(handle.id):
+                case Failure(failure):
+                    return Failure(failure)
+                case Success(pod):
+                    last = pod.status.value
+                    running = pod.status is PodStatus.RUNNING
+                    handle = evolve(handle, state=POD_STATES[pod.status], zone=pod.data_center or handle.zone)
+                    if pod.status in DEAD:
+                        return Failure(
+                            self._failure(
+                                FailureKind.TRANSIENT,
+                                f"pod {handle.id} went to {pod.status.value} before RUNNING",
+                                f"pod_{pod.status.value.lower()}",
+                            )
+                        )
+        if running:
+            return Success(evolve(handle, state=HandleState.RUNNING))
+        return Failure(
+            self._failure(
+                FailureKind.TRANSIENT,
+                f"pod {handle.id} not RUNNING after {s.poll_timeout_s:g} s (last status {last})",
+                "poll_timeout",
+            )
+        )
+
+    def terminate(self, pod_id: str) -> Result[None, LaneFailure]:
+        """DELETE /v2/pods/{id}.  A pod that is already gone (404) counts as terminated."""
+        reply = self._call("DELETE", f"/v2/pods/{pod_id}")
+        if isinstance(reply, LaneFailure):
+            return Failure(reply)
+        if reply.status in (200, 204, 404):
+            return Success(None)
+        return Failure(self._classify(reply, f"terminate pod {pod_id}"))
+
+    def list_pods(self, prefix: str = PREFIX) -> Result[tuple[PodInfo, ...], LaneFailure]:
+        """GET /v2/pods, keeping pods whose name starts with ``prefix`` (eps's by default)."""
+        reply = self._call("GET", "/v2/pods")
+        if isinstance(reply, LaneFailure):
+            return Failure(reply)
+        if reply.status != 200:
+            return Failure(self._classify(reply, "list pods"))
+        doc = structure(reply.body, ListDoc)
+        if isinstance(doc, LaneFailure):
+            return Failure(doc)
+        return Success(tuple(pod_info(p) for p in doc.pods if p.name.startswith(prefix)))
+
+    def start(self, rung: Rung, name: str, *, job: Job | None = None, dispatch_id: str | None = None) -> RungAttempt:
+        """Create the pod for ``rung`` and wait until it is RUNNING.  A pod that was created
+        but does not come up is terminated; if even that fails it is returned as leftover."""
+        created = self.create_pod(rung, name, job=job, dispatch_id=dispatch_id)
+        if not isinstance(created, Success):
+            return RungAttempt(rung, name, created)
+        handle = created.unwrap()
+        waited = self.wait_running(handle)
+        if isinstance(waited, Success):
+            return RungAttempt(rung, name, waited)
+        failure = waited.failure()
+        if isinstance(self.terminate(handle.id), Success):
+            return RungAttempt(rung, name, Failure(evolve(failure, message=f"{failure.message}; pod terminated")))
+        leftover = evolve(handle, state=HandleState.UNRELEASED)
+        message = f"{failure.message}; pod {handle.id} could not be terminated and is left for reconcile"
+        return RungAttempt(rung, name, Failure(evolve(failure, message=message)), leftover)

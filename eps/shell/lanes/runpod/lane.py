@@ -1,0 +1,154 @@
+"""The ``runpod`` lane: CPU pods (the P3 fallback) and, when pinned, GPU pods.
+
+One :class:`RunpodClient` per command, opened on first use and shared by the
+threads of a ``--count`` fan-out.  The key comes from ``RUNPOD_API_KEY`` or
+RunPod's standard ``~/.runpod/config.toml`` and never leaves the client.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+
+from returns.result import Failure, Result, Success
+
+from eps.core.model import Job, LaneDown, LaneKind, Rung, evolve
+from eps.core.names import dispatch_of_pod, pod_name, pod_prefix
+from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.settle import LiveItem
+from eps.core.states import HandleState
+from eps.core.walk import AttemptRecord
+from eps.shell.lanes.runpod.client import RungAttempt, RunpodClient
+from eps.shell.lanes.runpod.wire import (
+    CONFIG_FILE,
+    POD_STATES,
+    ApiKey,
+    PodInfo,
+    PodStatus,
+    RunpodSettings,
+    load_api_key,
+)
+
+
+class RunpodLane:
+    """RunPod as a :class:`~eps.shell.lanes.base.Lane`."""
+
+    kind = LaneKind.RUNPOD
+
+    def __init__(
+        self, settings: RunpodSettings, env: Mapping[str, str], *, key: str | None = None, name: str = "runpod"
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        # Only the key is kept (in an ApiKey, whose repr hides it), never the environment.
+        given = key if key is not None else env.get("RUNPOD_API_KEY", "").strip()
+        self._key = ApiKey(given) if given else None
+        self._client: RunpodClient | None = None
+        self._failure: LaneFailure | None = None
+        self._lock = threading.Lock()
+
+    def down(self) -> LaneDown | None:
+        if self._key is not None:
+            return None
+        if os.path.exists(os.path.expanduser(str(CONFIG_FILE))):
+            return None
+        return LaneDown(self.name, "no RunPod API key (RUNPOD_API_KEY or ~/.runpod/config.toml)")
+
+    def client(self) -> Result[RunpodClient, LaneFailure]:
+        with self._lock:
+            if self._client is None and self._failure is None:
+                key = Success(self._key) if self._key is not None else load_api_key({})
+                match key:
+                    case Success(k):
+                        self._client = RunpodClient(k, self.settings)
+                    case Failure(f):
+                        self._failure = f
+            if self._client is not None:
+                return Success(self._client)
+            return Failure(self._failure or LaneFailure(FailureKind.AUTH, "no RunPod API key", code="no_key"))
+
+    def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
+        return pod_name(dispatch, seq)
+
+    def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
+        match self.client():
+            case Failure(f):
+                return Failure(f)
+            case Success(client):
+                attempt: RungAttempt = client.start(rung, name, job=job, dispatch_id=dispatch)
+                return attempt.result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
+        got = self.client().bind(lambda c: c.get_pod(handle.id))
+        match got:
+            case Success(pod):
+                return Success(evolve(handle, state=POD_STATES[pod.status], reason=pod.status.value))
+            case Failure(f) if f.code == "404":
+                return Success(evolve(handle, state=HandleState.GONE))
+        return got  # type: ignore[return-value]
+
+    def release(self, handle: Handle, *, pending_only: bool = False) -> Result[Handle, LaneFailure]:
+        done = self.client().bind(lambda c: c.terminate(handle.id))
+        return done.map(lambda _: evolve(handle, state=HandleState.RELEASED))
+
+    def withdraw(self, name: str, rung: Rung) -> Result[None, LaneFailure]:
+        """Terminate every pod named ``name`` (a create whose answer was lost made it)."""
+        match self.client().bind(lambda c: c.list_pods(name)):
+            case Failure(f):
+                return Failure(f)
+            case Success(pods):
+                client = self.client().unwrap()
+                for pod in pods:
+                    if pod.name == name:
+                        done = client.terminate(pod.id)
+                        if isinstance(done, Failure):
+                            return done
+        return Success(None)
+
+    def inventory(self, dispatch: str | None) -> Result[tuple[LiveItem, ...], LaneFailure]:
+        match self.client().bind(lambda c: c.list_pods(pod_prefix(dispatch))):
+            case Failure(f):
+                return Failure(f)
+            case Success(pods):
+                return Success(tuple(self._item(p) for p in pods if self._counts(p, dispatch)))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _counts(pod: PodInfo, dispatch: str | None) -> bool:
+        if pod.status is PodStatus.TERMINATED:
+            return False  # gone for good: nothing billed, nothing to release
+        owner = dispatch_of_pod(pod.name)
+        return owner is not None and (dispatch is None or owner == dispatch)
+
+    def _item(self, pod: PodInfo) -> LiveItem:
+        key = f"{self.name}/{self._instance(pod)}/-/on-demand"
+        handle = Handle(
+            self.name, LaneKind.RUNPOD, pod.id, key, zone=pod.data_center, machine=pod.machine,
+            state=POD_STATES[pod.status], reason=pod.status.value,
+        )  # fmt: skip
+        return LiveItem(dispatch_of_pod(pod.name) or "", handle, pod.name)
+
+    def _instance(self, pod: PodInfo) -> str:
+        """The rung's machine as the plan names it: ``cpu3g-4-16`` for a CPU pod, the GPU type id."""
+        if pod.gpus or pod.machine is None:
+            return pod.machine or "-"
+        flavor, _, vcpus = pod.machine.partition("-")
+        per = next((f.gb_per_vcpu for f in self.settings.cpu_flavors if f.name == flavor), None)
+        return f"{pod.machine}-{int(vcpus) * per}" if per is not None and vcpus.isdigit() else pod.machine
+
+    def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
+        return Success(False)
+
+    def keep_output(self, handle: Handle, dispatch: str, logs_dir: str) -> str | None:
+        return None
+
+    def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
+        return None
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+

@@ -1,0 +1,171 @@
+"""A SLURM cluster as a lane (``fellows`` and any other configured cluster).
+
+Submitting renders the batch script (pure, ``eps.core.sbatch``) and runs
+``sbatch``; a submitted job is queued (``HandleState.PENDING``) and the walker
+parks on it while the core says WAIT.  Releasing a parked job after a park
+timeout cancels it only while it is still pending (``scancel --state=PENDING``)
+and confirms it has left every live state before the walk moves on, so no two
+jobs of one dispatch are ever live; a job that started between the last poll
+and the cancel is kept and reported as started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+
+from returns.result import Failure, Result, Success
+
+from eps.core.model import ClusterConfig, Job, LaneDown, LaneKind, Rung, evolve
+from eps.core.names import dispatch_of_job, job_name
+from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.sbatch import SbatchRenderError, render_sbatch
+from eps.core.settle import LiveItem
+from eps.core.states import HandleState
+from eps.core.walk import AttemptRecord
+from eps.shell.lanes.slurm.cli import GONE, JobStatus, SlurmClient
+from eps.shell.polling import poll_until
+
+#: squeue/sacct states in the handle vocabulary every lane shares.
+SLURM_STATES: dict[str, HandleState] = {
+    "PENDING": HandleState.PENDING,
+    "REQUEUED": HandleState.PENDING,
+    "CONFIGURING": HandleState.STARTING,
+    "RUNNING": HandleState.RUNNING,
+    "COMPLETING": HandleState.RUNNING,
+    "SUSPENDED": HandleState.RUNNING,
+    "RESIZING": HandleState.RUNNING,
+    "SIGNALING": HandleState.RUNNING,
+    "STAGE_OUT": HandleState.RUNNING,
+    GONE: HandleState.GONE,
+}
+
+
+def handle_state(slurm_state: str) -> HandleState:
+    """A SLURM job state as a handle state: anything that has left the live states
+    (COMPLETED, FAILED, TIMEOUT, CANCELLED, ...) is FINISHED."""
+    return SLURM_STATES.get(slurm_state, HandleState.FINISHED)
+
+
+class SlurmLane:
+    """One SLURM cluster as a :class:`~eps.shell.lanes.base.Lane`."""
+
+    kind = LaneKind.SLURM
+
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        client: SlurmClient,
+        *,
+        login: tuple[str, ...] = (),
+        output_dir: str | None = None,
+        local_client: bool = True,
+        cancel_timeout_s: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.name = cluster.name
+        self.cluster = cluster
+        self.client = client
+        self._login = login
+        self._output_dir = output_dir
+        self._local_client = local_client
+        self._cancel_timeout_s = cancel_timeout_s
+        self._clock = clock
+        self._sleep = sleep
+
+    def down(self) -> LaneDown | None:
+        if not self._login and not self._local_client and shutil.which("sbatch") is None:
+            return LaneDown(self.name, f"no SLURM client here and no login prefix for {self.name}")
+        return None
+
+    def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
+        return job_name(dispatch)
+
+    def output(self, dispatch: str) -> str | None:
+        """The job's output file: beside the ledger's logs when the cluster is this machine;
+        SLURM's default (``slurm-<id>.out`` in the login directory) behind a login prefix."""
+        if self._login or self._output_dir is None:
+            return None
+        return os.path.join(os.path.abspath(self._output_dir), f"{dispatch}-%j.out")
+
+    def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
+        try:
+            script = render_sbatch(job, self.cluster, rung, dispatch_id=dispatch, output=self.output(dispatch))
+        except SbatchRenderError as exc:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, str(exc), code="sbatch_render"))
+        queued = Handle(self.name, LaneKind.SLURM, "", rung.key, qos=rung.qos, machine=rung.machine)
+        return self.client.submit(script).map(lambda job_id: evolve(queued, id=job_id, state=HandleState.PENDING))
+
+    def _with(self, handle: Handle, status: JobStatus) -> Handle:
+        state = handle_state(status.state)
+        return evolve(handle, state=state, reason=status.reason if state is HandleState.PENDING else status.state)
+
+    def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
+        return self.client.poll(handle.id).map(lambda status: self._with(handle, status))
+
+    def release(self, handle: Handle, *, pending_only: bool = False) -> Result[Handle, LaneFailure]:
+        released = evolve(handle, state=HandleState.RELEASED)
+        still = LaneFailure(
+            FailureKind.TRANSIENT,
+            f"job {handle.id} on {handle.rung} still live {self._cancel_timeout_s:g} s after scancel",
+            code="cancel_not_confirmed",
+        )
+        if not pending_only:
+            self.client.cancel(handle.id)
+            gone = self.client.wait_gone(handle.id, self._cancel_timeout_s, clock=self._clock, sleep=self._sleep)
+            return Success(released) if gone else Failure(still)
+        # Cancel it only while it is still pending: a job that started between the last
+        # poll and the scancel is kept, and is the answer.
+        self.client.cancel(handle.id, pending_only=True)
+
+        def settled() -> Handle | None:
+            status = self.client.poll(handle.id).value_or(None)  # an unreadable poll: try again
+            if status is None or status.state == "PENDING":
+                return None
+            if status.state in ("CANCELLED", GONE):
+                return released
+            return self._with(handle, status)  # running, or even already finished: it started
+
+        found = poll_until(
+            settled, timeout_s=self._cancel_timeout_s, interval_s=0.1, clock=self._clock, sleep=self._sleep
+        )
+        return Success(found) if found is not None else Failure(still)
+
+    def withdraw(self, name: str, rung: Rung) -> Result[None, LaneFailure]:
+        return Success(None)  # a refused or failed sbatch leaves no job behind
+
+    def inventory(self, dispatch: str | None) -> Result[tuple[LiveItem, ...], LaneFailure]:
+        prefix = job_name(dispatch) if dispatch else "eps-"
+        match self.client.list_by_name(prefix):
+            case Failure(f):
+                return Failure(f)
+            case Success(jobs):
+                found = []
+                for j in jobs:
+                    owner = dispatch_of_job(j.name or "")
+                    if owner is None or (dispatch is not None and owner != dispatch):
+                        continue
+                    key = f"{self.name}/{j.qos or '-'}/-/queue"
+                    h = Handle(self.name, LaneKind.SLURM, j.job_id, key, qos=j.qos)
+                    found.append(LiveItem(owner, self._with(h, j), j.name))
+                return Success(tuple(found))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
+        seen = self.client.history_by_name(job_name(dispatch), attempt.started_at - 60)
+        return seen.map(lambda jobs: any(j.qos == attempt.rung.qos for j in jobs))
+
+    def keep_output(self, handle: Handle, dispatch: str, logs_dir: str) -> str | None:
+        return None
+
+    def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
+        final = self.client.poll(handle.id)  # squeue forgot it; sacct knows how it ended
+        if isinstance(final, Success):
+            return f"SLURM job {handle.id}: {final.unwrap().state}"
+        return None
+
+    def close(self) -> None:
+        return None

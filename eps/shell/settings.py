@@ -1,0 +1,82 @@
+"""The settings records: what the shell knows besides the policy tables.
+
+One :class:`Settings` is built per command by :func:`eps.shell.config.load_settings`
+(embedded tables <- the TOML config file <- the environment); the core gets its
+``Policy`` and never reads files or the environment itself.  Secrets never live
+here: ``RUNPOD_API_KEY`` and GCP Application Default Credentials come from the
+environment and the providers' standard files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from eps.core.model import Policy
+
+
+class ConfigError(ValueError):
+    """A config file, snapshot, grants file or environment value is malformed.  One line."""
+
+
+class ClusterAccess(NamedTuple):
+    """How the shell reaches a SLURM cluster: a command prefix (``["ssh", "login"]``) and the user."""
+
+    name: str
+    login: tuple[str, ...] = ()
+    user: str | None = None
+
+
+class GcpSettings(NamedTuple):
+    project: str | None = None
+    image: str = "projects/debian-cloud/global/images/family/debian-12"
+    endpoint: str | None = None  # tests: a local server; production: the Google default
+    service_account: str | None = None
+    poll_interval_s: float = 2.0  # zone-operation polling
+
+
+class RunpodSettings(NamedTuple):
+    base_url: str = "https://api.runpod.io"  # REST v2 (paths under /v2/)
+    image: str = "runpod/base:0.6.2-cpu"
+    gpu_image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+    data_centers: tuple[str, ...] = ()
+    concurrency: int = 32  # HTTP requests in flight at once
+    poll_interval_s: float = 2.0  # GET /v2/pods/{id} until RUNNING
+
+
+class Settings(NamedTuple):
+    policy: Policy
+    access: tuple[ClusterAccess, ...] = ()
+    gcp: GcpSettings = GcpSettings()
+    runpod: RunpodSettings = RunpodSettings()
+    state_dir: str = "."
+    config_path: str | None = None
+    fanout_concurrency: int = 32  # --count N: copies walked at once, on every lane
+
+    def cluster_access(self, name: str) -> ClusterAccess:
+        for a in self.access:
+            if a.name == name:
+                return a
+        return ClusterAccess(name)
+
+
+# Plain os.path strings: pathlib and tomllib cost milliseconds that `eps plan` does not spend.
+
+
+def _home(env: Mapping[str, str]) -> str:
+    return env.get("HOME") or os.path.expanduser("~")
+
+
+def config_path(env: Mapping[str, str]) -> str:
+    if env.get("EPS_CONFIG"):
+        return env["EPS_CONFIG"]
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(_home(env), ".config")
+    return os.path.join(base, "eps", "config.toml")
+
+
+def state_dir(env: Mapping[str, str]) -> str:
+    if env.get("EPS_STATE_DIR"):
+        return env["EPS_STATE_DIR"]
+    base = env.get("XDG_STATE_HOME") or os.path.join(_home(env), ".local", "state")
+    return os.path.join(base, "eps")

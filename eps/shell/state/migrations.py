@@ -1,0 +1,89 @@
+"""The ledger's schema, as ordered migrations.  ``MIGRATIONS[n]`` takes a ledger at
+version ``n - 1`` to version ``n`` inside one transaction; the version is
+``PRAGMA user_version``.  Version 1 is the first release's schema (which kept its
+version in a ``meta`` table instead); a ledger is upgraded, never refused."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Mapping
+
+_V1 = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dispatches (
+    id TEXT PRIMARY KEY,
+    parent TEXT,
+    intent TEXT NOT NULL,
+    job TEXT NOT NULL,
+    state TEXT NOT NULL,
+    terminal TEXT,
+    message TEXT,
+    handle TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    dispatch TEXT NOT NULL REFERENCES dispatches(id),
+    seq INTEGER NOT NULL,
+    rung TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT,
+    qos TEXT,
+    zone TEXT,
+    provisioning TEXT NOT NULL,
+    name TEXT NOT NULL,
+    handle TEXT,
+    state TEXT NOT NULL,
+    outcome TEXT,
+    reason TEXT,
+    started_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    UNIQUE (dispatch, seq)
+);
+CREATE INDEX IF NOT EXISTS attempts_by_dispatch ON attempts(dispatch);
+"""
+
+#: The first release stored each lane's own word for a handle's state; version 2 uses
+#: one vocabulary (eps.core.states.HandleState).
+_HANDLE_WORDS = {
+    "running": "running",
+    "pending": "pending",
+    "starting": "starting",
+    "provisioning": "starting",
+    "configuring": "starting",
+    "completing": "running",
+    "stopping": "stopping",
+    "repairing": "running",
+    "preempted": "preempted",
+    "gone": "gone",
+    "deleted": "released",
+    "unreleased": "unreleased",
+}
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    for statement in _V1.strip().split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _v2(db: sqlite3.Connection) -> None:
+    """Indexes for status and reconcile at scale; one vocabulary for handle states."""
+    db.execute("CREATE INDEX IF NOT EXISTS dispatches_by_state ON dispatches(state)")
+    db.execute("CREATE INDEX IF NOT EXISTS dispatches_by_created ON dispatches(created_at)")
+    db.execute("CREATE INDEX IF NOT EXISTS dispatches_by_parent ON dispatches(parent)")
+    db.execute("CREATE INDEX IF NOT EXISTS attempts_by_state ON attempts(state)")
+    for row_id, text in db.execute("SELECT id, handle FROM dispatches WHERE handle IS NOT NULL").fetchall():
+        handle = json.loads(text)
+        word = str(handle.get("state") or "running")
+        handle["state"] = _HANDLE_WORDS.get(word, "finished")
+        handle.setdefault("reason", None)
+        db.execute("UPDATE dispatches SET handle=? WHERE id=?", (json.dumps(handle), row_id))
+    db.execute("DROP TABLE IF EXISTS meta")
+
+
+MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2}
+SCHEMA_VERSION = max(MIGRATIONS)

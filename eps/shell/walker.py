@@ -1,0 +1,368 @@
+"""``eps execute``: the one loop that walks a dispatch, for every lane.
+
+The loop asks the core what to do (:func:`eps.core.walk.next_step`), carries
+the step out through the rung's lane, records it in the ledger (every attempt
+*before* its provider call), reports progress, and feeds what it observed back.
+It never decides: which rung, whether to wait, withdraw, hold, move on or stop
+all come from the core; what a provider answer means comes from the lane's own
+classification.  ``--count N`` CPU jobs walk N independent copies at once.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from attrs import frozen
+from returns.result import Failure, Success
+
+from eps.core.model import CapacitySnapshot, Job, JobError, QosGrants, Rung, evolve
+from eps.core.names import BadName, check_dispatch_id, copy_id
+from eps.core.outcome import Handle
+from eps.core.router import plan
+from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
+from eps.core.walk import (
+    Begin,
+    Failed,
+    Hold,
+    Landed,
+    Observation,
+    PollFailed,
+    Queued,
+    ResumeFrom,
+    Running,
+    Start,
+    Step,
+    Stop,
+    Wait,
+    Walk,
+    Withdraw,
+    WithdrawFailed,
+    Withdrawn,
+    WithdrawWhy,
+    next_step,
+    resume,
+)
+from eps.shell.cli.progress import Reporter
+from eps.shell.lanes import Lanes
+from eps.shell.settings import Settings
+from eps.shell.state.ledger import AttemptRow, Ledger
+from eps.shell.state.reconcile import Reconciler
+
+
+class Cancelled(Exception):
+    """The dispatch was cancelled (``eps cancel``) while it was being walked."""
+
+
+@frozen
+class WalkResult:
+    dispatch: str
+    handle: Handle | None
+    failure: str | None = None
+    terminal: str | None = None
+    walk: Walk | None = None
+
+
+@frozen
+class _Flight:
+    """The attempt in flight: its ledger row, and when (monotonic) it was started or submitted."""
+
+    attempt: AttemptRow
+    since: float
+
+
+class Walker:
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: Ledger,
+        lanes: Lanes,
+        reporter: Reporter,
+        *,
+        grants: QosGrants,
+        snapshot: CapacitySnapshot,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.lanes = lanes
+        self.reporter = reporter
+        self.grants = grants
+        self.snapshot = snapshot
+        self.clock = clock
+        self.sleep = sleep
+        self.wall = wall
+        self.poll_interval_s = lanes.options.slurm_poll_interval_s
+        self.poll_failures_allowed = lanes.options.slurm_poll_failures_allowed
+
+    def new_dispatch_id(self) -> str:
+        return "e" + secrets.token_hex(5)
+
+    # --- entry points ---------------------------------------------------------------------
+
+    def execute(self, job: Job, dispatch: str | None = None) -> list[WalkResult]:
+        """Validate, record and walk ``job``; N independent dispatches for a CPU --count N."""
+        first = plan(job, self.snapshot, self.grants, None, policy=self.settings.policy)  # JobError here: nothing done
+        if not job.command:
+            raise JobError("no_command", "no command to run: eps execute INTENT [options] -- COMMAND...", job)
+        if dispatch is not None:
+            try:
+                check_dispatch_id(dispatch, user_given=True)
+            except BadName as exc:
+                raise JobError("bad_dispatch_id", str(exc), job) from None
+        parent = dispatch or self.new_dispatch_id()
+        self.ledger.new_dispatch(parent, job)
+        self.ledger.acquire(parent)
+        if first.count <= 1:
+            return [self._guarded(parent, job, ResumeFrom(Walk(job, self.snapshot, self.grants)))]
+        children = [copy_id(parent, i) for i in range(1, first.count + 1)]
+        one = evolve(job, count=1)
+        for child in children:
+            self.ledger.new_dispatch(child, one, parent=parent)
+        self.reporter.emit("fanout", dispatch=parent, children=children)
+        workers = max(1, min(len(children), self.settings.fanout_concurrency))
+        start = ResumeFrom(Walk(one, self.snapshot, self.grants))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(lambda c: self._guarded(c, one, start), children))
+        started = sum(r.handle is not None for r in results)
+        state = DispatchState.STARTED if started == len(results) else DispatchState.FAILED
+        self.ledger.set_dispatch(parent, state, message=f"{started}/{len(results)} started")
+        self.ledger.release(parent)
+        return results
+
+    def resume(self, dispatch: str) -> WalkResult:
+        row = self.ledger.dispatch(dispatch)
+        if row is None:
+            raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+        self.ledger.acquire(dispatch)
+        row = self.ledger.dispatch(dispatch) or row  # re-read under the lock: a walker may have just finished
+        if row.state in (DispatchState.STARTED, DispatchState.HELD) and row.handle is not None:
+            # Reconcile (at the start of this command) adopted what the dead walk had started.
+            self.ledger.release(dispatch)
+            self._announce_landed(dispatch, row.handle, held=row.state is DispatchState.HELD)
+            return WalkResult(dispatch, row.handle)
+        if row.state in (DispatchState.STARTED, DispatchState.HELD, DispatchState.CANCELLED):
+            self.ledger.release(dispatch)
+            return WalkResult(dispatch, None, failure=f"dispatch {dispatch} is {row.state}; nothing to resume")
+        job = row.job
+        Reconciler(self.ledger, self.lanes, self.reporter).reconcile_dispatch(row, resuming=True)
+        attempts = self.ledger.attempts(dispatch)
+        start = resume(job, self.snapshot, self.grants, [a.record() for a in attempts])
+        if start.running is not None:
+            handle = next(a for a in attempts if a.id == start.running.id).as_handle(HandleState.RUNNING)
+            self.ledger.set_dispatch(dispatch, DispatchState.STARTED, handle=handle)
+            self._announce_landed(dispatch, handle, held=False)
+            return WalkResult(dispatch, handle)
+        self.ledger.set_dispatch(dispatch, DispatchState.WALKING)
+        return self._guarded(dispatch, job, start)
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def _guarded(self, dispatch: str, job: Job, start: ResumeFrom) -> WalkResult:
+        self.ledger.acquire(dispatch)
+        try:
+            return self.walk_from(dispatch, job, start)
+        except Cancelled:
+            self.reporter.emit("stopped", dispatch=dispatch, message="cancelled")
+            return WalkResult(dispatch, None, failure="cancelled")
+        finally:
+            self.ledger.release(dispatch)
+
+    def walk_from(self, dispatch: str, job: Job, start: ResumeFrom) -> WalkResult:
+        """Walk ``dispatch`` from ``start`` until something started, is held, or nothing is left."""
+        walk = start.walk
+        policy = self.settings.policy
+        announced = plan(job, walk.snapshot, walk.grants, None, policy=policy)
+        self.reporter.emit(
+            "dispatch",
+            dispatch=dispatch,
+            intent=job.intent,
+            resolved_intent=announced.resolved_intent,
+            rungs=len(announced.rungs),
+            worst_case_wait_s=announced.worst_case_wait_s,
+            plan=[r.key for r in announced.rungs],
+        )
+        flight: _Flight | None = None
+        seen: Observation = Begin()
+        if start.parked is not None:  # a resumed walk parks on the job the dead walk submitted
+            row = next(a for a in self.ledger.attempts(dispatch) if a.id == start.parked.id)
+            flight = _Flight(row, self.clock() - max(0.0, self.wall() - row.started_at))
+            seen = self._poll(row.as_rung(), row.as_handle(HandleState.PENDING), flight)
+        while True:
+            self._check_cancel(dispatch)
+            walk, step = next_step(walk, seen, policy=policy)
+            match step:
+                case Start(rung):
+                    flight, seen = self._start(dispatch, job, rung)
+                case Wait():
+                    seen = self._wait(dispatch, step, _in(flight, step))
+                case Withdraw():
+                    seen = self._withdraw(dispatch, step, _in(flight, step))
+                case Hold(handle):
+                    return self._land(dispatch, handle, flight, walk, held=True)
+                case Landed(handle):
+                    return self._land(dispatch, handle, flight, walk, held=False)
+                case Stop():
+                    return self._stop(dispatch, step, walk)
+
+    def _start(self, dispatch: str, job: Job, rung: Rung) -> tuple[_Flight, Observation]:
+        lane = self.lanes.for_rung(rung)
+        name = lane.name_for(dispatch, rung, self.ledger.next_seq(dispatch))
+        attempt = self.ledger.begin_attempt(dispatch, rung, name)
+        flight = _Flight(attempt, self.clock())
+        self.reporter.emit(
+            "attempt", dispatch=dispatch, rung=rung.key, qos=rung.qos, reason=rung.reason,
+            price_per_hour=rung.price_per_hour,
+        )  # fmt: skip
+        match lane.start(job, rung, dispatch, name):
+            case Failure(failure):
+                self.ledger.update_attempt(
+                    attempt.id, AttemptState.FAILED, outcome=failure.kind.value, reason=failure.message
+                )
+                self.reporter.emit(
+                    "failed", dispatch=dispatch, rung=rung.key, kind=failure.kind.value, code=failure.code,
+                    message=failure.message,
+                )  # fmt: skip
+                return flight, Failed(rung, failure)
+            case Success(handle) if handle.state is HandleState.PENDING:
+                self.ledger.update_attempt(attempt.id, AttemptState.PENDING, handle=handle.id)
+                self.reporter.emit("submitted", dispatch=dispatch, rung=rung.key, qos=rung.qos, id=handle.id)
+                return flight, self._poll(rung, handle, flight)
+            case Success(handle):
+                self.ledger.update_attempt(
+                    attempt.id, AttemptState.RUNNING, handle=handle.id, outcome=Outcome.STARTED.value
+                )
+                self._release_if_cancelled(dispatch, handle, attempt)
+                return flight, Running(handle)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _poll(self, rung: Rung, handle: Handle, parked: _Flight) -> Observation:
+        """Read the parked job, tolerating a few unreadable polls (the lane's retries)."""
+        failures = 0
+        lane = self.lanes.for_rung(rung)
+        while True:
+            match lane.poll(handle):
+                case Success(now) if now.state is HandleState.PENDING:
+                    return Queued(rung, now, int(self.clock() - parked.since), now.reason)
+                case Success(now):
+                    self.ledger.update_attempt(
+                        parked.attempt.id, AttemptState.RUNNING, handle=now.id, outcome=Outcome.STARTED.value
+                    )
+                    return Running(now)
+                case Failure(failure):
+                    failures += 1
+                    if failures > self.poll_failures_allowed:
+                        return PollFailed(rung, handle, failure)
+                    self.sleep(self.poll_interval_s)
+
+    def _wait(self, dispatch: str, step: Wait, parked: _Flight) -> Observation:
+        elapsed = self.clock() - parked.since
+        self.reporter.emit(
+            "parked", dispatch=dispatch, rung=step.rung.key, qos=step.rung.qos, id=step.handle.id,
+            elapsed_s=elapsed, cap_s=step.cap_s, pending_reason=step.handle.reason,
+            next=step.next_rung.key if step.next_rung is not None else None, reason=step.decision.reason,
+        )  # fmt: skip
+        self._check_cancel(dispatch)
+        # poll again after the interval, or right when the cap runs out if sooner
+        cap_ends = parked.since + int(elapsed) + step.seconds
+        self.sleep(max(0.05, min(self.poll_interval_s, cap_ends - self.clock())))
+        return self._poll(step.rung, step.handle, parked)
+
+    def _withdraw_by_name(self, step: Withdraw, parked: _Flight) -> Observation:
+        """A create that failed may have made the machine anyway: release it by its name."""
+        name = parked.attempt.name
+        match self.lanes.for_rung(step.rung).withdraw(name, step.rung):
+            case Failure(failure):  # it may live on: reconcile finds it by this name
+                self.ledger.update_attempt(parked.attempt.id, AttemptState.SUBMITTED, handle=name)
+                return WithdrawFailed(step.rung, failure)
+        return Withdrawn(step.rung)
+
+    def _withdraw(self, dispatch: str, step: Withdraw, parked: _Flight) -> Observation:
+        handle = step.handle
+        if handle is None:
+            return self._withdraw_by_name(step, parked)
+        match self.lanes.for_rung(step.rung).release(handle, pending_only=step.pending_only):
+            case Failure(failure):
+                return WithdrawFailed(step.rung, failure)
+            case Success(after) if after.state is not HandleState.RELEASED:
+                # It started before the cancel reached it: keep it; it is the answer.
+                self.ledger.update_attempt(
+                    parked.attempt.id, AttemptState.RUNNING, handle=after.id, outcome=Outcome.STARTED.value
+                )
+                return Running(after)
+        elapsed = self.clock() - parked.since
+        if step.why is not WithdrawWhy.PARK_TIMEOUT:  # the lane stopped answering: released, moving on
+            self.ledger.update_attempt(
+                parked.attempt.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED.value, reason=step.reason
+            )
+            self.reporter.emit(
+                "withdrawn", dispatch=dispatch, rung=step.rung.key, id=handle.id, reason=step.reason
+            )
+            return Withdrawn(step.rung)
+        self.ledger.update_attempt(
+            parked.attempt.id, AttemptState.ADVANCED, outcome=Outcome.PARK_TIMEOUT.value, reason=step.reason
+        )
+        self.reporter.emit(
+            "advanced", dispatch=dispatch, rung=step.rung.key, qos=step.rung.qos, id=handle.id,
+            elapsed_s=elapsed, pending_reason=handle.reason, reason=step.reason,
+        )  # fmt: skip
+        return Withdrawn(step.rung, handle.reason)
+
+    def _land(self, dispatch: str, handle: Handle, parked: _Flight | None, walk: Walk, *, held: bool) -> WalkResult:
+        if parked is not None:
+            if held:
+                self.ledger.update_attempt(
+                    parked.attempt.id, AttemptState.PENDING, handle=handle.id, outcome=Outcome.HELD.value
+                )
+            self._release_if_cancelled(dispatch, handle, parked.attempt)
+        state = DispatchState.HELD if held else DispatchState.STARTED
+        self.ledger.set_dispatch(dispatch, state, handle=handle)
+        self._announce_landed(dispatch, handle, held=held)
+        return WalkResult(dispatch, handle, walk=walk)
+
+    def _stop(self, dispatch: str, step: Stop, walk: Walk) -> WalkResult:
+        if step.terminal is not None:
+            p = step.plan
+            skipped = [f"{s.lane} {s.target or ''}: {s.detail}".replace(" :", ":") for s in (p.skipped if p else ())]
+            self.ledger.set_dispatch(dispatch, DispatchState.FAILED, terminal=step.terminal.value, message=step.message)
+            self.reporter.emit("terminal", dispatch=dispatch, terminal=step.terminal.value, skipped=skipped)
+            return WalkResult(dispatch, None, failure=step.message, terminal=step.terminal.value, walk=walk)
+        self.ledger.set_dispatch(dispatch, DispatchState.FAILED, message=step.message)
+        self.reporter.emit("stopped", dispatch=dispatch, message=step.message)
+        return WalkResult(dispatch, None, failure=step.message, walk=walk)
+
+    def _announce_landed(self, dispatch: str, handle: Handle, *, held: bool) -> None:
+        from eps.shell.state.codec import to_data
+
+        self.reporter.emit("held" if held else "started", dispatch=dispatch, handle=to_data(handle))
+
+    # --- cancel -----------------------------------------------------------------------------
+
+    def _check_cancel(self, dispatch: str) -> None:
+        row = self.ledger.dispatch(dispatch)
+        if row is not None and row.state is DispatchState.CANCELLED:
+            raise Cancelled(dispatch)
+
+    def _release_if_cancelled(self, dispatch: str, handle: Handle, attempt: AttemptRow) -> None:
+        """``eps cancel`` arrived while the create was in flight: release what it made, stop."""
+        row = self.ledger.dispatch(dispatch)
+        if row is None or row.state is not DispatchState.CANCELLED:
+            return
+        released = self.lanes.get(handle.lane).release(handle)
+        if isinstance(released, Success):
+            self.ledger.update_attempt(
+                attempt.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED.value, reason="cancelled while starting"
+            )
+        raise Cancelled(dispatch)
+
+
+
+def _in(flight: _Flight | None, step: Step) -> _Flight:
+    """The attempt a Wait or Withdraw is about: one is always in flight by then."""
+    if flight is None:  # pragma: no cover - the core never waits or withdraws before a start
+        raise AssertionError(f"{type(step).__name__} with no attempt in flight")
+    return flight
