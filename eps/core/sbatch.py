@@ -29,18 +29,14 @@ import re
 import shlex
 from collections.abc import Mapping
 
+from eps.core import names
 from eps.core.durations import format_slurm_time
 from eps.core.model import ClusterConfig, Job, LaneKind, Rung
 
 #: What a value on a ``#SBATCH`` line may contain: SLURM names, numbers, times,
 #: paths and filename patterns (``%j``).  No blank, quote, ``#`` or control character.
 _SBATCH_VALUE = re.compile(r"[A-Za-z0-9._%/:=@+,_-]+")
-#: A dispatch id is a short token (it becomes part of the job name and is how
-#: reconcile finds the job again with ``squeue --name``).
-_DISPATCH_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Prefix of every job name eps submits; reconcile lists jobs by it.
-JOB_NAME_PREFIX = "eps-"
 
 
 class SbatchRenderError(ValueError):
@@ -53,10 +49,11 @@ class SbatchRenderError(ValueError):
 
 
 def job_name(dispatch_id: str) -> str:
-    """The SLURM job name that carries ``dispatch_id``."""
-    if _DISPATCH_ID.fullmatch(dispatch_id) is None:
-        raise SbatchRenderError("dispatch id", dispatch_id, "must be 1-64 of [A-Za-z0-9._-]")
-    return JOB_NAME_PREFIX + dispatch_id
+    """The SLURM job name that carries ``dispatch_id`` (:func:`eps.core.names.job_name`)."""
+    try:
+        return names.job_name(dispatch_id)
+    except names.BadName as exc:
+        raise SbatchRenderError("dispatch id", dispatch_id, str(exc).split(": ", 1)[-1]) from None
 
 
 def render_sbatch(

@@ -17,8 +17,9 @@ def poll_until(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T | None:
-    """Call ``probe`` until it returns something other than ``None`` (which is returned),
-    at least once, then every ``interval_s``; ``None`` once ``timeout_s`` has passed."""
+    """Call ``probe`` until it returns something other than ``None`` (which is returned):
+    once at once, then every ``interval_s`` while the deadline ``timeout_s`` away has not
+    come; ``None`` when it has (no probe is made at or after the deadline)."""
     deadline = clock() + timeout_s
     while True:
         found = probe()
@@ -28,3 +29,5 @@ def poll_until(
         if left <= 0:
             return None
         sleep(min(interval_s, left))
+        if clock() >= deadline:
+            return None

@@ -30,26 +30,26 @@ def slurm_rung(cluster: ClusterConfig, qos: str | None, gpus: int) -> Rung:
 
 @pytest.mark.parametrize("qos", ["high-eur", "normal-eur", "low-eur", "dev-eur"])
 def test_fellows_tier(snapshot, qos: str) -> None:
-    script = render_sbatch(TRAIN, FELLOWS, slurm_rung(FELLOWS, qos, 2), dispatch_id="d-0001", output="eps-%j.out")
+    script = render_sbatch(TRAIN, FELLOWS, slurm_rung(FELLOWS, qos, 2), dispatch_id="d0001", output="eps-%j.out")
     assert script == snapshot
 
 
 def test_no_ladder_cluster(snapshot) -> None:
-    script = render_sbatch(TRAIN, LAB, slurm_rung(LAB, None, 2), dispatch_id="d-0002", output="eps-%j.out")
+    script = render_sbatch(TRAIN, LAB, slurm_rung(LAB, None, 2), dispatch_id="d0002", output="eps-%j.out")
     assert "--qos" not in script
     assert script == snapshot
 
 
 def test_cpu_job(snapshot) -> None:
     job = Job(intent="cpu-small", duration_s=90, command=("bash", "-c", "echo $HOME; ls | wc -l"))
-    script = render_sbatch(job, FELLOWS, slurm_rung(FELLOWS, "low-eur", 0), dispatch_id="cpu-1")
+    script = render_sbatch(job, FELLOWS, slurm_rung(FELLOWS, "low-eur", 0), dispatch_id="cpu1")
     assert "--gres" not in script
     assert script == snapshot
 
 
 def test_multi_gpu_job(snapshot) -> None:
     job = Job(intent="gpu-8", duration_s=6 * 86_400 + 1, command=("torchrun", "--nproc-per-node=8", "fit.py"))
-    script = render_sbatch(job, FELLOWS, slurm_rung(FELLOWS, "high-eur", 8), dispatch_id="big.8", output="/s/%x.%j")
+    script = render_sbatch(job, FELLOWS, slurm_rung(FELLOWS, "high-eur", 8), dispatch_id="big8", output="/s/%x.%j")
     assert "#SBATCH --gres=gpu:8\n" in script
     assert "#SBATCH --time=6-00:01:00\n" in script  # rounded up to the next minute
     assert script == snapshot
@@ -69,9 +69,9 @@ def test_env_is_exported_quoted(snapshot) -> None:
     [
         ({"dispatch_id": "a\n#SBATCH --qos=high-eur"}, "dispatch id"),
         ({"dispatch_id": ""}, "dispatch id"),
-        ({"dispatch_id": "ok", "output": "out file"}, "--output"),
-        ({"dispatch_id": "ok", "output": "x\nrm -rf /"}, "--output"),
-        ({"dispatch_id": "ok", "env": {"BAD NAME": "v"}}, "environment name"),
+        ({"dispatch_id": "okay", "output": "out file"}, "--output"),
+        ({"dispatch_id": "okay", "output": "x\nrm -rf /"}, "--output"),
+        ({"dispatch_id": "okay", "env": {"BAD NAME": "v"}}, "environment name"),
     ],
 )
 def test_refuses_unsafe_values(kwargs: dict[str, object], field: str) -> None:
@@ -83,19 +83,19 @@ def test_refuses_unsafe_values(kwargs: dict[str, object], field: str) -> None:
 def test_refuses_hostile_cluster_values() -> None:
     bad = evolve(FELLOWS, account="fellows\n#SBATCH --qos=dev-eur")
     with pytest.raises(SbatchRenderError, match="--account"):
-        render_sbatch(TRAIN, bad, slurm_rung(bad, "high-eur", 2), dispatch_id="x")
+        render_sbatch(TRAIN, bad, slurm_rung(bad, "high-eur", 2), dispatch_id="xyz")
 
 
 def test_refuses_empty_command_bad_duration_and_foreign_rung() -> None:
     rung = slurm_rung(FELLOWS, "high-eur", 2)
     with pytest.raises(SbatchRenderError, match="command"):
-        render_sbatch(evolve(TRAIN, command=()), FELLOWS, rung, dispatch_id="x")
+        render_sbatch(evolve(TRAIN, command=()), FELLOWS, rung, dispatch_id="xyz")
     with pytest.raises(SbatchRenderError, match="duration"):
-        render_sbatch(evolve(TRAIN, duration_s=0), FELLOWS, rung, dispatch_id="x")
+        render_sbatch(evolve(TRAIN, duration_s=0), FELLOWS, rung, dispatch_id="xyz")
     with pytest.raises(SbatchRenderError, match="rung"):
-        render_sbatch(TRAIN, LAB, rung, dispatch_id="x")
+        render_sbatch(TRAIN, LAB, rung, dispatch_id="xyz")
     with pytest.raises(SbatchRenderError, match="NUL"):
-        render_sbatch(evolve(TRAIN, command=("a\x00b",)), FELLOWS, rung, dispatch_id="x")
+        render_sbatch(evolve(TRAIN, command=("a\x00b",)), FELLOWS, rung, dispatch_id="xyz")
 
 
 # --- hostile strings: the command is exactly the given argv, on one line ----------------------
@@ -142,7 +142,7 @@ def _run_bash(script: str, tmp: Path) -> bytes:
 def test_hostile_argv_and_env_round_trip(tmp_path: Path, args: list[str], value: str) -> None:
     argv = ("printf", "%s\\0", *args)
     job = evolve(TRAIN, command=argv)
-    script = render_sbatch(job, LAB, slurm_rung(LAB, None, 1), dispatch_id="h", env={"EPS_V": value})
+    script = render_sbatch(job, LAB, slurm_rung(LAB, None, 1), dispatch_id="hhh", env={"EPS_V": value})
     lines = script.split("\n")
     # shebang, four #SBATCH lines (job-name, gres, time, partition), one export, the command, "".
     assert len(lines) == 8

@@ -8,7 +8,7 @@ not know are reported, never touched (they may be another ledger's).
 
 from __future__ import annotations
 
-import time
+from functools import partial
 from typing import Any
 
 from returns.result import Failure, Success
@@ -29,6 +29,7 @@ from eps.core.states import AttemptState, DispatchState, Outcome
 from eps.core.walk import AttemptRecord
 from eps.shell.cli.progress import Reporter
 from eps.shell.lanes import Lanes
+from eps.shell.polling import poll_until
 from eps.shell.state import codec
 from eps.shell.state.ledger import DispatchRow, Ledger
 
@@ -191,10 +192,8 @@ def cancel(ledger: Ledger, lanes: Lanes, reporter: Reporter, dispatch: str, *, w
     targets = [row, *ledger.children(dispatch)]
     for r in targets:
         ledger.set_dispatch(r.id, DispatchState.CANCELLED, message="cancelled by eps cancel")
-    deadline = time.monotonic() + wait_s
-    for r in targets:
-        while ledger.is_owned_elsewhere(r.id) and time.monotonic() < deadline:
-            time.sleep(0.2)
+    for r in targets:  # a live walker sees the mark at its next step and stops
+        poll_until(partial(_walker_gone, ledger, r.id), timeout_s=wait_s, interval_s=0.2)
     rec = Reconciler(ledger, lanes, reporter)
     report: dict[str, Any] = {"cancelled": [r.id for r in targets], "released": [], "errors": []}
     for r in targets:
@@ -205,6 +204,10 @@ def cancel(ledger: Ledger, lanes: Lanes, reporter: Reporter, dispatch: str, *, w
         report["released"].extend(part["released"])
         report["errors"].extend(part["errors"])
     return report
+
+
+def _walker_gone(ledger: Ledger, dispatch: str) -> bool | None:
+    return True if not ledger.is_owned_elsewhere(dispatch) else None
 
 
 def status(ledger: Ledger, dispatch: str | None) -> list[dict[str, Any]]:

@@ -52,6 +52,7 @@ from eps.shell.lanes.gcp.wire import (
     retryable,
     startup_script,
 )
+from eps.shell.polling import poll_until
 from eps.shell.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -328,14 +329,21 @@ class GcpClient:
         compute_v1 = compute()
         _, operations = self._clients()
         done = compute_v1.Operation.Status.DONE
-        deadline = self._clock() + self._operation_timeout_s
-        while op.status != done:
-            if self._clock() >= deadline:
-                return None
-            op = self._call(partial(self._wait_call, operations, zone, op.name))
-            if op.status != done:
-                self._sleep(self._poll_interval_s)
-        return op
+        if op.status == done:
+            return op
+        wait = partial(self._wait_call, operations, zone, op.name)
+
+        def finished() -> Any:
+            now = self._call(wait)
+            return now if now.status == done else None
+
+        return poll_until(
+            finished,
+            timeout_s=self._operation_timeout_s,
+            interval_s=self._poll_interval_s,
+            clock=self._clock,
+            sleep=self._sleep,
+        )
 
     def _wait_call(self, operations: compute_v1.ZoneOperationsClient, zone: str, name: str) -> compute_v1.Operation:
         return operations.wait(

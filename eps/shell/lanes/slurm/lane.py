@@ -19,7 +19,7 @@ from collections.abc import Callable
 from returns.result import Failure, Result, Success
 
 from eps.core.model import ClusterConfig, Job, LaneDown, LaneKind, Rung, evolve
-from eps.core.names import dispatch_of_job, job_name
+from eps.core.names import PREFIX, dispatch_of_job, job_name
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.sbatch import SbatchRenderError, render_sbatch
 from eps.core.settle import LiveItem
@@ -138,7 +138,7 @@ class SlurmLane:
         return Success(None)  # a refused or failed sbatch leaves no job behind
 
     def inventory(self, dispatch: str | None) -> Result[tuple[LiveItem, ...], LaneFailure]:
-        prefix = job_name(dispatch) if dispatch else "eps-"
+        prefix = job_name(dispatch) if dispatch else PREFIX
         match self.client.list_by_name(prefix):
             case Failure(f):
                 return Failure(f)
