@@ -18,19 +18,24 @@ The cap is restored and every job cancelled at the end.
 from __future__ import annotations
 
 import argparse
+import io
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
-
-from eps.shell.ladder import EventKind, LadderEvent, Landed, walk_ladder
+from typing import Any
 
 from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung, evolve
-from eps.core.router import plan
 from eps.core.sbatch import render_sbatch
 from eps.core.tables import DEFAULT_POLICY, FELLOWS
+from eps.shell.cli.progress import Reporter
+from eps.shell.lanes import LaneOptions, Lanes
 from eps.shell.lanes.slurm.cli import SlurmClient
+from eps.shell.settings import Settings
+from eps.shell.state.ledger import Ledger
+from eps.shell.walker import Walker
 
 
 def sh(*argv: str) -> str:
@@ -54,7 +59,7 @@ def one_run(client: SlurmClient, cap: int, poll: float) -> dict[str, float]:
 
     blocker = Job(intent="gpu-2", duration_s=600, command=("sleep", "300"))
     rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "blocker", qos="high-eur", gpus=2)
-    bid = client.submit(render_sbatch(blocker, fellows, rung, dispatch_id="bench-blocker", output="/dev/null")).unwrap()
+    bid = client.submit(render_sbatch(blocker, fellows, rung, dispatch_id="benchblocker", output="/dev/null")).unwrap()
     while client.poll(bid).unwrap().state != "RUNNING":
         time.sleep(0.05)
 
@@ -63,13 +68,13 @@ def one_run(client: SlurmClient, cap: int, poll: float) -> dict[str, float]:
     running_seen: list[float] = []
     stop = threading.Event()
 
-    def on_event(e: LadderEvent) -> None:
+    def on_event(e: dict[str, Any]) -> None:
         now = time.monotonic()
-        if e.kind is EventKind.SUBMITTED:
-            marks.setdefault(f"submitted:{e.qos}", now)
-        elif e.kind is EventKind.ADVANCED:
+        if e["event"] == "submitted":
+            marks.setdefault(f"submitted:{e['qos']}", now)
+        elif e["event"] == "advanced":
             marks["advanced"] = now
-        elif e.kind is EventKind.STARTED:
+        elif e["event"] == "started":
             marks["started"] = now
 
     def watch() -> None:  # the RUNNING moment as squeue reports it, at 20 ms resolution
@@ -83,23 +88,19 @@ def one_run(client: SlurmClient, cap: int, poll: float) -> dict[str, float]:
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     job = Job(intent="gpu-2", duration_s=600, command=("sleep", "300"))
-    first = plan(job, CapacitySnapshot(), grants, None, policy=policy).rungs[0]
-    outcome = walk_ladder(
-        job,
-        dispatch_id=dispatch,
-        rung=first,
-        snapshot=CapacitySnapshot(),
-        grants=grants,
-        client=client,
-        policy=policy,
-        output="/dev/null",
-        poll_interval_s=poll,
-        on_event=on_event,
-    )
+    with tempfile.TemporaryDirectory() as state:  # the production walker, on the SLURM lane
+        settings = Settings(policy=policy, state_dir=state)
+        lanes = Lanes(settings, LaneOptions(slurm_poll_interval_s=poll, env={}))
+        ledger = Ledger(state)
+        reporter = Reporter(json_lines=True, out=io.StringIO(), hook=on_event)
+        snapshot = CapacitySnapshot(unavailable=lanes.unavailable())
+        walker = Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot)
+        (outcome,) = walker.execute(job, dispatch)
+        ledger.close()
+        lanes.close()
     watcher.join(timeout=30)
     stop.set()
-    assert isinstance(outcome, Landed)
-    assert outcome.handle.qos == "normal-eur", outcome
+    assert outcome.handle is not None and outcome.handle.qos == "normal-eur", outcome
     expiry = marks["submitted:high-eur"] + cap
     return {
         "expiry_to_running": running_seen[0] - expiry,

@@ -35,7 +35,7 @@ from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSe
 def _converter() -> cattrs.Converter:
     # The records are written with postponed annotations; resolve them so cattrs
     # sees real types (and rejects "bogus" for an enum) instead of strings.
-    for cls in (_TierDoc, _ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _ConfigDoc):
+    for cls in (_TierDoc, _ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _FanoutDoc, _ConfigDoc):
         attrs.resolve_types(cls)
     conv = cattrs.Converter(forbid_extra_keys=True)
     # The core's records are NamedTuples: structure them from dicts, strictly, too.
@@ -212,7 +212,13 @@ class _RunpodDoc:
 
 
 @frozen
+class _FanoutDoc:
+    concurrency: int | None = None  # --count N: copies walked at once, on every lane
+
+
+@frozen
 class _ConfigDoc:
+    fanout: _FanoutDoc | None = None
     thresholds: _ThresholdsDoc | None = None
     gcp: _GcpDoc | None = None
     runpod: _RunpodDoc | None = None
@@ -273,6 +279,11 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
             concurrency=r.concurrency,
             poll_interval_s=r.poll_interval_s,
         )
+    fanout = base.fanout_concurrency
+    if doc.fanout is not None and doc.fanout.concurrency is not None:
+        if not 1 <= doc.fanout.concurrency <= 256:
+            raise ConfigError(f"{source}: must be 1..256 @ $.fanout.concurrency")
+        fanout = doc.fanout.concurrency
     access = list(base.access)
     if doc.clusters is not None:
         clusters = list(policy.clusters)
@@ -305,4 +316,4 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
             access = [a for a in access if a.name != c.name]
             access.append(ClusterAccess(c.name, tuple(c.login or ()), c.user))
         policy = evolve(policy, clusters=tuple(clusters))
-    return evolve(base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access))
+    return evolve(base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout)

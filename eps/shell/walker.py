@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from attrs import frozen
 from returns.result import Failure, Success
 
-from eps.core.model import CapacitySnapshot, Job, JobError, QosGrants, Rung, evolve
+from eps.core.model import CapacitySnapshot, Job, JobError, Policy, QosGrants, RoutePlan, Rung, evolve
 from eps.core.names import BadName, check_dispatch_id, copy_id
 from eps.core.outcome import Handle
 from eps.core.router import plan
@@ -104,9 +104,12 @@ class Walker:
 
     # --- entry points ---------------------------------------------------------------------
 
-    def execute(self, job: Job, dispatch: str | None = None) -> list[WalkResult]:
-        """Validate, record and walk ``job``; N independent dispatches for a CPU --count N."""
-        first = plan(job, self.snapshot, self.grants, None, policy=self.settings.policy)  # JobError here: nothing done
+    @staticmethod
+    def check(
+        job: Job, dispatch: str | None, snapshot: CapacitySnapshot, grants: QosGrants, policy: Policy
+    ) -> RoutePlan:
+        """The job's first plan, or :class:`JobError` (one line) when it cannot be walked."""
+        first = plan(job, snapshot, grants, None, policy=policy)
         if not job.command:
             raise JobError("no_command", "no command to run: eps execute INTENT [options] -- COMMAND...", job)
         if dispatch is not None:
@@ -114,6 +117,11 @@ class Walker:
                 check_dispatch_id(dispatch, user_given=True)
             except BadName as exc:
                 raise JobError("bad_dispatch_id", str(exc), job) from None
+        return first
+
+    def execute(self, job: Job, dispatch: str | None = None) -> list[WalkResult]:
+        """Validate, record and walk ``job``; N independent dispatches for a CPU --count N."""
+        first = self.check(job, dispatch, self.snapshot, self.grants, self.settings.policy)  # nothing done yet
         parent = dispatch or self.new_dispatch_id()
         self.ledger.new_dispatch(parent, job)
         self.ledger.acquire(parent)

@@ -133,11 +133,15 @@ def _execute(
 
     if ns.resume and (ns.intent or command):
         raise JobError("usage", "eps execute --resume DISPATCH takes no intent or command", None)
+    job = None if ns.resume else make_job(ns, command)
+    snapshot, grants = _files(ns)
+    if job is not None:  # every input error is found before anything happens (no reconcile, no call)
+        Walker.check(job, ns.dispatch_id, snapshot, grants, settings.policy)
     Reconciler(ledger, lanes, reporter).reconcile()
-    snapshot, grants = _gather(ns, lanes)
+    snapshot, grants = _gather(ns, lanes, job, snapshot, grants)
     walker = Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot)
     reporter.start_live()
-    results = [walker.resume(ns.resume)] if ns.resume else walker.execute(make_job(ns, command), ns.dispatch_id)
+    results = [walker.resume(ns.resume)] if job is None else walker.execute(job, ns.dispatch_id)
     reporter.stop_live()
     for r in results:
         if r.handle is not None:
@@ -151,8 +155,8 @@ def _execute(
     return EXIT_OK if all(r.handle is not None for r in results) else EXIT_FAILED
 
 
-def _gather(ns: argparse.Namespace, lanes: Lanes) -> tuple[CapacitySnapshot, QosGrants]:
-    """What is known before the walk: a snapshot file, the grants, the lanes that are down here."""
+def _files(ns: argparse.Namespace) -> tuple[CapacitySnapshot, QosGrants]:
+    """The snapshot and grants files, if given (strict: a bad file is one line, exit 2)."""
     from eps.core.tables import DEFAULT_GRANTS
 
     snapshot = CapacitySnapshot()
@@ -164,8 +168,22 @@ def _gather(ns: argparse.Namespace, lanes: Lanes) -> tuple[CapacitySnapshot, Qos
             snapshot = files.load_snapshot(ns.snapshot)
         if ns.grants:
             grants = files.load_grants(ns.grants)
+    return snapshot, grants
+
+
+def _gather(
+    ns: argparse.Namespace, lanes: Lanes, job: Job | None, snapshot: CapacitySnapshot, grants: QosGrants
+) -> tuple[CapacitySnapshot, QosGrants]:
+    """What is known before the walk besides the files: the grants and the lanes that are down
+    here.  The clusters' grants are asked for (sacctmgr: about half a second) only when the job
+    could use a cluster at all: a CPU job never does (P1)."""
+    from eps.core.router import plan
+
     down: tuple[LaneDown, ...] = lanes.unavailable()
-    if not getattr(ns, "grants", None):
+    wants_cluster = job is None or any(
+        lanes.policy.cluster(r.lane) is not None for r in plan(job, snapshot, grants, None, policy=lanes.policy).rungs
+    )
+    if not getattr(ns, "grants", None) and wants_cluster:
         grants, cluster_down = lanes.discover_grants(grants)
         down = (*down, *cluster_down)
     return evolve(snapshot, unavailable=(*snapshot.unavailable, *down)), grants

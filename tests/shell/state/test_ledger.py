@@ -1,0 +1,85 @@
+"""The ledger's schema migrations and its typed rows."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from eps.core.model import Job, LaneKind, Provisioning, Rung
+from eps.core.outcome import Handle
+from eps.core.states import AttemptState, DispatchState, HandleState, IllegalMove
+from eps.shell.state.ledger import Ledger
+from eps.shell.state.migrations import SCHEMA_VERSION, _V1
+
+OLD_JOB = {
+    "intent": "cpu-small", "duration_s": 1800, "restartable": False, "footprint_gb": 0.0, "gradient_fit": False,
+    "count": 1, "pin": None, "command": ["python3", "a.py"],
+}  # fmt: skip
+
+
+def _first_release_ledger(state: Path) -> None:
+    """A ledger as the first release wrote it: version in a meta table, lanes' own state words."""
+    state.mkdir()
+    db = sqlite3.connect(state / "ledger.sqlite3")
+    db.executescript(_V1)
+    db.execute("INSERT INTO meta VALUES ('schema', '1')")
+    handle = {"lane": "gcp", "kind": "gcp", "id": "eps-x-1", "rung": "gcp/e2-standard-4/us-central1-a/spot",
+              "zone": "us-central1-a", "qos": None, "machine": "e2-standard-4", "state": "stopped"}  # fmt: skip
+    db.execute(
+        "INSERT INTO dispatches VALUES ('eold000001', NULL, 'cpu-small', ?, 'started', NULL, NULL, ?, 1.0, 2.0)",
+        (json.dumps(OLD_JOB), json.dumps(handle)),
+    )
+    db.execute(
+        "INSERT INTO attempts (dispatch, seq, rung, lane, kind, target, qos, zone, provisioning, name, handle, state,"
+        " started_at, updated_at) VALUES ('eold000001', 1, 'gcp/e2-standard-4/us-central1-a/spot', 'gcp', 'gcp',"
+        " 'e2-standard-4', NULL, 'us-central1-a', 'spot', 'eps-x-1', 'eps-x-1', 'running', 1.0, 2.0)"
+    )
+    db.commit()
+    db.close()
+
+
+def test_a_first_release_ledger_is_upgraded_not_refused(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _first_release_ledger(state)
+    ledger = Ledger(str(state))
+    row = ledger.dispatch("eold000001")
+    assert row is not None and row.state is DispatchState.STARTED
+    assert row.job == Job("cpu-small", 1800, command=("python3", "a.py"))
+    assert row.handle is not None and row.handle.state is HandleState.FINISHED  # "stopped" in the old words
+    (a,) = ledger.attempts("eold000001")
+    assert (a.state, a.provisioning, a.kind) == (AttemptState.RUNNING, Provisioning.SPOT, LaneKind.GCP)
+    assert a.record().rung.key == a.rung
+    ledger.close()
+    db = sqlite3.connect(state / "ledger.sqlite3")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert {"dispatches_by_state", "attempts_by_state"} <= indexes
+
+
+def test_a_new_ledger_is_at_the_current_version_and_reopens(tmp_path: Path) -> None:
+    Ledger(str(tmp_path)).close()
+    Ledger(str(tmp_path)).close()
+    db = sqlite3.connect(tmp_path / "ledger.sqlite3")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_rows_are_typed_and_moves_follow_the_tables(tmp_path: Path) -> None:
+    ledger = Ledger(str(tmp_path))
+    job = Job("gpu-1", 600, command=("train",))
+    ledger.new_dispatch("ed00000001", job)
+    rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "", qos="high-eur")
+    a = ledger.begin_attempt("ed00000001", rung, "eps-ed00000001")
+    ledger.update_attempt(a.id, AttemptState.PENDING, handle="7")
+    handle = Handle("fellows", LaneKind.SLURM, "7", rung.key, qos="high-eur", state=HandleState.RUNNING)
+    assert ledger.set_dispatch("ed00000001", DispatchState.STARTED, handle=handle) is DispatchState.STARTED
+    row = ledger.dispatch("ed00000001")
+    assert row is not None and row.handle == handle and row.job == job
+    with pytest.raises(IllegalMove, match="started -> walking"):
+        ledger.set_dispatch("ed00000001", DispatchState.WALKING)
+    assert ledger.set_dispatch("ed00000001", DispatchState.CANCELLED) is DispatchState.CANCELLED
+    assert ledger.set_dispatch("ed00000001", DispatchState.STARTED) is None  # cancel is final: a lost race
+    assert ledger.dispatch("ed00000001").state is DispatchState.CANCELLED  # type: ignore[union-attr]
+    ledger.close()
