@@ -261,6 +261,7 @@ def park_cap_env(cluster: str) -> tuple[str, str]:
 # Appended here, with its own imports, so this section merges cleanly with the
 # tables above; eps/core/jobscript.py renders the wrapper that applies it.
 
+from enum import StrEnum  # noqa: E402
 from typing import NamedTuple  # noqa: E402
 
 from eps.core.model import LaneKind  # noqa: E402
@@ -294,29 +295,32 @@ def job_time_limit_s(duration_s: int, lifecycle: JobLifecycle = JOB_LIFECYCLE) -
     return -(-duration_s * lifecycle.time_limit_pct // 100)
 
 
-class RemoteRoot(NamedTuple):
-    """Where a lane keeps its per-dispatch directories (``<root>/<dispatch>/<task>``).
+class RootBase(StrEnum):
+    """What a relative work root is relative to."""
 
-    ``base`` says what a relative ``root`` is relative to: ``home`` is the login's
-    home directory (where ssh runs commands and rsync resolves relative paths);
-    ``state`` is eps's own state directory on this machine."""
+    HOME = "home"  # the login's home directory: where ssh runs commands and rsync resolves relative paths
+    STATE = "state"  # eps's own state directory on this machine
+
+
+class RemoteRoot(NamedTuple):
+    """Where a lane keeps its per-dispatch directories (``<root>/<dispatch>/<task>``)."""
 
     lane: LaneKind
     root: str
-    base: str
+    base: RootBase
     why: str
 
 
 REMOTE_WORK_ROOTS: tuple[RemoteRoot, ...] = (
-    RemoteRoot(LaneKind.VM, "runs", "state", "the shared VM: beside the ledger, copied locally"),
+    RemoteRoot(LaneKind.VM, "runs", RootBase.STATE, "the shared VM: beside the ledger, copied locally"),
     RemoteRoot(
         LaneKind.SLURM,
         "eps-runs",
-        "home",
+        RootBase.HOME,
         "the login node's home is on the filesystem the compute nodes share; a cluster may configure a scratch root",
     ),
-    RemoteRoot(LaneKind.GCP, "eps-runs", "home", "the VM's boot disk, deleted with the VM after the linger"),
-    RemoteRoot(LaneKind.RUNPOD, "eps-runs", "home", "the pod's container disk (root's home), gone with the pod"),
+    RemoteRoot(LaneKind.GCP, "eps-runs", RootBase.HOME, "the VM's boot disk, deleted with the VM after the linger"),
+    RemoteRoot(LaneKind.RUNPOD, "eps-runs", RootBase.HOME, "the pod's container disk (root's home), gone with the pod"),
 )
 
 

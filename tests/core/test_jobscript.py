@@ -33,7 +33,7 @@ from eps.core.jobscript import (
     render_start,
 )
 from eps.core.model import LaneKind
-from eps.core.tables import JOB_LIFECYCLE, REMOTE_WORK_ROOTS, job_time_limit_s, remote_work_root
+from eps.core.tables import JOB_LIFECYCLE, REMOTE_WORK_ROOTS, RootBase, job_time_limit_s, remote_work_root
 
 HOSTILE = (
     "it's",
@@ -138,7 +138,7 @@ def test_lifecycle_tables() -> None:
     assert JOB_LIFECYCLE.linger_s == 600
     assert JOB_LIFECYCLE.workdir_max_bytes == 2 * 1024**3
     assert {r.lane for r in REMOTE_WORK_ROOTS} == set(LaneKind)
-    assert remote_work_root(LaneKind.VM).base == "state"
+    assert remote_work_root(LaneKind.VM).base is RootBase.STATE
     assert remote_work_root(LaneKind.GCP).root == "eps-runs"
 
 

@@ -93,6 +93,10 @@ class Remote:
     login: tuple[str, ...] = ()
     connect_timeout_s: int = CONNECT_TIMEOUT_S
 
+    def __attrs_post_init__(self) -> None:
+        if self.host is not None and self.login:
+            raise ValueError("a remote is an ssh host or a login prefix, not both")
+
     @classmethod
     def local(cls) -> Remote:
         return cls()

@@ -258,3 +258,8 @@ def test_interactive_shell_starts_in_the_directory(login_target: Remote, tmp_pat
     )
     assert str(tmp_path) in out.stdout
     assert "has-a-tty" in out.stdout
+
+
+def test_a_remote_is_a_host_or_a_prefix_not_both() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        Remote(host="h", login=("ssh", "login"))
