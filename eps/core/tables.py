@@ -254,3 +254,79 @@ def park_cap_env(cluster: str) -> tuple[str, str]:
     checks the docs name them."""
     stem = "EPS_" + cluster.upper().replace("-", "_")
     return f"{stem}_QUEUE_WAIT_SECONDS", f"{stem}_NEXT_QUEUE_WAIT_SECONDS"
+
+
+# ------------------------------------------------------- the job lifecycle ---
+# How a job runs on its machine (issue 12: a job runs for real on every lane).
+# Appended here, with its own imports, so this section merges cleanly with the
+# tables above; eps/core/jobscript.py renders the wrapper that applies it.
+
+from enum import StrEnum  # noqa: E402
+from typing import NamedTuple  # noqa: E402
+
+from eps.core.model import LaneKind  # noqa: E402
+
+GIB = 1024**3
+
+
+class JobLifecycle(NamedTuple):
+    """The numbers of a job's life on its machine, from shipping to release."""
+
+    #: The enforced time limit, in percent of the estimated duration: an estimate
+    #: is a guess, so the job gets half as long again before it is stopped.
+    time_limit_pct: int = 150
+    #: After the limit, the job gets SIGTERM; this many seconds later, SIGKILL.
+    kill_grace_s: int = 30
+    #: A finished job's machine stays up this long for `eps pull` / `eps ssh`,
+    #: then is released (nothing keeps billing after a job ended plus a linger).
+    linger_s: int = 600
+    #: A workdir bigger than this (the files eps would ship, after .gitignore and
+    #: .epsignore) is refused: data belongs in a bucket or the shared filesystem.
+    workdir_max_bytes: int = 2 * GIB
+    #: How many of the largest files the refusal names (biggest first).
+    workdir_biggest_named: int = 5
+
+
+JOB_LIFECYCLE = JobLifecycle()
+
+
+def job_time_limit_s(duration_s: int, lifecycle: JobLifecycle = JOB_LIFECYCLE) -> int:
+    """The enforced time limit for a job estimated at ``duration_s``: 1.5 x, rounded up."""
+    return -(-duration_s * lifecycle.time_limit_pct // 100)
+
+
+class RootBase(StrEnum):
+    """What a relative work root is relative to."""
+
+    HOME = "home"  # the login's home directory: where ssh runs commands and rsync resolves relative paths
+    STATE = "state"  # eps's own state directory on this machine
+
+
+class RemoteRoot(NamedTuple):
+    """Where a lane keeps its per-dispatch directories (``<root>/<dispatch>/<task>``)."""
+
+    lane: LaneKind
+    root: str
+    base: RootBase
+    why: str
+
+
+REMOTE_WORK_ROOTS: tuple[RemoteRoot, ...] = (
+    RemoteRoot(LaneKind.VM, "runs", RootBase.STATE, "the shared VM: beside the ledger, copied locally"),
+    RemoteRoot(
+        LaneKind.SLURM,
+        "eps-runs",
+        RootBase.HOME,
+        "the login node's home is on the filesystem the compute nodes share; a cluster may configure a scratch root",
+    ),
+    RemoteRoot(LaneKind.GCP, "eps-runs", RootBase.HOME, "the VM's boot disk, deleted with the VM after the linger"),
+    RemoteRoot(LaneKind.RUNPOD, "eps-runs", RootBase.HOME, "the pod's container disk (root's home), gone with the pod"),
+)
+
+
+def remote_work_root(lane: LaneKind) -> RemoteRoot:
+    """The default work root of a lane kind (config may override it per cluster)."""
+    for entry in REMOTE_WORK_ROOTS:
+        if entry.lane is lane:
+            return entry
+    raise KeyError(lane)

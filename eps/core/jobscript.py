@@ -1,0 +1,422 @@
+"""Pure rendering of the wrapper script that runs one job on any machine.
+
+``render_jobscript(spec)`` returns the text of ``run.sh``, which lives at the
+top of a per-dispatch root directory (:data:`LAYOUT` names every file in it)
+and finds that root from its own path, so the same text works wherever the
+root is.  It has three modes:
+
+- ``bash ROOT/run.sh start``: start the job detached (its own session under
+  ``setsid``/``nohup``, stdin from /dev/null), so it outlives the ssh session
+  that started it; waits until the job has recorded its start, prints its pid.
+  A second ``start`` starts nothing (the ``pid`` file is created exclusively).
+- ``bash ROOT/run.sh run``: run the job in the foreground (a SLURM batch step);
+  same records.
+- ``body``: internal, what ``timeout`` runs: setup, then the command.
+
+What the wrapper does, in order: append all output to ``job.log``; write
+``pid`` and ``started-at``; create ``out/`` and export ``EPS_OUTPUT_DIR``,
+``EPS_DISPATCH_ID``, ``EPS_TASK_INDEX``, ``EPS_TASK_COUNT`` (and
+``PYTHONUNBUFFERED=1`` so the log is live); load the named variables from the
+``env`` file; then, under one ``timeout`` for setup and command together, in
+``work/``: the setup line once through ``bash -lc`` (a failure ends the job
+with the setup's code, and the log says so), then the command.  At the end it
+writes ``status`` (:class:`JobEnd`), ``ended-at`` and, last and atomically
+(tmp + mv), ``exit-code``: a caller that sees ``exit-code`` sees the rest.
+The time limit is told from a command that itself exits 124: the body marks
+its own end (``.job-ended``) before it exits; a body stopped by ``timeout``
+never does.  TERM/INT/HUP to the wrapper's pid stop the job and record
+``killed``.
+
+Injection rules (the script is read by bash; nothing in it is ever evaluated
+twice):
+
+- every value placed in the script is one word from :func:`~eps.core.sbatch.quote_arg`
+  (``shlex.quote``, or ``$'...'`` for control characters, so each value stays
+  on one physical line); NUL is refused;
+- a one-element command is a shell line, quoted as one word and run by
+  ``bash -lc``; a longer command is an argv, each element quoted, run as is;
+  the setup line is always a shell line (``bash -lc``);
+- environment *names* must be shell identifiers, must not be one of the names
+  eps sets, nor start with ``_eps_`` (the wrapper's own variables); their
+  *values* never appear in the script: they sit in the ``env`` file (mode
+  0600, :func:`render_env_file`) and are loaded by name;
+- the dispatch id must be a short token (the same rule as SLURM job names);
+  the time limit and task numbers are integers in range.
+
+Anything else raises :class:`JobScriptError` naming the field; nothing is escaped
+into a different meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import NamedTuple
+
+from eps.core.sbatch import SbatchRenderError, job_name, quote_arg
+from eps.core.tables import JOB_LIFECYCLE
+
+
+class RemoteLayout(NamedTuple):
+    """The files of one dispatch root, relative to it.  Defined once: the wrapper,
+    the probe and the shell's transfers all use these names."""
+
+    workdir: str = "work"  # the shipped workdir; the job's cwd
+    outputs: str = "out"  # $EPS_OUTPUT_DIR, created by the wrapper; what `eps pull` brings back
+    log: str = "job.log"  # stdout and stderr of setup and command, whole, appended live
+    exit_code: str = "exit-code"  # the job's exit code; written last, atomically
+    status: str = "status"  # a JobEnd value
+    started_at: str = "started-at"  # epoch seconds
+    ended_at: str = "ended-at"  # epoch seconds
+    pid: str = "pid"  # the wrapper's pid (session leader when detached)
+    env: str = "env"  # KEY=VALUE lines, shell-quoted, mode 0600
+    script: str = "run.sh"  # this wrapper
+    job_ended: str = ".job-ended"  # internal: the body ended by itself (not stopped)
+
+    def under(self, root: str) -> RemoteLayout:
+        """The same layout with every path joined to ``root``."""
+        return RemoteLayout(*(_join(root, name) for name in self))
+
+
+LAYOUT = RemoteLayout()
+
+
+class JobEnd(StrEnum):
+    """How a job ended, as the wrapper writes it to ``status``."""
+
+    EXITED = "exited"  # the command ran to its end; exit-code is its code
+    SETUP_FAILED = "setup_failed"  # the setup line failed; the command never ran; exit-code is setup's
+    TIMED_OUT = "timed_out"  # the time limit stopped it; exit-code is timeout's (124, or 137 after KILL)
+    KILLED = "killed"  # a signal stopped it (cancel), not the time limit
+    ERROR = "error"  # the wrapper could not start the job (missing env name, no timeout binary)
+
+
+class JobSpec(NamedTuple):
+    """What the wrapper runs.  ``command``: one element = a shell line (``bash -lc``),
+    several = an argv run as is.  ``env_names``: variables loaded from the env file."""
+
+    command: tuple[str, ...]
+    dispatch_id: str
+    time_limit_s: int
+    setup: str | None = None
+    env_names: tuple[str, ...] = ()
+    task_index: int = 0
+    task_count: int = 1
+
+
+class JobProgress(NamedTuple):
+    """What the probe read from a dispatch root (``None``: that file is not there yet)."""
+
+    exists: bool
+    pid: int | None = None
+    started_at: int | None = None
+    ended_at: int | None = None
+    status: JobEnd | None = None
+    exit_code: int | None = None
+    alive: bool = False  # the wrapper's pid is live (meaningful only on the machine that ran it)
+
+    @property
+    def ended(self) -> bool:
+        return self.exit_code is not None
+
+
+class JobScriptError(ValueError):
+    """A value cannot be placed in the job wrapper safely.  Names the field."""
+
+    def __init__(self, field: str, value: str, why: str) -> None:
+        super().__init__(f"cannot render job script: {field} {value!r} {why}")
+        self.field = field
+        self.value = value
+
+
+#: Names the wrapper exports itself; an env file may not override them.
+RESERVED_NAMES: frozenset[str] = frozenset({"EPS_DISPATCH_ID", "EPS_TASK_INDEX", "EPS_TASK_COUNT", "EPS_OUTPUT_DIR"})
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INTERNAL_PREFIX = "_eps_"
+#: How long ``start`` waits for the detached job to record its start (seconds).
+_START_WAIT_S = 10
+
+
+def render_jobscript(spec: JobSpec) -> str:
+    """The text of ``run.sh`` for ``spec``.  Raises :class:`JobScriptError` (see the rules above)."""
+    _check(spec)
+    q = quote_arg
+    lay = LAYOUT
+    limit = spec.time_limit_s
+    grace = JOB_LIFECYCLE.kill_grace_s
+    # one element: a shell line for bash -lc; more: an argv, each word quoted
+    shell_line = len(spec.command) == 1
+    command = f"bash -lc {q(spec.command[0])}" if shell_line else " ".join(q(arg) for arg in spec.command)
+    names = " ".join(spec.env_names)
+    lines = [
+        "#!/bin/bash",
+        f"# eps job wrapper: dispatch {spec.dispatch_id}, task {spec.task_index} of {spec.task_count}.",
+        "# Rendered by eps.core.jobscript; do not edit.  Usage: bash run.sh start|run",
+        "#   start  run the job detached (own session); prints its pid once it has started",
+        "#   run    run the job in the foreground (a SLURM batch step)",
+        "# Files, beside this script: work/ (the job's cwd), out/ ($EPS_OUTPUT_DIR), job.log,",
+        "# env (names loaded below), pid, started-at, ended-at, status, exit-code (written last).",
+        "set -u",
+        '_eps_root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P) || exit 70',
+        'cd -- "$_eps_root" || exit 70',
+        '_eps_put() { printf \'%s\\n\' "$2" > "$1.tmp" && mv -f -- "$1.tmp" "$1"; }',
+        'case "${1:-}" in',
+        "start)",
+        f"  if ! (set -o noclobber; : > {q(lay.pid)}) 2>/dev/null; then",
+        '    echo "eps: already started" >&2',
+        "    exit 0",
+        "  fi",
+        f"  rm -f -- {q(lay.started_at)}",
+        "  if command -v setsid >/dev/null 2>&1; then",
+        f'    nohup setsid bash "$_eps_root/{lay.script}" run </dev/null >/dev/null 2>&1 &',
+        "  else",
+        f'    nohup bash "$_eps_root/{lay.script}" run </dev/null >/dev/null 2>&1 &',
+        "  fi",
+        f"  for _eps_i in $(seq 1 {_START_WAIT_S * 10}); do",
+        f"    if [ -s {q(lay.started_at)} ]; then cat -- {q(lay.pid)}; exit 0; fi",
+        "    sleep 0.1",
+        "  done",
+        f'  echo "eps: the job did not record its start within {_START_WAIT_S} s (see {lay.log})" >&2',
+        "  exit 1",
+        "  ;;",
+        "run)",
+        f"  exec </dev/null >>{q(lay.log)} 2>&1",
+        f'  _eps_put {q(lay.pid)} "$$"',
+        f"  rm -f -- {q(lay.exit_code)} {q(lay.status)} {q(lay.ended_at)} {q(lay.job_ended)}",
+        f'  _eps_put {q(lay.started_at)} "$(date +%s)"',
+        f"  mkdir -p -- {q(lay.outputs)} {q(lay.workdir)}",
+        f"  export EPS_DISPATCH_ID={q(spec.dispatch_id)}",
+        f"  export EPS_TASK_INDEX={spec.task_index} EPS_TASK_COUNT={spec.task_count}",
+        f'  export EPS_OUTPUT_DIR="$_eps_root/{lay.outputs}" PYTHONUNBUFFERED=1',
+        "  _eps_end() {",
+        '    echo "eps: job ended: $1, exit code $2"',
+        f'    _eps_put {q(lay.status)} "$1"',
+        f'    _eps_put {q(lay.ended_at)} "$(date +%s)"',
+        f'    _eps_put {q(lay.exit_code)} "$2"',
+        '    exit "$2"',
+        "  }",
+    ]
+    if spec.env_names:
+        lines += [
+            f"  if [ -f {q(lay.env)} ]; then",
+            f"    . ./{lay.env} || _eps_end {JobEnd.ERROR} 78",
+            "  fi",
+            f"  for _eps_n in {names}; do",
+            '    if [ -z "${!_eps_n+x}" ]; then',
+            f'      echo "eps: $_eps_n is not set in {lay.env}; the job did not run"',
+            f"      _eps_end {JobEnd.ERROR} 78",
+            "    fi",
+            '    export "$_eps_n"',
+            "  done",
+        ]
+    lines += [
+        "  if ! command -v timeout >/dev/null 2>&1; then",
+        '    echo "eps: coreutils timeout is not installed; the time limit cannot be kept"',
+        f"    _eps_end {JobEnd.ERROR} 69",
+        "  fi",
+        f'  echo "eps: dispatch $EPS_DISPATCH_ID task $EPS_TASK_INDEX/$EPS_TASK_COUNT started'
+        f' $(date -u +%FT%TZ) on $(hostname), time limit {limit} s"',
+        f'  timeout -k {grace} {limit} bash "$_eps_root/{lay.script}" body &',
+        "  _eps_child=$!",
+        "  _eps_cancelled=0",
+        "  trap '_eps_int=1; _eps_cancelled=1; kill -TERM \"$_eps_child\" 2>/dev/null' TERM INT HUP",
+        "  # wait returns early when a trapped signal arrives: then wait again for the job's own code",
+        "  _eps_rc=",
+        "  while :; do",
+        "    _eps_int=0",
+        '    wait "$_eps_child"',
+        "    _eps_w=$?",
+        '    if [ "$_eps_w" = 127 ] && [ -n "$_eps_rc" ]; then break; fi',
+        "    _eps_rc=$_eps_w",
+        '    [ "$_eps_int" = 1 ] || break',
+        "  done",
+        f"  if [ -s {q(lay.job_ended)} ]; then",
+        f'    _eps_end "$(cat -- {q(lay.job_ended)})" "$_eps_rc"',
+        '  elif [ "$_eps_cancelled" = 1 ]; then',
+        f'    _eps_end {JobEnd.KILLED} "$_eps_rc"',
+        f'  elif [ "$_eps_rc" = 124 ] || {{ [ "$_eps_rc" = 137 ] && [ "$SECONDS" -ge {limit} ]; }}; then',
+        f'    echo "eps: time limit of {limit} s reached: the job was stopped"',
+        f'    _eps_end {JobEnd.TIMED_OUT} "$_eps_rc"',
+        "  else",
+        f'    _eps_end {JobEnd.KILLED} "$_eps_rc"',
+        "  fi",
+        "  ;;",
+        "body)",
+        f"  cd -- {q(lay.workdir)} || exit 70",
+    ]
+    if spec.setup is not None:
+        lines += [
+            '  echo "eps: setup (once, before the command)"',
+            f"  bash -lc {q(spec.setup)}",
+            "  _eps_rc=$?",
+            '  if [ "$_eps_rc" != 0 ]; then',
+            '    echo "eps: setup failed with exit code $_eps_rc; the command did not run"',
+            f'    _eps_put "$_eps_root/{lay.job_ended}" {JobEnd.SETUP_FAILED}',
+            '    exit "$_eps_rc"',
+            "  fi",
+        ]
+    lines += [
+        f"  {command}",
+        "  _eps_rc=$?",
+        f'  _eps_put "$_eps_root/{lay.job_ended}" {JobEnd.EXITED}',
+        '  exit "$_eps_rc"',
+        "  ;;",
+        "*)",
+        '  echo "usage: bash run.sh start|run" >&2',
+        "  exit 64",
+        "  ;;",
+        "esac",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_env_file(values: Mapping[str, str]) -> str:
+    """The ``env`` file: one ``NAME=VALUE`` line per variable, sorted, values quoted
+    so that bash reads them back exactly.  Same name rules as the wrapper."""
+    lines = []
+    for name, value in sorted(values.items()):
+        _check_env_name(name)
+        lines.append(f"{name}={_quote(value, 'environment value of ' + name, secret=True)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def dispatch_root(work_root: str, dispatch_id: str, task_index: int = 0) -> str:
+    """The per-dispatch root: ``<work_root>/<dispatch_id>/<task_index>``."""
+    _check_dispatch_id(dispatch_id)
+    if task_index < 0:
+        raise JobScriptError("task index", str(task_index), "must not be negative")
+    if not work_root or "\x00" in work_root:
+        raise JobScriptError("work root", work_root, "must be a non-empty path")
+    return _join(_join(work_root, dispatch_id), str(task_index))
+
+
+def render_start(root: str) -> str:
+    """The shell line that starts the job detached; prints its pid."""
+    return f"bash {_quote(_join(root, LAYOUT.script), 'root')} start"
+
+
+def render_cancel(root: str) -> str:
+    """The shell line that stops a running job (TERM to the wrapper, which stops the
+    job's process tree and records ``killed``); does nothing when it has ended."""
+    lay = LAYOUT.under(root)
+    return (
+        f"test -e {_quote(lay.exit_code, 'root')} || "
+        f'{{ p=$(cat -- {_quote(lay.pid, "root")} 2>/dev/null) && [ -n "$p" ] && kill -TERM "$p"; }}'
+    )
+
+
+#: The records the probe reads: LAYOUT field names, which are also the keys it prints.
+_PROBED = ("pid", "started_at", "ended_at", "status", "exit_code")
+
+
+def render_probe(root: str) -> str:
+    """The shell line that prints what :func:`parse_probe` reads: one ``key=value``
+    line per record file (empty when absent) and ``alive=1|0`` (whether the pid in
+    ``pid`` is a live process *on the machine the probe runs on*), or ``missing``
+    when the root does not exist."""
+    parts = [f"cd -- {_quote(root, 'root')} 2>/dev/null || {{ echo missing; exit 0; }}"]
+    for field in _PROBED:
+        name = quote_arg(getattr(LAYOUT, field))
+        parts.append(f"printf '{field}=%s\\n' \"$(head -c 64 -- {name} 2>/dev/null)\"")
+    pid = quote_arg(LAYOUT.pid)
+    parts.append(f'p=$(cat -- {pid} 2>/dev/null); if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then a=1; else a=0; fi')
+    parts.append("echo alive=$a")
+    return "; ".join(parts)
+
+
+def parse_probe(text: str) -> JobProgress:
+    """What :func:`render_probe` printed, as a record.  Unparsable values read as absent."""
+    if text.strip() == "missing":
+        return JobProgress(exists=False)
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    status_text = values.get("status", "")
+    status = JobEnd(status_text) if status_text in {e.value for e in JobEnd} else None
+    return JobProgress(
+        exists=True,
+        pid=_int(values.get("pid")),
+        started_at=_int(values.get("started_at")),
+        ended_at=_int(values.get("ended_at")),
+        status=status,
+        exit_code=_int(values.get("exit_code")),
+        alive=values.get("alive") == "1",
+    )
+
+
+def render_follow(root: str, *, poll_s: int = 1) -> str:
+    """The shell line that streams ``job.log`` from its start and stops once the job
+    has ended (``exit-code`` written) and the last lines are out, or when the reader
+    went away (tail died on a closed pipe)."""
+    lay = LAYOUT.under(root)
+    log = _quote(lay.log, "root")
+    done = _quote(lay.exit_code, "root")
+    return (
+        f"tail -n +1 -F -- {log} 2>/dev/null & t=$!; "
+        f'while kill -0 "$t" 2>/dev/null && [ ! -e {done} ]; do sleep {poll_s}; done; '
+        f'sleep {poll_s}; kill "$t" 2>/dev/null; wait "$t" 2>/dev/null; exit 0'
+    )
+
+
+# ------------------------------------------------------------------ checks ---
+
+
+def _check(spec: JobSpec) -> None:
+    if not spec.command:
+        raise JobScriptError("command", "", "is empty")
+    for arg in spec.command:
+        _quote(arg, "command argument")
+    if len(spec.command) == 1 and not spec.command[0].strip():
+        raise JobScriptError("command", spec.command[0], "is a blank shell line")
+    if spec.setup is not None:
+        if not spec.setup.strip():
+            raise JobScriptError("setup", spec.setup, "is a blank shell line")
+        _quote(spec.setup, "setup")
+    _check_dispatch_id(spec.dispatch_id)
+    if spec.time_limit_s <= 0:
+        raise JobScriptError("time limit", str(spec.time_limit_s), "must be positive seconds")
+    if spec.task_count < 1 or not 0 <= spec.task_index < spec.task_count:
+        raise JobScriptError("task", f"{spec.task_index}/{spec.task_count}", "needs 0 <= index < count")
+    seen: set[str] = set()
+    for name in spec.env_names:
+        _check_env_name(name)
+        if name in seen:
+            raise JobScriptError("environment name", name, "is given twice")
+        seen.add(name)
+
+
+def _check_env_name(name: str) -> None:
+    if _ENV_NAME.fullmatch(name) is None:
+        raise JobScriptError("environment name", name, "is not a shell identifier")
+    if name in RESERVED_NAMES or name.startswith(_INTERNAL_PREFIX):
+        raise JobScriptError("environment name", name, "is set by eps itself")
+
+
+def _check_dispatch_id(dispatch_id: str) -> None:
+    try:
+        job_name(dispatch_id)
+    except SbatchRenderError as exc:
+        raise JobScriptError("dispatch id", dispatch_id, "must be 1-64 of [A-Za-z0-9._-]") from exc
+
+
+def _quote(value: str, field: str, *, secret: bool = False) -> str:
+    if "\x00" in value:
+        # a secret's value is never put in a message
+        raise JobScriptError(field, "<hidden>" if secret else value, "holds a NUL byte")
+    return quote_arg(value)
+
+
+def _join(root: str, name: str) -> str:
+    return f"{root.rstrip('/')}/{name}" if root.rstrip("/") else f"/{name}"
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    return None

@@ -1,0 +1,165 @@
+"""A job's life in its dispatch root on a :class:`~eps.shell.remote.ssh.Remote`:
+stage (wrapper, env file, workdir), start detached, probe, wait, follow the log,
+pull outputs and log, cancel.  The file names are :data:`eps.core.jobscript.LAYOUT`;
+what the wrapper does is :func:`eps.core.jobscript.render_jobscript`'s contract.
+
+Every function reads the job's truth from the files the wrapper wrote, so it
+holds after eps exited and came back: ``exit-code`` present means ended.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from returns.result import Failure, Result, Success
+
+from eps.core.jobscript import (
+    LAYOUT,
+    JobProgress,
+    JobSpec,
+    parse_probe,
+    render_cancel,
+    render_env_file,
+    render_follow,
+    render_jobscript,
+    render_probe,
+    render_start,
+)
+from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
+from eps.shell.remote.ignore import Workdir
+from eps.shell.remote.process import Runner, Streamer, run_process, stream_process
+from eps.shell.remote.ssh import BRIEF, Patience, Remote, check_remote, shell_argv, stream_remote
+from eps.shell.remote.sync import download_dir, download_file, put_file, upload_files
+
+
+def stage_job(
+    remote: Remote,
+    root: str,
+    spec: JobSpec,
+    *,
+    workdir: Workdir | None = None,
+    env: Mapping[str, str] | None = None,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Result[None, RemoteFailure]:
+    """Put the wrapper (``run.sh``), the env file (0600, only when ``env`` is given)
+    and the workdir's files (into ``work/``) under ``root`` on ``remote``."""
+    lay = LAYOUT.under(root)
+    steps: list[Callable[[], Result[None, RemoteFailure]]] = [
+        lambda: put_file(
+            remote,
+            lay.script,
+            render_jobscript(spec).encode(),
+            mode=0o644,
+            patience=patience,
+            runner=runner,
+            sleep=sleep,
+        )
+    ]
+    if env is not None:
+        content = render_env_file(env).encode()
+        steps.append(
+            lambda: put_file(remote, lay.env, content, mode=0o600, patience=patience, runner=runner, sleep=sleep)
+        )
+    if workdir is not None:
+        steps.append(
+            lambda: upload_files(
+                remote, workdir.root, workdir.files, lay.workdir, patience=patience, runner=runner, sleep=sleep
+            )
+        )
+    for step in steps:
+        done = step()
+        if isinstance(done, Failure):
+            return done
+    return Success(None)
+
+
+def start_job(
+    remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process
+) -> Result[int, RemoteFailure]:
+    """Start the staged job detached; its wrapper's pid once it has recorded its start.
+    Starting twice starts it once (the second call answers with the first pid's probe)."""
+    started = check_remote(remote, render_start(root), f"starting the job in {root}", patience=patience, runner=runner)
+    match started:
+        case Success(text) if text.strip().isdigit():
+            return Success(int(text.strip()))
+        case Success(_):
+            probe = probe_job(remote, root, patience=patience, runner=runner)
+            match probe:
+                case Success(JobProgress(pid=int(pid))):
+                    return Success(pid)
+            return Failure(RemoteFailure.of(RemoteErrorKind.COMMAND, f"the job in {root} did not report its pid"))
+    return started.map(int)
+
+
+def probe_job(
+    remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process
+) -> Result[JobProgress, RemoteFailure]:
+    """What the job's record files say now (one command)."""
+    read = check_remote(remote, render_probe(root), f"reading {root}", patience=patience, runner=runner)
+    return read.map(parse_probe)
+
+
+def wait_job(
+    remote: Remote,
+    root: str,
+    *,
+    poll_s: float = 2.0,
+    within_s: float | None = None,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Result[JobProgress, RemoteFailure]:
+    """Poll until ``exit-code`` exists (the job ended) and return the final record.
+    ``within_s`` bounds the wait (a COMMAND failure when it runs out); a job whose
+    root does not exist is a COMMAND failure at once."""
+    deadline = None if within_s is None else clock() + within_s
+    while True:
+        probe = probe_job(remote, root, patience=patience, runner=runner)
+        match probe:
+            case Success(JobProgress(exists=False)):
+                return Failure(RemoteFailure.of(RemoteErrorKind.COMMAND, f"no job at {root} on {remote.describe()}"))
+            case Success(progress) if progress.ended:
+                return probe
+            case Failure(_):
+                return probe
+        if deadline is not None and clock() + poll_s > deadline:
+            return Failure(RemoteFailure.of(RemoteErrorKind.COMMAND, f"the job in {root} has not ended yet"))
+        sleep(poll_s)
+
+
+def follow_log(
+    remote: Remote, root: str, sink: Callable[[bytes], None], *, streamer: Streamer = stream_process
+) -> Result[int, RemoteFailure]:
+    """Stream ``job.log`` from its start to ``sink`` until the job has ended (``eps logs -f``)."""
+    return stream_remote(remote, render_follow(root), sink, streamer=streamer)
+
+
+def pull_outputs(
+    remote: Remote, root: str, local_dir: str, *, patience: Patience = BRIEF, runner: Runner = run_process
+) -> Result[None, RemoteFailure]:
+    """Bring ``out/`` (what the job wrote to ``$EPS_OUTPUT_DIR``) into ``local_dir``."""
+    return download_dir(remote, LAYOUT.under(root).outputs, local_dir, patience=patience, runner=runner)
+
+
+def pull_log(
+    remote: Remote, root: str, local_path: str, *, patience: Patience = BRIEF, runner: Runner = run_process
+) -> Result[None, RemoteFailure]:
+    """Bring the whole ``job.log`` to ``local_path``."""
+    return download_file(remote, LAYOUT.under(root).log, local_path, patience=patience, runner=runner)
+
+
+def cancel_job(
+    remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process
+) -> Result[None, RemoteFailure]:
+    """Stop a running job (its wrapper records ``killed``); nothing when it has ended."""
+    done = check_remote(remote, render_cancel(root), f"cancelling the job in {root}", patience=patience, runner=runner)
+    return done.map(lambda _: None)
+
+
+def job_shell_argv(remote: Remote, root: str, inner: Sequence[str] | None = None) -> list[str]:
+    """The argv of ``eps ssh``: an interactive shell in the job's workdir."""
+    return shell_argv(remote, LAYOUT.under(root).workdir, inner)

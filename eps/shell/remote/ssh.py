@@ -1,0 +1,311 @@
+"""Where a job's files live and how eps runs commands there: this machine, a machine
+eps reaches with its own key over ssh, or a login command prefix (a SLURM login
+node, ``ssh fellows-login``).
+
+Rules of this module:
+
+- Commands are one shell line (``shlex``-quoted by the caller), run by the
+  remote login shell; locally by ``bash -c``.  Data (an env file) goes on stdin,
+  never in ``argv``; nothing here logs.
+- eps's own ssh options: ``-F none`` (neither the user's nor the system ssh
+  config: eps's machines are eps's), eps's key only (``IdentitiesOnly``),
+  ``BatchMode`` (never a prompt), ``ConnectTimeout``, keep-alives,
+  ``StrictHostKeyChecking=accept-new`` against eps's own ``known_hosts`` (a
+  new machine is trusted on first use; a changed key is refused), no agent or X11
+  forwarding.  A login prefix is the user's own ssh setup and is used as given.
+- ssh exits 255 for its own failures; those are classified by its stderr into
+  unreachable / auth / host key.  An unreachable host (a fresh machine whose
+  sshd is not up yet) is retried with backoff while :class:`Patience` allows;
+  so is a refused key when ``Patience.retry_auth`` (a fresh GCP VM's guest
+  agent installs the key a little after sshd starts).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from attrs import frozen
+from returns.result import Failure, Result, Success
+
+from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
+from eps.shell.remote.keys import KeyPair
+from eps.shell.remote.process import NOT_FOUND, Completed, Runner, Streamer, run_process, stream_process
+
+#: ssh's own exit code for its failures (a remote command's codes pass through).
+SSH_FAILED = 255
+CONNECT_TIMEOUT_S = 10
+_HOST = re.compile(r"[A-Za-z0-9_.:\[\]%-]+")
+_USER = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")
+
+#: stderr fragments of ssh (OpenSSH 8-9) and what they mean.  First match wins.
+SSH_ERRORS: tuple[tuple[str, RemoteErrorKind], ...] = (
+    ("REMOTE HOST IDENTIFICATION HAS CHANGED", RemoteErrorKind.HOST_KEY),
+    ("Host key verification failed", RemoteErrorKind.HOST_KEY),
+    ("Permission denied", RemoteErrorKind.AUTH),
+    ("Too many authentication failures", RemoteErrorKind.AUTH),
+    ("no mutual signature", RemoteErrorKind.AUTH),
+    ("Connection refused", RemoteErrorKind.UNREACHABLE),
+    ("Connection timed out", RemoteErrorKind.UNREACHABLE),
+    ("Operation timed out", RemoteErrorKind.UNREACHABLE),
+    ("No route to host", RemoteErrorKind.UNREACHABLE),
+    ("Network is unreachable", RemoteErrorKind.UNREACHABLE),
+    ("Could not resolve hostname", RemoteErrorKind.UNREACHABLE),
+    ("Connection closed by", RemoteErrorKind.UNREACHABLE),
+    ("Connection reset", RemoteErrorKind.UNREACHABLE),
+    ("kex_exchange_identification", RemoteErrorKind.UNREACHABLE),
+    ("banner exchange", RemoteErrorKind.UNREACHABLE),
+    ("Broken pipe", RemoteErrorKind.UNREACHABLE),
+)
+
+
+class Patience(NamedTuple):
+    """How long to keep trying a host that does not answer (yet)."""
+
+    within_s: float = 0.0  # total time for retries; 0 = one try
+    first_delay_s: float = 0.5
+    max_delay_s: float = 5.0
+    retry_auth: bool = False  # also retry a refused key (a fresh VM installs it late)
+
+
+ONCE = Patience()
+#: Ordinary calls: ride out a dropped connection or a restarting sshd.
+BRIEF = Patience(within_s=5.0)
+#: A machine that was just created: its sshd (and its copy of our key) comes up within minutes.
+FRESH_MACHINE = Patience(within_s=300.0, first_delay_s=1.0, max_delay_s=10.0, retry_auth=True)
+
+
+@frozen
+class Remote:
+    """A target: this machine (``host is None and not login``), an ssh host reached
+    with eps's key, or a login prefix (``login=("ssh", "fellows-login")``) that
+    runs a command line given as its last argument."""
+
+    host: str | None = None
+    port: int = 22
+    user: str | None = None
+    key_path: str | None = None
+    known_hosts: str | None = None
+    login: tuple[str, ...] = ()
+    connect_timeout_s: int = CONNECT_TIMEOUT_S
+
+    def __attrs_post_init__(self) -> None:
+        if self.host is not None and self.login:
+            raise ValueError("a remote is an ssh host or a login prefix, not both")
+
+    @classmethod
+    def local(cls) -> Remote:
+        return cls()
+
+    @classmethod
+    def ssh(cls, host: str, key: KeyPair, *, user: str | None = None, port: int = 22) -> Remote:
+        """A machine eps made (GCP VM, RunPod pod): eps's key and eps's known_hosts."""
+        if _HOST.fullmatch(host) is None or host.startswith("-"):
+            raise ValueError(f"not a host name or address: {host!r}")
+        if user is not None and _USER.fullmatch(user) is None:
+            raise ValueError(f"not a user name: {user!r}")
+        if not 0 < port < 65536:
+            raise ValueError(f"not a port: {port}")
+        return cls(host=host, port=port, user=user, key_path=key.private_path, known_hosts=key.known_hosts)
+
+    @classmethod
+    def via(cls, login: Sequence[str]) -> Remote:
+        """A login node reached by the user's own command prefix (SLURM clusters).
+        An empty prefix is this machine."""
+        return cls(login=tuple(login))
+
+    @property
+    def is_local(self) -> bool:
+        return self.host is None and not self.login
+
+    @property
+    def destination(self) -> str:
+        """``user@host`` for ssh; the prefix for a login target; ``local`` here."""
+        if self.login:
+            return shlex.join(self.login)
+        if self.host is None:
+            return "local"
+        return f"{self.user}@{self.host}" if self.user else self.host
+
+    def describe(self) -> str:
+        if self.host is not None and self.port != 22:
+            return f"{self.destination} port {self.port}"
+        return self.destination
+
+
+# ----------------------------------------------------------------- argv ---
+
+
+def ssh_options(remote: Remote) -> list[str]:
+    """eps's options for ssh to ``remote`` (also rsync's ``-e``); empty for a login prefix."""
+    if remote.host is None:
+        return []
+    opts = ["-F", "none", "-p", str(remote.port)]
+    if remote.key_path is not None:
+        opts += ["-i", remote.key_path, "-o", "IdentitiesOnly=yes"]
+    if remote.known_hosts is not None:
+        opts += ["-o", f"UserKnownHostsFile={remote.known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null"]
+    opts += [
+        "-o", "StrictHostKeyChecking=accept-new",
+        "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={remote.connect_timeout_s}",
+        "-o", "ServerAliveInterval=15",
+        "-o", "ServerAliveCountMax=4",
+        "-o", "ForwardAgent=no",
+        "-o", "ForwardX11=no",
+        "-o", "LogLevel=ERROR",
+    ]  # fmt: skip
+    return opts
+
+
+def remote_argv(remote: Remote, command: str, *, tty: bool = False) -> list[str]:
+    """The argv that runs the shell line ``command`` on ``remote``."""
+    if remote.login:
+        prefix = list(remote.login)
+        if tty and os.path.basename(prefix[0]) == "ssh":
+            prefix.insert(1, "-t")
+        return [*prefix, command]
+    if remote.host is None:
+        return ["bash", "-c", command]
+    return ["ssh", *(["-t"] if tty else []), *ssh_options(remote), remote.destination, command]
+
+
+def shell_argv(remote: Remote, directory: str, inner: Sequence[str] | None = None) -> list[str]:
+    """The argv of an interactive shell in ``directory`` on ``remote`` (``eps ssh``):
+    ``ssh -t ... 'cd DIR && exec bash -l'``; ``inner`` replaces ``bash -l``
+    (SLURM: ``srun --jobid=ID --overlap --pty bash``)."""
+    run = shlex.join(inner) if inner else "bash -l"
+    return remote_argv(remote, f"cd -- {shlex.quote(directory)} && exec {run}", tty=True)
+
+
+# ------------------------------------------------------------------ running ---
+
+
+def run_remote(
+    remote: Remote,
+    command: str,
+    *,
+    stdin: bytes | None = None,
+    timeout_s: float | None = 600,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Result[Completed, RemoteFailure]:
+    """Run ``command`` on ``remote``.  Success carries whatever the command left,
+    whatever its exit code; Failure is a transport failure (unreachable, auth, host
+    key, no ssh here), after the retries ``patience`` allows."""
+    argv = remote_argv(remote, command)
+    return retrying(
+        lambda: _classified(remote, runner(argv, stdin=stdin, timeout_s=timeout_s), timeout_s),
+        patience,
+        sleep=sleep,
+        clock=clock,
+    )
+
+
+def check_remote(
+    remote: Remote,
+    command: str,
+    what: str,
+    *,
+    stdin: bytes | None = None,
+    timeout_s: float | None = 600,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Result[str, RemoteFailure]:
+    """:func:`run_remote`, and a non-zero exit is a COMMAND failure naming ``what``; the stdout."""
+    ran = run_remote(remote, command, stdin=stdin, timeout_s=timeout_s, patience=patience, runner=runner, sleep=sleep)
+    match ran:
+        case Success(done) if done.returncode != 0:
+            why = last_line(done.stderr) or last_line(done.stdout) or "no message"
+            failure = f"{what} on {remote.describe()} exited {done.returncode}: {why}"
+            return Failure(RemoteFailure.of(RemoteErrorKind.COMMAND, failure))
+    return ran.map(lambda done: done.stdout)
+
+
+def wait_reachable(
+    remote: Remote,
+    *,
+    patience: Patience = FRESH_MACHINE,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Result[None, RemoteFailure]:
+    """Wait until ``remote`` runs a command (``true``) for us: a fresh VM or pod."""
+    ran = run_remote(remote, "true", timeout_s=60, patience=patience, runner=runner, sleep=sleep, clock=clock)
+    return ran.map(lambda _: None)
+
+
+def stream_remote(
+    remote: Remote, command: str, sink: Callable[[bytes], None], *, streamer: Streamer = stream_process
+) -> Result[int, RemoteFailure]:
+    """Run ``command`` on ``remote`` and hand its stdout to ``sink`` as it comes
+    (``eps logs -f``); the command's exit code, or UNREACHABLE when ssh itself failed."""
+    code = streamer(remote_argv(remote, command), sink)
+    if code == NOT_FOUND and not remote.is_local:
+        return Failure(RemoteFailure.of(RemoteErrorKind.MISSING_TOOL, f"cannot run {remote_argv(remote, '')[0]}"))
+    if code == SSH_FAILED and remote.host is not None:
+        return Failure(RemoteFailure.of(RemoteErrorKind.UNREACHABLE, f"lost the connection to {remote.describe()}"))
+    return Success(code)
+
+
+def retrying(
+    attempt: Callable[[], Result[Completed, RemoteFailure]],
+    patience: Patience,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Result[Completed, RemoteFailure]:
+    """Call ``attempt`` until it succeeds, fails for a reason retrying cannot fix, or
+    ``patience`` runs out (exponential backoff, capped)."""
+    deadline = clock() + patience.within_s
+    delay = patience.first_delay_s
+    while True:
+        result = attempt()
+        match result:
+            case Failure(failure) if _retryable(failure, patience) and clock() + delay <= deadline:
+                sleep(delay)
+                delay = min(delay * 2, patience.max_delay_s)
+            case _:
+                return result
+
+
+def classify_ssh(stderr: str) -> RemoteErrorKind | None:
+    """What an ssh failure's stderr says went wrong, or None when it names nothing known."""
+    for needle, kind in SSH_ERRORS:
+        if needle in stderr:
+            return kind
+    return None
+
+
+def _retryable(failure: RemoteFailure, patience: Patience) -> bool:
+    return failure.kind is RemoteErrorKind.UNREACHABLE or (patience.retry_auth and failure.kind is RemoteErrorKind.AUTH)
+
+
+def _classified(remote: Remote, done: Completed, timeout_s: float | None) -> Result[Completed, RemoteFailure]:
+    where = remote.describe()
+    if done.timed_out:
+        return Failure(RemoteFailure.of(RemoteErrorKind.UNREACHABLE, f"{where}: no answer within {timeout_s} s"))
+    if remote.is_local:
+        return Success(done)
+    if done.returncode == NOT_FOUND and "command not found" in done.stderr and not done.stdout:
+        tool = remote_argv(remote, "")[0]
+        if done.stderr.startswith(f"{tool}:"):
+            return Failure(RemoteFailure.of(RemoteErrorKind.MISSING_TOOL, f"{tool} is not installed on this machine"))
+    if done.returncode == SSH_FAILED:
+        kind = classify_ssh(done.stderr)
+        if kind is not None or remote.host is not None:
+            message = last_line(done.stderr) or "ssh failed without a message"
+            return Failure(RemoteFailure.of(kind or RemoteErrorKind.UNREACHABLE, f"{where}: {message}"))
+    return Success(done)
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

@@ -1,0 +1,256 @@
+"""Moving files to and from a :class:`~eps.shell.remote.ssh.Remote` with rsync.
+
+- Uploads send an explicit file list (``rsync -a --files-from=- --from0``, the
+  list on stdin, so no name is ever an argument), over ``ssh -e`` with eps's
+  options, through a login prefix, or between two local directories.  rsync's
+  quick check (size + mtime) makes a second upload of an unchanged tree cost
+  one file-list exchange.
+- The destination directory is made on the far side in the same connection
+  (``--rsync-path='mkdir -p -- DIR && rsync'``).
+- A small file (the env file, the wrapper) travels on ssh's stdin into
+  ``umask 077; cat > tmp; mv tmp file``: its content is never an argument, so it
+  shows up in no process listing, no log and no error message.
+- rsync exit 24 (a source file vanished while it was being sent) counts as done:
+  a workdir or an output directory may change under us.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import time
+from collections.abc import Callable, Sequence
+
+from returns.result import Failure, Result, Success
+
+from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
+from eps.shell.remote.process import NOT_FOUND, Completed, Runner, run_process
+from eps.shell.remote.ssh import (
+    BRIEF,
+    Patience,
+    Remote,
+    check_remote,
+    classify_ssh,
+    last_line,
+    retrying,
+    ssh_options,
+)
+
+#: rsync: "Partial transfer due to vanished source files".
+RSYNC_VANISHED = 24
+#: The host name rsync is given for a login-prefix target (the prefix knows the real one).
+LOGIN_HOST = "eps-login"
+#: Base options: archive, but files take the receiving user's owner and group.
+RSYNC_BASE = ("rsync", "-a", "--no-owner", "--no-group")
+
+
+def rsync_rsh(remote: Remote) -> str | None:
+    """The ``-e`` value for ``remote`` (None for a local copy), in rsync's own
+    quoting (words split on spaces, single or double quotes, no backslashes)."""
+    if remote.login:
+        # rsync runs `RSH HOST rsync --server ...`; drop HOST, run the prefix with the rest.
+        n = len(remote.login)
+        script = f'exec "${{@:1:{n}}}" "${{@:{n + 2}}}"'
+        return " ".join(_rsync_word(w) for w in ("bash", "-c", script, "eps-rsh", *remote.login))
+    if remote.host is None:
+        return None
+    return " ".join(_rsync_word(w) for w in ("ssh", *ssh_options(remote)))
+
+
+def remote_spec(remote: Remote, path: str) -> str:
+    """rsync's ``HOST:PATH`` (``[v6]:PATH``) for ``remote``, or the plain path locally."""
+    if remote.login:
+        return f"{LOGIN_HOST}:{path}"
+    if remote.host is None:
+        return path
+    host = f"[{remote.host}]" if ":" in remote.host else remote.host
+    return f"{remote.user}@{host}:{path}" if remote.user else f"{host}:{path}"
+
+
+def upload_argv(remote: Remote, local_root: str, remote_dir: str, *, compress: bool = False) -> list[str]:
+    """rsync argv that sends the files named on stdin (NUL-separated, relative to
+    ``local_root``) into ``remote_dir``, creating it."""
+    argv = [*RSYNC_BASE, "--files-from=-", "--from0"]
+    if compress:
+        argv.append("-z")
+    rsh = rsync_rsh(remote)
+    if rsh is not None:
+        argv += ["-e", rsh, f"--rsync-path=mkdir -p -- {shlex.quote(remote_dir)} && rsync"]
+    return [*argv, _slash(local_root), remote_spec(remote, _slash(remote_dir))]
+
+
+def download_argv(remote: Remote, remote_path: str, local_path: str, *, directory: bool) -> list[str]:
+    """rsync argv that brings ``remote_path`` (a directory's contents, or one file) to ``local_path``."""
+    argv = [*RSYNC_BASE]
+    rsh = rsync_rsh(remote)
+    if rsh is not None:
+        argv += ["-e", rsh]
+    src = _slash(remote_path) if directory else remote_path
+    dst = _slash(local_path) if directory else local_path
+    return [*argv, remote_spec(remote, src), dst]
+
+
+def upload_files(
+    remote: Remote,
+    local_root: str,
+    files: Sequence[str],
+    remote_dir: str,
+    *,
+    compress: bool = False,
+    timeout_s: float | None = None,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Result[None, RemoteFailure]:
+    """Send ``files`` (relative to ``local_root``, e.g. :attr:`Workdir.files`) to ``remote_dir``."""
+    if remote.is_local:
+        try:
+            os.makedirs(remote_dir, exist_ok=True)
+        except OSError as exc:
+            return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"cannot create {remote_dir}: {exc.strerror}"))
+    argv = upload_argv(remote, local_root, remote_dir, compress=compress)
+    listing = b"".join(os.fsencode(f) + b"\0" for f in files)
+    return _transfer(remote, argv, listing, f"upload to {remote_dir}", timeout_s, patience, runner, sleep)
+
+
+def download_dir(
+    remote: Remote,
+    remote_dir: str,
+    local_dir: str,
+    *,
+    timeout_s: float | None = None,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Result[None, RemoteFailure]:
+    """Bring the contents of ``remote_dir`` into ``local_dir`` (created), byte for byte."""
+    try:
+        os.makedirs(local_dir, exist_ok=True)
+    except OSError as exc:
+        return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"cannot create {local_dir}: {exc.strerror}"))
+    argv = download_argv(remote, remote_dir, local_dir, directory=True)
+    return _transfer(remote, argv, None, f"download of {remote_dir}", timeout_s, patience, runner, sleep)
+
+
+def download_file(
+    remote: Remote,
+    remote_path: str,
+    local_path: str,
+    *,
+    timeout_s: float | None = None,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Result[None, RemoteFailure]:
+    """Bring one file (a log) to ``local_path``; its directory is created."""
+    parent = os.path.dirname(os.path.abspath(local_path))
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"cannot create {parent}: {exc.strerror}"))
+    argv = download_argv(remote, remote_path, local_path, directory=False)
+    return _transfer(remote, argv, None, f"download of {remote_path}", timeout_s, patience, runner, sleep)
+
+
+def put_file(
+    remote: Remote,
+    remote_path: str,
+    content: bytes,
+    *,
+    mode: int = 0o600,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Result[None, RemoteFailure]:
+    """Write ``content`` to ``remote_path`` with ``mode`` (default 0600), atomically,
+    creating its directory.  The content goes on stdin: never into argv or a message."""
+    if remote.is_local:
+        return _put_local(remote_path, content, mode)
+    path = shlex.quote(remote_path)
+    tmp = shlex.quote(remote_path + ".tmp")
+    parent = shlex.quote(os.path.dirname(remote_path) or ".")
+    command = f"umask 077 && mkdir -p -- {parent} && cat > {tmp} && chmod {mode:o} {tmp} && mv -f -- {tmp} {path}"
+    written = check_remote(
+        remote, command, f"writing {remote_path}", stdin=content, patience=patience, runner=runner, sleep=sleep
+    )
+    return written.map(lambda _: None)
+
+
+def _put_local(path: str, content: bytes, mode: int) -> Result[None, RemoteFailure]:
+    tmp = f"{path}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, content)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"cannot write {path}: {exc.strerror}"))
+    return Success(None)
+
+
+def _transfer(
+    remote: Remote,
+    argv: list[str],
+    stdin: bytes | None,
+    what: str,
+    timeout_s: float | None,
+    patience: Patience,
+    runner: Runner,
+    sleep: Callable[[float], None],
+) -> Result[None, RemoteFailure]:
+    def attempt() -> Result[Completed, RemoteFailure]:
+        return _classify_rsync(remote, runner(argv, stdin=stdin, timeout_s=timeout_s), what, timeout_s)
+
+    return retrying(attempt, patience, sleep=sleep).map(lambda _: None)
+
+
+def _classify_rsync(
+    remote: Remote, done: Completed, what: str, timeout_s: float | None
+) -> Result[Completed, RemoteFailure]:
+    where = remote.describe()
+    if done.timed_out:
+        return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"{what} on {where} took over {timeout_s} s"))
+    if done.returncode in (0, RSYNC_VANISHED):
+        return Success(done)
+    if done.returncode == NOT_FOUND and done.stderr.startswith("rsync:") and "command not found" in done.stderr:
+        return Failure(RemoteFailure.of(RemoteErrorKind.MISSING_TOOL, "rsync is not installed on this machine"))
+    if "rsync: command not found" in done.stderr or "rsync: not found" in done.stderr:
+        return Failure(RemoteFailure.of(RemoteErrorKind.MISSING_TOOL, f"rsync is not installed on {where}"))
+    kind = classify_ssh(done.stderr)
+    if kind is None and "connection unexpectedly closed" in done.stderr and not remote.is_local:
+        kind = RemoteErrorKind.UNREACHABLE
+    message = _rsync_message(done.stderr) or f"exit {done.returncode}"
+    return Failure(RemoteFailure.of(kind or RemoteErrorKind.TRANSFER, f"{what} on {where} failed: {message}"))
+
+
+def _rsync_message(stderr: str) -> str:
+    """The line that says why: ssh's own, else rsync's first error (its last is a summary)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        if classify_ssh(line) is not None:
+            return line
+    for line in lines:
+        if line.startswith(("rsync:", "rsync error:")) and "connection unexpectedly closed" not in line:
+            return line
+    return last_line(stderr)
+
+
+def _slash(path: str) -> str:
+    return path if path.endswith("/") else path + "/"
+
+
+def _rsync_word(word: str) -> str:
+    if word and not any(c in word for c in " '\"\t\n"):
+        return word
+    if "'" not in word:
+        return f"'{word}'"
+    if '"' not in word:
+        return f'"{word}"'
+    raise ValueError(f"cannot pass {word!r} to rsync -e (it holds both quote characters)")
