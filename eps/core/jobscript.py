@@ -54,7 +54,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import NamedTuple
 
-from eps.core.sbatch import SbatchRenderError, job_name, quote_arg
+from eps.core.names import BadName, check_dispatch_id
+from eps.core.sbatch import quote_arg
 from eps.core.tables import JOB_LIFECYCLE
 
 
@@ -397,9 +398,9 @@ def _check_env_name(name: str) -> None:
 
 def _check_dispatch_id(dispatch_id: str) -> None:
     try:
-        job_name(dispatch_id)
-    except SbatchRenderError as exc:
-        raise JobScriptError("dispatch id", dispatch_id, "must be 1-64 of [A-Za-z0-9._-]") from exc
+        check_dispatch_id(dispatch_id)
+    except BadName as exc:
+        raise JobScriptError("dispatch id", dispatch_id, str(exc).split(": ", 1)[-1]) from None
 
 
 def _quote(value: str, field: str, *, secret: bool = False) -> str:

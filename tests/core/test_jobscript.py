@@ -81,14 +81,14 @@ def log(root: Path) -> str:
 
 
 def test_render_shell_line(snapshot) -> None:
-    spec = JobSpec(("python train.py | tee out.txt",), "d-0001", job_time_limit_s(3600))
+    spec = JobSpec(("python train.py | tee out.txt",), "d0001", job_time_limit_s(3600))
     assert render_jobscript(spec) == snapshot
 
 
 def test_render_argv_setup_env_tasks(snapshot) -> None:
     spec = JobSpec(
         ("python", "fit.py", "--name", "run 1", "it's"),
-        "d-0002",
+        "d0002",
         90,
         setup="pip install -r requirements.txt",
         env_names=("HF_TOKEN", "WANDB_API_KEY"),
@@ -125,8 +125,8 @@ def test_layout_under_a_root() -> None:
 
 
 def test_dispatch_root() -> None:
-    assert dispatch_root("eps-runs", "d1") == "eps-runs/d1/0"
-    assert dispatch_root("/scratch/u/eps/", "d1", 3) == "/scratch/u/eps/d1/3"
+    assert dispatch_root("eps-runs", "ddd1") == "eps-runs/ddd1/0"
+    assert dispatch_root("/scratch/u/eps/", "ddd1", 3) == "/scratch/u/eps/ddd1/3"
     for bad in ("../x", "a b", ""):
         with pytest.raises(JobScriptError, match="dispatch id"):
             dispatch_root("eps-runs", bad)
@@ -148,21 +148,21 @@ def test_lifecycle_tables() -> None:
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        (JobSpec((), "d", 10), "command"),
-        (JobSpec(("  ",), "d", 10), "command"),
-        (JobSpec(("a\x00b", "c"), "d", 10), "command argument"),
-        (JobSpec(("x",), "d", 10, setup=" "), "setup"),
-        (JobSpec(("x",), "d", 10, setup="a\x00"), "setup"),
+        (JobSpec((), "ddd", 10), "command"),
+        (JobSpec(("  ",), "ddd", 10), "command"),
+        (JobSpec(("a\x00b", "c"), "ddd", 10), "command argument"),
+        (JobSpec(("x",), "ddd", 10, setup=" "), "setup"),
+        (JobSpec(("x",), "ddd", 10, setup="a\x00"), "setup"),
         (JobSpec(("x",), "bad id", 10), "dispatch id"),
         (JobSpec(("x",), "d;rm", 10), "dispatch id"),
-        (JobSpec(("x",), "d", 0), "time limit"),
-        (JobSpec(("x",), "d", 10, task_index=2, task_count=2), "task"),
-        (JobSpec(("x",), "d", 10, task_count=0), "task"),
-        (JobSpec(("x",), "d", 10, env_names=("A-B",)), "environment name"),
-        (JobSpec(("x",), "d", 10, env_names=("A B",)), "environment name"),
-        (JobSpec(("x",), "d", 10, env_names=("EPS_OUTPUT_DIR",)), "environment name"),
-        (JobSpec(("x",), "d", 10, env_names=("_eps_rc",)), "environment name"),
-        (JobSpec(("x",), "d", 10, env_names=("A", "A")), "environment name"),
+        (JobSpec(("x",), "ddd", 0), "time limit"),
+        (JobSpec(("x",), "ddd", 10, task_index=2, task_count=2), "task"),
+        (JobSpec(("x",), "ddd", 10, task_count=0), "task"),
+        (JobSpec(("x",), "ddd", 10, env_names=("A-B",)), "environment name"),
+        (JobSpec(("x",), "ddd", 10, env_names=("A B",)), "environment name"),
+        (JobSpec(("x",), "ddd", 10, env_names=("EPS_OUTPUT_DIR",)), "environment name"),
+        (JobSpec(("x",), "ddd", 10, env_names=("_eps_rc",)), "environment name"),
+        (JobSpec(("x",), "ddd", 10, env_names=("A", "A")), "environment name"),
     ],
 )
 def test_refused(spec: JobSpec, field: str) -> None:
@@ -218,7 +218,7 @@ def test_any_argv_round_trips(tmp_path_factory: pytest.TempPathFactory, args: li
 def test_the_job_runs_in_the_workdir_with_its_variables(tmp_path: Path) -> None:
     spec = JobSpec(
         ('echo "$PWD|$EPS_DISPATCH_ID|$EPS_TASK_INDEX|$EPS_TASK_COUNT|$EPS_OUTPUT_DIR" > "$EPS_OUTPUT_DIR/v"',),
-        "vars.1",
+        "vars1",
         30,
         task_index=1,
         task_count=3,
@@ -227,7 +227,7 @@ def test_the_job_runs_in_the_workdir_with_its_variables(tmp_path: Path) -> None:
     (root / "work" / "data.txt").write_text("x")
     assert run(root).returncode == 0
     real = root.resolve()
-    assert (root / "out" / "v").read_text() == f"{real}/work|vars.1|1|3|{real}/out\n"
+    assert (root / "out" / "v").read_text() == f"{real}/work|vars1|1|3|{real}/out\n"
 
 
 def test_exit_code_is_recorded(tmp_path: Path) -> None:
@@ -251,7 +251,7 @@ def test_failing_setup_ends_the_job_with_its_code(tmp_path: Path) -> None:
 
 
 def test_setup_runs_once_before_the_command(tmp_path: Path) -> None:
-    spec = JobSpec(('cat marker >> "$EPS_OUTPUT_DIR/seen"',), "setup-ok", 30, setup="echo set > marker")
+    spec = JobSpec(('cat marker >> "$EPS_OUTPUT_DIR/seen"',), "setupok", 30, setup="echo set > marker")
     root = stage(tmp_path, spec)
     assert run(root).returncode == 0
     assert (root / "out" / "seen").read_text() == "set\n"

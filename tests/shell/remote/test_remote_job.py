@@ -67,7 +67,7 @@ def run_whole_job(remote: Remote, tmp_path: Path, recorder: Recorder, root: str)
     workdir = select_workdir(str(make_workdir(tmp_path / "workdir"))).unwrap()
     spec = JobSpec(
         ("python3 train.py | tee -a train.out",),
-        "d-life",
+        "dlife",
         120,
         setup="echo setting up; test -f train.py",
         env_names=("HF_TOKEN",),
@@ -109,7 +109,7 @@ def run_whole_job(remote: Remote, tmp_path: Path, recorder: Recorder, root: str)
 
 def test_whole_job_on_a_vm_address(vm_target: Remote, tmp_path: Path, recorder: Recorder) -> None:
     offset = ssh_support.sshd_log_size()
-    root = dispatch_root(str(tmp_path / "eps-runs"), "d-life")
+    root = dispatch_root(str(tmp_path / "eps-runs"), "dlife")
     run_whole_job(vm_target, tmp_path, recorder, root)
     lay = LAYOUT.under(root)
     assert stat.S_IMODE(os.stat(lay.env).st_mode) == 0o600
@@ -122,20 +122,20 @@ def test_whole_job_on_a_vm_address(vm_target: Remote, tmp_path: Path, recorder: 
 
 
 def test_whole_job_on_the_vm_lane_locally(tmp_path: Path, recorder: Recorder) -> None:
-    root = dispatch_root(str(tmp_path / "state" / "runs"), "d-life")
+    root = dispatch_root(str(tmp_path / "state" / "runs"), "dlife")
     run_whole_job(Remote.local(), tmp_path, recorder, root)
     assert "ssh" not in {c.argv[0] for c in recorder.calls}
 
 
 def test_whole_job_through_a_login_prefix(login_target: Remote, tmp_path: Path, recorder: Recorder) -> None:
     prefix = Remote.via(["ssh", *ssh_options(login_target), login_target.destination])
-    root = dispatch_root(str(tmp_path / "shared"), "d-life", 0)
+    root = dispatch_root(str(tmp_path / "shared"), "dlife", 0)
     run_whole_job(prefix, tmp_path, recorder, root)
 
 
 def test_the_job_outlives_the_ssh_session_that_started_it(login_target: Remote, tmp_path: Path) -> None:
-    root = dispatch_root(str(tmp_path), "d-detach")
-    spec = JobSpec(("sleep 2; echo survived > $EPS_OUTPUT_DIR/s",), "d-detach", 60)
+    root = dispatch_root(str(tmp_path), "ddetach")
+    spec = JobSpec(("sleep 2; echo survived > $EPS_OUTPUT_DIR/s",), "ddetach", 60)
     assert isinstance(stage_job(login_target, root, spec), Success)
     began = time.monotonic()
     start_job(login_target, root).unwrap()
@@ -147,8 +147,8 @@ def test_the_job_outlives_the_ssh_session_that_started_it(login_target: Remote, 
 
 
 def test_time_limit_over_ssh(login_target: Remote, tmp_path: Path) -> None:
-    root = dispatch_root(str(tmp_path), "d-slow")
-    assert isinstance(stage_job(login_target, root, JobSpec(("sleep 100",), "d-slow", 1)), Success)
+    root = dispatch_root(str(tmp_path), "dslow")
+    assert isinstance(stage_job(login_target, root, JobSpec(("sleep 100",), "dslow", 1)), Success)
     start_job(login_target, root).unwrap()
     final = wait_job(login_target, root, poll_s=0.2, within_s=20).unwrap()
     assert (final.status, final.exit_code) == (JobEnd.TIMED_OUT, 124)
@@ -156,8 +156,8 @@ def test_time_limit_over_ssh(login_target: Remote, tmp_path: Path) -> None:
 
 def test_exit_code_and_failed_setup_over_ssh(login_target: Remote, tmp_path: Path) -> None:
     cases = [
-        (JobSpec(("exit 3",), "d-three", 30), JobEnd.EXITED, 3),
-        (JobSpec(("touch never",), "d-setup", 30, setup="exit 9"), JobEnd.SETUP_FAILED, 9),
+        (JobSpec(("exit 3",), "dthree", 30), JobEnd.EXITED, 3),
+        (JobSpec(("touch never",), "dsetup", 30, setup="exit 9"), JobEnd.SETUP_FAILED, 9),
     ]
     for spec, status, code in cases:
         root = dispatch_root(str(tmp_path), spec.dispatch_id)
@@ -168,8 +168,8 @@ def test_exit_code_and_failed_setup_over_ssh(login_target: Remote, tmp_path: Pat
 
 
 def test_cancel_over_ssh(login_target: Remote, tmp_path: Path) -> None:
-    root = dispatch_root(str(tmp_path), "d-cancel")
-    assert isinstance(stage_job(login_target, root, JobSpec(("sleep 100",), "d-cancel", 600)), Success)
+    root = dispatch_root(str(tmp_path), "dcancel")
+    assert isinstance(stage_job(login_target, root, JobSpec(("sleep 100",), "dcancel", 600)), Success)
     start_job(login_target, root).unwrap()
     assert isinstance(cancel_job(login_target, root), Success)
     final = wait_job(login_target, root, poll_s=0.2, within_s=20).unwrap()
@@ -183,8 +183,8 @@ def test_wait_for_a_job_that_is_not_there(login_target: Remote, tmp_path: Path) 
 
 
 def test_wait_is_bounded(login_target: Remote, tmp_path: Path) -> None:
-    root = dispatch_root(str(tmp_path), "d-long")
-    assert isinstance(stage_job(login_target, root, JobSpec(("sleep 30",), "d-long", 60)), Success)
+    root = dispatch_root(str(tmp_path), "dlong")
+    assert isinstance(stage_job(login_target, root, JobSpec(("sleep 30",), "dlong", 60)), Success)
     start_job(login_target, root).unwrap()
     failure = wait_job(login_target, root, poll_s=0.2, within_s=1).failure()
     assert "has not ended yet" in failure.message
