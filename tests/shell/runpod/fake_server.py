@@ -226,6 +226,21 @@ class FakeRunpod:
         with self.lock:
             return [dict(p.doc) for p in self.pods.values()]
 
+    def add_pod(self, body: dict[str, Any], *, pod_id: str | None = None, status: str = "RUNNING") -> str:
+        """Put a pod in place as if it had been created from ``body`` (a valid create body)
+        and had reached ``status``; returns its id."""
+        rule = self._create_rule(body)
+        if isinstance(rule, str):
+            raise ValueError(rule)
+        _, machine, cost = rule
+        with self.lock:
+            pod_id = pod_id or secrets.token_hex(7)
+            pod = _Pod(_pod_doc(pod_id, body, machine, cost, self._env(body)), network=self._network(body))
+            if status != "PROVISIONING":
+                _set_status(pod.doc, status, pod.network)
+            self.pods[pod_id] = pod
+            return pod_id
+
     def env_of(self, pod_id: str) -> dict[str, str]:
         """The pod's ``env`` as RunPod keeps it (what the body sent, plus an injected ``PUBLIC_KEY``)."""
         with self.lock:
@@ -330,7 +345,7 @@ class FakeRunpod:
                 doc,
                 fail=any(k in self.fail_start for k in keys),
                 stuck=any(k in self.stuck for k in keys),
-                network=self._network(body.get("ports") or []),
+                network=self._network(body),
             )
             return 201, {}, dict(doc)
 
@@ -376,10 +391,10 @@ class FakeRunpod:
             env["PUBLIC_KEY"] = "\n".join(self.ssh_keys)  # what startSsh injects (CreatePodRequest)
         return env
 
-    def _network(self, ports: list[str]) -> tuple[str, dict[int, tuple[str, int | None]]] | None:
+    def _network(self, body: dict[str, Any]) -> tuple[str, dict[int, tuple[str, int | None]]] | None:
         """The public side of the pod's ``ports`` once it runs: TCP ports get a public port."""
         mapping: dict[int, tuple[str, int | None]] = {}
-        for entry in ports:
+        for entry in body.get("ports") or []:
             number, _, kind = entry.partition("/")
             if not number.isdigit():
                 continue

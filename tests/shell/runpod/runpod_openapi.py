@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError, validators
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -48,15 +48,70 @@ def _registry() -> Registry:
     return Registry().with_resource(URN, Resource(contents=document(), specification=DRAFT202012))
 
 
+# --- patterns, read as ECMA-262 (what JSON Schema says a pattern is) ---------------------------
+#
+# Python's ``re`` reads ``\s``, ``\d``, ``\w``, ``.`` and ``$`` differently: its ``\s`` takes U+0085,
+# its ``\d`` every Unicode digit, its ``$`` matches before a final newline.  The contract run
+# found the first (an SSH key ending in U+0085 is valid by the document, and was refused).
+
+_ECMA_SPACE = "\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_ECMA_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_", "s": _ECMA_SPACE}
+
+
 @cache
-def validator(pointer: str) -> Draft202012Validator:
+def ecma(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled so Python matches what an ECMA-262 engine (no flags) matches."""
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt.lower() in _ECMA_CLASSES:
+                chars = _ECMA_CLASSES[nxt.lower()]
+                if in_class and nxt.islower():
+                    out.append(chars)
+                elif in_class:  # a negated shorthand inside a class: rare, and not in the document
+                    raise ValueError(f"unsupported ECMA pattern {pattern!r}")
+                else:
+                    out.append(f"[{'^' if nxt.isupper() else ''}{chars}]")
+            else:
+                out.append(ch + nxt)
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "]":  # ``[]`` / ``[^]`` are empty / any in ECMA
+                raise ValueError(f"unsupported ECMA pattern {pattern!r}")
+        elif ch == "$":
+            ch = r"\Z"
+        elif ch == ".":
+            ch = "[^\n\r\u2028\u2029]"
+        out.append(ch)
+        i += 1
+    return re.compile("".join(out), re.ASCII)
+
+
+def _ecma_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    if validator.is_type(instance, "string") and not ecma(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = validators.extend(Draft202012Validator, {"pattern": _ecma_pattern})
+
+
+@cache
+def validator(pointer: str) -> Any:
     """A validator for the schema at JSON pointer ``pointer`` (``/components/schemas/Pod``)."""
-    return Draft202012Validator(
+    return _Validator(
         {"$ref": f"{URN}#{pointer}"}, registry=_registry(), format_checker=Draft202012Validator.FORMAT_CHECKER
     )
 
 
-def schema_validator(name: str) -> Draft202012Validator:
+def schema_validator(name: str) -> Any:
     """The validator for ``#/components/schemas/<name>``."""
     return validator(f"/components/schemas/{name}")
 
