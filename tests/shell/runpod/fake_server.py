@@ -173,7 +173,6 @@ class FakeRunpod:
     in_flight: int = 0
     peak_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    validator: Draft202012Validator = field(default_factory=lambda: schema_validator("CreatePodRequest"))
     _ports: int = 0
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -316,9 +315,8 @@ class FakeRunpod:
             return 200, {}, {"pods": [dict(p.doc) for p in self.pods.values()]}
 
     def _create(self, body: Any, values: dict[str, Any], item: None) -> Reply:
-        errors = sorted(self.validator.iter_errors(body), key=lambda e: list(e.absolute_path))
-        if errors:
-            lines = ["$" + "".join(f".{p}" for p in e.absolute_path) + ": " + e.message for e in errors]
+        lines = openapi.request_errors("CreatePodRequest", body)
+        if lines:
             return _problem(422, "Request validation failed.", lines)
         if "templateId" in body:
             return _problem(404, f"template {body['templateId']} not found")
@@ -422,9 +420,8 @@ class FakeRunpod:
             return 200, {}, dict(pod.doc)
 
     def _update(self, body: Any, values: dict[str, Any], item: str) -> Reply:
-        errors = sorted(schema_validator("UpdatePodRequest").iter_errors(body), key=lambda e: list(e.absolute_path))
-        if errors:
-            lines = ["$" + "".join(f".{p}" for p in e.absolute_path) + ": " + e.message for e in errors]
+        lines = openapi.request_errors("UpdatePodRequest", body)
+        if lines:
             return _problem(422, "Request validation failed.", lines)
         with self.lock:
             pod = self.pods.get(item)
@@ -501,9 +498,8 @@ class FakeRunpod:
             return 200, {}, {"keys": list(self.ssh_keys)}
 
     def _set_keys(self, body: Any, values: dict[str, Any], item: None) -> Reply:
-        errors = list(schema_validator("UpdateSshKeysRequest").iter_errors(body))
-        if errors:
-            lines = ["$" + "".join(f".{p}" for p in e.absolute_path) + ": " + e.message for e in errors]
+        lines = openapi.request_errors("UpdateSshKeysRequest", body)
+        if lines:
             return _problem(422, "Request validation failed.", lines)
         with self.lock:
             self.ssh_keys = list(body["keys"])
@@ -649,7 +645,7 @@ class _Handler(BaseHTTPRequestHandler):
             payload = b""
         fake = self.server.fake
         with fake.lock:
-            fake.answers.append(Answer(self.command or "", self.path or "", status, dict(sent), payload))
+            fake.answers.append(Answer(self.command or "", getattr(self, "path", ""), status, dict(sent), payload))
         try:
             self.send_response(status)
             for name, value in sent.items():
@@ -662,9 +658,12 @@ class _Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Malformed requests (bad request line, oversized headers, unknown methods) get a
         problem document too, never http.server's HTML page."""
-        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9" or not hasattr(self, "command"):
-            super().send_error(code, message, explain)
-            return
+        words = getattr(self, "raw_requestline", b"").decode("latin-1").split()
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            if not words or not words[-1].startswith("HTTP/"):  # a real HTTP/0.9 line: no headers
+                super().send_error(code, message, explain)
+                return
+            self.request_version = "HTTP/1.1"  # a 1.x-looking line with a bad version: answer in 1.1
         self.close_connection = True
         status, extra, body = _problem(code, message or HTTPStatus(code).phrase)
         self._reply(status, {**extra, "Connection": "close"}, body)

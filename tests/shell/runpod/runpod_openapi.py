@@ -34,6 +34,7 @@ from referencing.jsonschema import DRAFT202012
 
 DOCUMENT = Path(__file__).with_name("runpod-openapi-v2.json")
 URN = "urn:runpod-v2"
+_ERROR = {"$ref": "#/components/schemas/ErrorResponse"}
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 PROBLEM = "application/problem+json"
 
@@ -114,6 +115,31 @@ def validator(pointer: str) -> Any:
 def schema_validator(name: str) -> Any:
     """The validator for ``#/components/schemas/<name>``."""
     return validator(f"/components/schemas/{name}")
+
+
+def request_errors(name: str, body: Any) -> list[str]:
+    """Each way ``body`` breaks ``#/components/schemas/<name>``, one line each, in the
+    document's style: ``$.cpu.vcpuCount: ...``; an undeclared member reads as the document's
+    example does, ``$: additional properties 'bogus' not allowed``."""
+    lines = []
+    for error in sorted(schema_validator(name).iter_errors(body), key=lambda e: list(map(str, e.absolute_path))):
+        where = "$" + "".join(f".{p}" for p in error.absolute_path)
+        if error.validator == "unevaluatedProperties" and isinstance(error.instance, dict):
+            extra = [k for k in error.instance if k not in _declared(error.schema)]
+            if extra:  # jsonschema also lists members whose own subschema failed; those are reported there
+                lines.append(f"{where}: additional properties {', '.join(repr(k) for k in extra)} not allowed")
+            continue
+        lines.append(f"{where}: {error.message}")
+    return lines
+
+
+def _declared(schema: dict[str, Any]) -> set[str]:
+    """Property names a schema declares, through ``allOf`` and ``$ref``."""
+    _, schema = _follow("", schema)
+    names = set(schema.get("properties") or {})
+    for part in schema.get("allOf") or []:
+        names |= _declared(part)
+    return names
 
 
 def _escape(part: str) -> str:
@@ -266,6 +292,10 @@ def answer_violations(method: str, path: str, status: int, headers: dict[str, st
     template = path_template(path)
     if method == "HEAD":  # headers only: whatever the status, no body
         return [f"HEAD answered with {len(body)} body bytes"] if body else []
+    if not method:  # the request line itself was malformed: any error, as a problem document
+        if status < 400:
+            return [f"a malformed request answered {status}"]
+        return _check_body("/components/schemas", {"content": {PROBLEM: {"schema": _ERROR}}}, headers, body)
     if status == 429 and not re.fullmatch(r"\d+", _header(headers, "Retry-After") or ""):
         found.append("429 without an integer Retry-After")
     if status >= 400 and method != "HEAD" and _media_type(headers) != PROBLEM:
