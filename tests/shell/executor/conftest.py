@@ -22,6 +22,12 @@ def runpod() -> Iterator[Any]:
     fake = runpod_fake.FakeRunpod(api_key=KEY, gets_to_running=1).start()
     yield fake
     fake.stop()
+    found = [
+        f"{a.method} {a.path} -> {a.status}: {problem}"
+        for a in list(fake.answers)
+        for problem in runpod_fake.openapi.answer_violations(a.method, a.path, a.status, a.headers, a.body)
+    ]
+    assert found == [], "the RunPod test server answered outside its API document:\n" + "\n".join(found[:20])
 
 
 @pytest.fixture

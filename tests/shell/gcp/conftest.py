@@ -61,6 +61,22 @@ def make_lane(server: FakeCompute, sleeps: list[float]) -> Iterator[Callable[...
 
 
 @pytest.fixture
+def instances_client(server: FakeCompute) -> Iterator[Any]:
+    """The real ``compute_v1.InstancesClient`` against the fake, for requests eps would never send."""
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1
+
+    client = compute_v1.InstancesClient(
+        credentials=AnonymousCredentials(),
+        client_options=ClientOptions(api_endpoint=server.endpoint),
+        transport="rest",
+    )
+    yield client
+    client.transport.close()
+
+
+@pytest.fixture
 def lane(make_lane: Callable[..., GcpClient]) -> GcpClient:
     return make_lane()
 

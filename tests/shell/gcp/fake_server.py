@@ -1,21 +1,43 @@
-"""A local Compute Engine REST server for the GCP lane tests.
+"""A local Compute Engine REST server for the GCP lane tests, as strict as Compute itself.
 
 It speaks the wire format that ``google-cloud-compute`` (transport "rest")
 uses, as ``notes/providers.md`` documents it, on plain HTTP at 127.0.0.1 and a
 random port, from a thread:
 
 - ``POST   /compute/v1/projects/{p}/zones/{z}/instances[?requestId=]``: insert;
-  answers a RUNNING zonal operation ``{"name":"operation-1","status":"RUNNING"}``.
-  A repeated ``requestId`` is a duplicate: the same operation comes back and
-  no second instance is made.
+  answers a PENDING zonal operation.  A repeated ``requestId`` is a duplicate:
+  the same operation comes back and no second instance is made.
 - ``GET    .../zones/{z}/operations/{op}`` and ``POST .../operations/{op}/wait``:
-  RUNNING for ``polls`` calls, then DONE, with the error body the zone was
-  programmed with (``httpErrorStatusCode`` + ``error.errors[]``).
+  each read moves the operation on: PENDING -> RUNNING (for ``polls - 1``
+  reads) -> DONE, with the error body the zone was programmed with
+  (``httpErrorStatusCode`` + ``error.errors[]``).
 - ``GET    .../zones/{z}/instances/{name}``, ``DELETE`` the same path,
-  ``GET .../zones/{z}/instances?filter=`` and ``GET /compute/v1/projects/{p}/aggregated/instances?filter=``.
+  ``GET .../instances/{name}/serialPort``, ``GET .../zones/{z}/instances?filter=``
+  and ``GET /compute/v1/projects/{p}/aggregated/instances?filter=``.
 
-Operation bodies are exactly the documented shapes (compact JSON, documented
-key order); synchronous errors are Google's ``{"error":{"code","message","errors":[...]}}``.
+What Compute refuses synchronously, this server refuses the same way, before
+anything else happens (:func:`insert_violations`): a ``requestId`` that is not
+a UUID or is the zero UUID, an instance name outside
+``[a-z]([-a-z0-9]{0,61}[a-z0-9])?``, a ``machineType`` that is not a
+``zones/{zone}/machineTypes/{type}`` reference (or names a type the fake was
+told does not exist), label keys or values Compute rejects, and spot
+scheduling with ``onHostMaintenance: MIGRATE`` or ``automaticRestart: true``
+(also an e2 machine told to TERMINATE on host maintenance without being spot).
+Then a name that is taken answers 409 ``alreadyExists``, before any reply
+scripted for the zone is used.
+
+Errors are byte-faithful to Google's JSON error format; the bodies, the rules
+and where their texts come from are in ``compute_rules.py`` (re-exported here).
+Operations carry the fields Compute's do (``kind``, ``id``, ``name``, ``zone``,
+``operationType``, ``targetLink``, ``targetId``, ``status``, ``progress``,
+``insertTime``, ``startTime``, ``endTime``, ``selfLink``), in the API's order.
+
+Instances carry a reachable SSH address: ``networkInterfaces[0].networkIP``
+(:attr:`FakeCompute.network_ip`, or ``10.128.0.N`` in order) and, when the
+insert asked for an external IP (``accessConfigs``), ``accessConfigs[0].natIP``
+(:attr:`FakeCompute.nat_ip`, default 127.0.0.1) while the VM is up; no natIP
+without ``accessConfigs``.  Metadata items (``ssh-keys``, ``startup-script``)
+are kept as sent: :meth:`FakeCompute.metadata`.
 
 What a zone answers to insert is programmed per zone (:meth:`FakeCompute.program`,
 :meth:`FakeCompute.always`); any route can be made to fail a number of times
@@ -25,138 +47,65 @@ request is recorded (:attr:`FakeCompute.requests`) with its parsed JSON body.
 
 from __future__ import annotations
 
+import base64
+import copy
+import hashlib
+import importlib.util
 import json
 import re
+import sys
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-API = "https://www.googleapis.com/compute/v1"
+
+def _load_rules() -> ModuleType:
+    """``compute_rules.py`` beside this file, under one name however this module was loaded
+    (as ``gcp.fake_server`` by the GCP tests, by path from the executor and fault suites),
+    so every loader shares the same reply classes."""
+    name = "gcp_compute_rules"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("compute_rules.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
-def dumps(payload: object) -> bytes:
-    """Compact JSON, keys in insertion order: the byte shape the notes document."""
-    return json.dumps(payload, separators=(",", ":")).encode()
-
-
-# ---------------------------------------------------------------- replies ---
-
-
-@dataclass(frozen=True)
-class Created:
-    """Insert succeeds: the operation is RUNNING for ``polls`` reads, then DONE;
-    the instance then has ``status``."""
-
-    polls: int = 1
-    status: str = "RUNNING"
-
-
-@dataclass(frozen=True)
-class OpError:
-    """Insert is accepted (RUNNING operation) and the operation ends DONE with this error."""
-
-    code: str
-    message: str
-    http_status: int
-    http_message: str
-    error_details: tuple[dict[str, Any], ...] = ()
-    polls: int = 1
-
-    def body(self, name: str) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.error_details:
-            error["errorDetails"] = list(self.error_details)
-        return {
-            "name": name,
-            "status": "DONE",
-            "httpErrorStatusCode": self.http_status,
-            "httpErrorMessage": self.http_message,
-            "error": {"errors": [error]},
-        }
-
-
-@dataclass(frozen=True)
-class SyncError:
-    """The HTTP call itself fails with ``status`` and Google's JSON error body."""
-
-    status: int
-    reason: str
-    message: str
-    domain: str = "global"
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "code": self.status,
-                "message": self.message,
-                "errors": [{"reason": self.reason, "domain": self.domain, "message": self.message}],
-            }
-        }
-
-
-Reply = Created | OpError | SyncError
-
-
-def exhausted(project: str, zone: str, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED") -> OpError:
-    """The capacity error GCE reports inside the zonal operation (also ``..._WITH_DETAILS``,
-    ``UNSUPPORTED_OPERATION``, ``RESOURCE_OPERATION_RATE_EXCEEDED``)."""
-    message = (
-        f"The zone 'projects/{project}/zones/{zone}' does not have enough resources available "
-        "to fulfill the request.  Try a different zone, or try again later."
-    )
-    return OpError(code, message, 503, "SERVICE UNAVAILABLE")
-
-
-def quota_op(metric: str, scope: str, *, details: bool = False) -> OpError:
-    """``QUOTA_EXCEEDED`` inside the operation; ``scope`` is ``in region us-central1`` or ``globally``."""
-    message = f"Quota '{metric}' exceeded.  Limit: 0.0 {scope}."
-    extra: tuple[dict[str, Any], ...] = ()
-    if details:
-        info = {
-            "metricName": f"compute.googleapis.com/{metric.lower()}",
-            "limitName": f"{metric.replace('_', '-')}-per-project",
-            "limit": 0,
-        }
-        extra = ({"quotaInfo": info},)
-    return OpError("QUOTA_EXCEEDED", message, 403, "FORBIDDEN", extra)
-
-
-def quota_sync(metric: str, scope: str) -> SyncError:
-    return SyncError(403, "quotaExceeded", f"Quota '{metric}' exceeded.  Limit: 0.0 {scope}.", "usageLimits")
-
-
-def not_ready(project: str, zone: str) -> SyncError:
-    return SyncError(400, "resourceNotReady", f"The resource 'projects/{project}/zones/{zone}' is not ready")
-
-
-def unavailable() -> SyncError:
-    return SyncError(503, "backendError", "Internal error. Please try again or contact Google Support.")
-
-
-def unauthenticated() -> SyncError:
-    return SyncError(
-        401,
-        "required",
-        "Request is missing required authentication credential. Expected OAuth 2 access token, "
-        "login cookie or other valid authentication credential.",
-    )
-
-
-def forbidden(permission: str = "compute.instances.create") -> SyncError:
-    return SyncError(403, "forbidden", f"Required '{permission}' permission for 'projects/test-project'")
-
-
-def not_found(what: str) -> SyncError:
-    return SyncError(404, "notFound", f"The resource '{what}' was not found")
-
-
-def already_exists(what: str) -> SyncError:
-    return SyncError(409, "alreadyExists", f"The resource '{what}' already exists")
+_rules = _load_rules()
+API = _rules.API
+Created = _rules.Created
+OpError = _rules.OpError
+SyncError = _rules.SyncError
+Reply = _rules.Reply
+dumps = _rules.dumps
+error_info = _rules.error_info
+detail_only = _rules.detail_only
+invalid_field = _rules.invalid_field
+exhausted = _rules.exhausted
+quota_op = _rules.quota_op
+quota_sync = _rules.quota_sync
+quota_detail_only = _rules.quota_detail_only
+not_ready = _rules.not_ready
+unavailable = _rules.unavailable
+unauthenticated = _rules.unauthenticated
+forbidden = _rules.forbidden
+not_found = _rules.not_found
+already_exists = _rules.already_exists
+request_id_violation = _rules.request_id_violation
+insert_violations = _rules.insert_violations
+combined = _rules.combined
+NAME_REGEX = _rules.NAME_REGEX
+ZERO_UUID = _rules.ZERO_UUID
 
 
 # ------------------------------------------------------------------ state ---
@@ -182,12 +131,17 @@ class _Fault:
 @dataclass
 class _Operation:
     name: str
+    id: str
     zone: str
     polls_left: int
     outcome: Created | OpError
-    instance: str | None = None  # instance it creates or deletes
-    kind: str = "insert"
-    status: str = "RUNNING"
+    instance: str
+    kind: str  # operationType: insert / delete
+    insert_time: str
+    target_id: str | None = None
+    status: str = "PENDING"
+    start_time: str | None = None
+    end_time: str | None = None
 
 
 @dataclass
@@ -210,6 +164,8 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 
 # One term of a Compute list filter: ``labels.k = "v"``, ``labels.k != v``, ``labels.k:*``.
 _TERM = re.compile(r'\(?\s*labels\.(?P<key>[a-z][a-z0-9_-]*)\s*(?P<op>!=|=|:)\s*"?(?P<value>[^"\s()]*)"?\s*\)?')
+#: Instance states in which an ephemeral external IP is attached (released when the VM stops).
+_UP = frozenset({"STAGING", "RUNNING", "STOPPING", "SUSPENDING", "REPAIRING"})
 
 
 def _matches(filter_text: str, labels: dict[str, str]) -> bool:
@@ -234,11 +190,36 @@ def _matches(filter_text: str, labels: dict[str, str]) -> bool:
     return ok
 
 
-class FakeCompute:
-    """The server's state and its programming interface; thread-safe."""
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
-    def __init__(self, project: str = "test-project") -> None:
+
+class FakeCompute:
+    """The server's state and its programming interface; thread-safe.
+
+    ``nat_ip``: the external address every VM that asked for one (``accessConfigs``)
+    reports as ``natIP`` while up; ``network_ip``: the internal ``networkIP`` of every
+    VM (None: ``10.128.0.2``, ``.3``, ... in order of creation).  Both are attributes
+    a test may change.  ``machine_types``: the types that exist (None: any).
+    ``error_details``: field validation errors carry an ErrorInfo in ``details`` too.
+    ``clock``: the time operations are stamped with."""
+
+    def __init__(
+        self,
+        project: str = "test-project",
+        *,
+        nat_ip: str = "127.0.0.1",
+        network_ip: str | None = None,
+        machine_types: frozenset[str] | set[str] | None = None,
+        error_details: bool = True,
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
         self.project = project
+        self.nat_ip = nat_ip
+        self.network_ip = network_ip
+        self.machine_types = frozenset(machine_types) if machine_types is not None else None
+        self.error_details = error_details
+        self.clock = clock
         self.requests: list[Recorded] = []
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}  # (zone, name) -> instance JSON
         self.serial: dict[tuple[str, str], str] = {}  # (zone, name) -> serial port 1 output
@@ -246,7 +227,10 @@ class FakeCompute:
         self._request_ids: dict[str, str] = {}  # requestId -> operation name
         self._zones: dict[str, _Zone] = {}
         self._faults: list[_Fault] = []
-        self._counter = 0
+        self._counter = 0  # instance ids
+        self._op_counter = 0  # operation names: operation-1, operation-2, ...
+        self._nics = 0
+        self._ephemeral: set[int] = set()  # id() of accessConfigs whose natIP comes and goes
         self._lock = threading.RLock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -276,11 +260,11 @@ class FakeCompute:
             if action == "DELETE":
                 del self.instances[(zone, name)]
             else:
-                instance["status"] = "TERMINATED"
+                self._set_status(instance, "TERMINATED")
 
     def set_status(self, zone: str, name: str, status: str) -> None:
         with self._lock:
-            self.instances[(zone, name)]["status"] = status
+            self._set_status(self.instances[(zone, name)], status)
 
     def add_instance(self, zone: str, body: dict[str, Any], status: str = "RUNNING") -> None:
         """Put an instance in place as if someone else had made it."""
@@ -296,6 +280,19 @@ class FakeCompute:
     def recorded(self, method: str, path_regex: str) -> list[Recorded]:
         with self._lock:
             return [r for r in self.requests if r.method == method and re.search(path_regex, r.path)]
+
+    def metadata(self, zone: str, name: str) -> dict[str, str]:
+        """The instance's metadata items as ``{key: value}`` (``ssh-keys``, ``startup-script``, ...)."""
+        with self._lock:
+            items = self.instances[(zone, name)].get("metadata", {}).get("items", [])
+            return {item["key"]: item.get("value", "") for item in items}
+
+    def ssh_address(self, zone: str, name: str) -> str | None:
+        """Where ssh would reach the VM now: its ``natIP``, else None."""
+        with self._lock:
+            nics = self.instances[(zone, name)].get("networkInterfaces") or [{}]
+            configs = nics[0].get("accessConfigs") or [{}]
+            return configs[0].get("natIP")
 
     # -- lifecycle --------------------------------------------------------
 
@@ -330,9 +327,17 @@ class FakeCompute:
     def handle(self, method: str, raw_path: str, raw_body: bytes) -> tuple[int, bytes]:
         parts = urlsplit(raw_path)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        body = json.loads(raw_body) if raw_body else None
+        try:
+            body = json.loads(raw_body) if raw_body else None
+        except ValueError:
+            body = None
+            bad_json = True
+        else:
+            bad_json = False
         with self._lock:
             self.requests.append(Recorded(method, parts.path, query, body))
+            if bad_json:
+                return _error(SyncError(400, "parseError", "Parse Error"))
             fault = self._take_fault(method, parts.path)
             if fault is not None and not fault.after:
                 return fault.reply.status, dumps(fault.reply.body())
@@ -360,29 +365,42 @@ class FakeCompute:
 
     def _insert(self, zone: str, query: dict[str, str], body: Any) -> tuple[int, bytes]:
         request_id = query.get("requestId")
+        refused = request_id_violation(request_id, details=self.error_details)
+        if refused is not None:
+            return _error(refused)
         if request_id is not None and request_id in self._request_ids:
             return 200, dumps(self._op_json(self._ops[self._request_ids[request_id]]))
+        violations = insert_violations(zone, body, machine_types=self.machine_types, details=self.error_details)
+        if violations:
+            return _error(combined(violations))
+        name = body["name"]
+        if (zone, name) in self.instances:  # a clash is found before the zone is asked
+            return _error(already_exists(f"projects/{self.project}/zones/{zone}/instances/{name}"))
         reply = self._next_reply(zone)
         if isinstance(reply, SyncError):
             return _error(reply)
-        name = body["name"]
-        if (zone, name) in self.instances:
-            return _error(already_exists(f"projects/{self.project}/zones/{zone}/instances/{name}"))
-        op = self._new_op(zone, reply, name, "insert")
+        target_id = None
         if isinstance(reply, Created):
-            self.instances[(zone, name)] = self._materialize(zone, body, "PROVISIONING")
+            instance = self._materialize(zone, body, "PROVISIONING")
+            self.instances[(zone, name)] = instance
+            target_id = instance["id"]
+        op = self._new_op(zone, reply, name, "insert", target_id)
         if request_id is not None:
             self._request_ids[request_id] = op.name
         return 200, dumps(self._op_json(op))
 
     def _delete(self, zone: str, name: str, query: dict[str, str], body: Any) -> tuple[int, bytes]:
         request_id = query.get("requestId")
+        refused = request_id_violation(request_id, details=self.error_details)
+        if refused is not None:
+            return _error(refused)
         if request_id is not None and request_id in self._request_ids:
             return 200, dumps(self._op_json(self._ops[self._request_ids[request_id]]))
-        if (zone, name) not in self.instances:
+        instance = self.instances.get((zone, name))
+        if instance is None:
             return _error(not_found(f"projects/{self.project}/zones/{zone}/instances/{name}"))
-        self.instances[(zone, name)]["status"] = "STOPPING"
-        op = self._new_op(zone, Created(), name, "delete")
+        self._set_status(instance, "STOPPING")
+        op = self._new_op(zone, Created(), name, "delete", instance["id"])
         if request_id is not None:
             self._request_ids[request_id] = op.name
         return 200, dumps(self._op_json(op))
@@ -406,8 +424,7 @@ class FakeCompute:
                 "contents": text[start:],
                 "start": str(start),
                 "next": str(len(text)),
-                "selfLink": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{zone}"
-                f"/instances/{name}/serialPort",
+                "selfLink": f"{API}/projects/{self.project}/zones/{zone}/instances/{name}/serialPort",
             }
         )
 
@@ -467,9 +484,17 @@ class FakeCompute:
         state = self._zone(zone)
         return state.script.popleft() if state.script else state.otherwise
 
-    def _new_op(self, zone: str, outcome: Created | OpError, instance: str, kind: str) -> _Operation:
-        self._counter += 1
-        op = _Operation(f"operation-{self._counter}", zone, outcome.polls, outcome, instance, kind)
+    def _stamp(self) -> str:
+        """RFC 3339 with milliseconds and an offset, as Compute writes ``insertTime``."""
+        return self.clock().isoformat(timespec="milliseconds")
+
+    def _new_op(
+        self, zone: str, outcome: Created | OpError, instance: str, kind: str, target_id: str | None
+    ) -> _Operation:
+        self._op_counter += 1
+        name = f"operation-{self._op_counter}"
+        op_id = str(4_000_000_000_000_000_000 + self._op_counter)  # a uint64, sent as a string
+        op = _Operation(name, op_id, zone, outcome.polls, outcome, instance, kind, self._stamp(), target_id)
         self._ops[op.name] = op
         return op
 
@@ -478,36 +503,101 @@ class FakeCompute:
         if op is None or op.zone != zone:
             return _error(not_found(f"projects/{self.project}/zones/{zone}/operations/{name}"))
         if op.status != "DONE":
-            if op.polls_left > 0:
-                op.polls_left -= 1
+            op.start_time = op.start_time or self._stamp()
+            op.polls_left = max(0, op.polls_left - 1)
             if op.polls_left == 0:
                 self._finish(op)
+            else:
+                op.status = "RUNNING"
         return 200, dumps(self._op_json(op))
 
     def _finish(self, op: _Operation) -> None:
         op.status = "DONE"
-        key = (op.zone, op.instance or "")
+        op.end_time = self._stamp()
+        key = (op.zone, op.instance)
         if op.kind == "delete":
             self.instances.pop(key, None)
         elif isinstance(op.outcome, Created) and key in self.instances:
-            self.instances[key]["status"] = op.outcome.status
+            self._set_status(self.instances[key], op.outcome.status)
 
     def _op_json(self, op: _Operation) -> dict[str, Any]:
+        """A ``compute#operation`` with the members Compute sends, in the API's order."""
+        zone_url = f"{API}/projects/{self.project}/zones/{op.zone}"
+        body: dict[str, Any] = {
+            "kind": "compute#operation",
+            "id": op.id,
+            "name": op.name,
+            "zone": zone_url,
+            "operationType": op.kind,
+            "targetLink": f"{zone_url}/instances/{op.instance}",
+        }
+        if op.target_id is not None:
+            body["targetId"] = op.target_id
+        body["status"] = op.status
+        body["progress"] = 100 if op.status == "DONE" else 0
+        body["insertTime"] = op.insert_time
+        if op.start_time is not None:
+            body["startTime"] = op.start_time
+        if op.end_time is not None:
+            body["endTime"] = op.end_time
         if op.status == "DONE" and isinstance(op.outcome, OpError):
-            return op.outcome.body(op.name)
-        return {"name": op.name, "status": op.status}
+            body.update(op.outcome.fields())
+        body["selfLink"] = f"{zone_url}/operations/{op.name}"
+        return body
 
     def _materialize(self, zone: str, body: dict[str, Any], status: str) -> dict[str, Any]:
+        """The instance resource Compute keeps for an insert ``body`` (which stays as recorded)."""
         self._counter += 1
         zone_url = f"{API}/projects/{self.project}/zones/{zone}"
+        region = zone.rsplit("-", 1)[0]
         instance: dict[str, Any] = {"kind": "compute#instance", "id": str(1000 + self._counter)}
-        instance.update(body)
+        instance.update(copy.deepcopy(body))
         machine = body.get("machineType", "")
         instance["machineType"] = f"{zone_url}/machineTypes/{machine.rsplit('/', 1)[-1]}"
         instance["zone"] = zone_url
-        instance["status"] = status
         instance["selfLink"] = f"{zone_url}/instances/{body['name']}"
+        nics = instance.get("networkInterfaces") or []
+        for index, nic in enumerate(nics):
+            network = nic.get("network") or "global/networks/default"
+            nic["kind"] = "compute#networkInterface"
+            nic["network"] = network if network.startswith("https://") else f"{API}/projects/{self.project}/{network}"
+            nic.setdefault("subnetwork", f"{API}/projects/{self.project}/regions/{region}/subnetworks/default")
+            nic.setdefault("networkIP", self._next_network_ip())
+            nic["name"] = f"nic{index}"
+            for config in nic.get("accessConfigs") or []:
+                config["kind"] = "compute#accessConfig"
+                config.setdefault("networkTier", "PREMIUM")
+                if "natIP" in config:  # a static address stays as asked
+                    self._ephemeral.discard(id(config))
+                else:
+                    self._ephemeral.add(id(config))
+        if "metadata" in instance:
+            instance["metadata"] = {
+                "kind": "compute#metadata",
+                "fingerprint": _fingerprint(instance["metadata"]),
+                **instance["metadata"],
+            }
+        if "labels" in instance:
+            instance["labelFingerprint"] = _fingerprint(instance["labels"])
+        self._set_status(instance, status)
         return instance
+
+    def _next_network_ip(self) -> str:
+        if self.network_ip is not None:
+            return self.network_ip
+        self._nics += 1
+        return f"10.128.{(self._nics + 1) // 256}.{(self._nics + 1) % 256}"
+
+    def _set_status(self, instance: dict[str, Any], status: str) -> None:
+        """Set ``status``; an ephemeral external IP is attached while the VM is up."""
+        instance["status"] = status
+        for nic in instance.get("networkInterfaces") or []:
+            for config in nic.get("accessConfigs") or []:
+                if id(config) not in self._ephemeral:
+                    continue
+                config.pop("natIP", None)
+                if status in _UP:
+                    config["natIP"] = self.nat_ip
 
     def _filtered(self, filter_text: str, zone: str) -> list[dict[str, Any]]:
         out = []
@@ -515,6 +605,10 @@ class FakeCompute:
             if z == zone and (not filter_text or _matches(filter_text, instance.get("labels", {}))):
                 out.append(instance)
         return out
+
+
+def _fingerprint(value: object) -> str:
+    return base64.b64encode(hashlib.sha256(dumps(value)).digest()[:8]).decode()
 
 
 def _error(reply: SyncError) -> tuple[int, bytes]:
@@ -542,8 +636,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def running(project: str = "test-project") -> Iterator[FakeCompute]:
-    server = FakeCompute(project).start()
+def running(project: str = "test-project", **options: Any) -> Iterator[FakeCompute]:
+    server = FakeCompute(project, **options).start()
     try:
         yield server
     finally:

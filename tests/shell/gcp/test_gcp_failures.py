@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -48,11 +49,30 @@ def test_operation_error_body_is_the_documented_shape(server, lane, gcp_rung, jo
         "POST", f"/compute/v1/projects/{PROJECT}/zones/us-central1-a/operations/operation-1/wait", b""
     )
     assert status == 200
-    assert payload == (
-        b'{"name":"operation-1","status":"DONE","httpErrorStatusCode":503,'
-        b'"httpErrorMessage":"SERVICE UNAVAILABLE","error":{"errors":[{"code":"ZONE_RESOURCE_POOL_EXHAUSTED",'
+    body = json.loads(payload)
+    assert list(body) == [
+        "kind",
+        "id",
+        "name",
+        "zone",
+        "operationType",
+        "targetLink",
+        "status",
+        "progress",
+        "insertTime",
+        "startTime",
+        "endTime",
+        "error",
+        "httpErrorStatusCode",
+        "httpErrorMessage",
+        "selfLink",
+    ]
+    assert (body["name"], body["status"], body["progress"]) == ("operation-1", "DONE", 100)
+    assert payload.split(b'"endTime":', 1)[1].split(b",", 1)[1].rsplit(b',"selfLink"', 1)[0] == (
+        b'"error":{"errors":[{"code":"ZONE_RESOURCE_POOL_EXHAUSTED",'
         b'"message":"The zone \'projects/test-project/zones/us-central1-a\' does not have enough resources '
-        b'available to fulfill the request.  Try a different zone, or try again later."}]}}'
+        b'available to fulfill the request.  Try a different zone, or try again later."}]},'
+        b'"httpErrorStatusCode":503,"httpErrorMessage":"SERVICE UNAVAILABLE"'
     )
 
 

@@ -3,6 +3,10 @@
 The test directories are not packages and other lanes have their own ``fake_server.py``,
 so ``fake_server.py`` is loaded under the unique name ``runpod_fake_server`` and this
 module registers itself as ``runpod_testkit``: test modules import helpers from there.
+
+Every answer any RunPod test server gives during a test, on the wire, is checked against
+the vendored API document when the test ends (:func:`every_answer_is_documented`): a
+test that passes while the server answered something the document does not allow fails.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ FakeRunpod = fake_server.FakeRunpod
 Fault = fake_server.Fault
 schema_validator = fake_server.schema_validator
 NO_CAPACITY = fake_server.NO_CAPACITY
+openapi = fake_server.openapi
+catalog = fake_server.catalog
 
 KEY = "rpa_TESTKEY_5f3c9a1e7d2b4c6e8f0a"
 
@@ -53,6 +59,30 @@ class SleepRecorder:
 
     def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
+
+
+def answer_violations(fakes: list[FakeRunpod]) -> list[str]:
+    """Every answer of ``fakes`` that the API document does not allow, one line each."""
+    found = []
+    for server in fakes:
+        with server.lock:
+            answers = list(server.answers)
+        for a in answers:
+            for problem in openapi.answer_violations(a.method, a.path, a.status, a.headers, a.body):
+                found.append(f"{a.method} {a.path} -> {a.status}: {problem}")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def every_answer_is_documented() -> Iterator[None]:
+    """After each test: every answer of every RunPod server it started matches the document."""
+    first = len(fake_server.STARTED)
+    yield
+    started = fake_server.STARTED[first:]
+    del fake_server.STARTED[first:]
+    found = answer_violations(started)
+    if found:
+        pytest.fail("the RunPod test server answered outside its API document:\n" + "\n".join(found[:20]))
 
 
 @pytest.fixture

@@ -1,19 +1,38 @@
-"""A local RunPod REST v2 server that answers as ``runpod-openapi-v2.json`` says.
+"""A local RunPod REST v2 server that answers as ``runpod-openapi-v2.json`` says, as strictly.
 
 Threaded (one thread per connection, HTTP/1.1 keep-alive, a deep listen backlog), so it
-holds hundreds of concurrent connections.  What it does, per the document:
+holds hundreds of concurrent connections.  What it serves, per the document:
 
 - ``POST /v2/pods`` validates the body against ``CreatePodRequest`` (422 with ``errors``),
-  applies the handler rules (exactly one of gpu/cpu, vcpuCount valid for the flavor,
-  container disk within the flavor's limit: 400), checks access (403), balance (402) and
-  stock (400 "There are no longer any instances available ..."), then answers 201 with a
-  full ``Pod`` whose status is PROVISIONING.
+  applies the handler rules (exactly one of gpu/cpu; a CPU flavor's vCPU range from the
+  catalog and a power of two; a GPU type's ``maxCount`` for the cloud; container disk
+  within the flavor's limit; no persistent mount on CPU pods, not both mount kinds; known
+  data centers; global networking only with a GPU: 400; an unknown ``templateId``: 404),
+  checks access (403), balance (402) and stock (400 "There are no longer any instances
+  available ..."), then answers 201 with a full ``Pod`` whose status is PROVISIONING.
 - ``GET /v2/pods/{id}`` moves the pod one step per GET: PROVISIONING -> STARTING -> RUNNING
-  (or ERROR for flavors told to fail); ``GET /v2/pods`` lists; ``DELETE`` answers 204.
-- Missing or wrong bearer token: 401.  Errors are ``application/problem+json``.
+  (or ERROR for flavors told to fail); ``GET /v2/pods`` lists; ``PATCH`` updates
+  (``UpdatePodRequest``); ``DELETE`` answers 204.
+- ``GET /v2/catalog/cpus[/{id}]`` and ``/v2/catalog/gpus[/{id}]`` serve the catalog the
+  create rules use (``runpod_catalog.py``), with ``include=AVAILABILITY`` from the stock.
+- ``GET``/``PUT /v2/account/ssh-keys``: the account's keys; a pod created with
+  ``startSsh`` gets them as ``PUBLIC_KEY`` in its ``env`` unless the body set one.
+- Query parameters are read and checked as the document declares them (422).
+- Missing or wrong bearer token: 401.  Every error is ``application/problem+json`` (also
+  malformed requests), a 405 names the path's methods in ``Allow``, a 429 always carries
+  ``Retry-After``; ``OPTIONS`` answers 204 with ``Allow``.
 - Faults can be queued per route: any status (429 with ``Retry-After``, 5xx, ...), slow
   answers, or "do the work, then answer slowly" (a create whose answer is lost).
 - ``latency_s`` delays every answer (the benchmark uses 100 ms).
+- Every answer on the wire is kept in :attr:`FakeRunpod.answers`; the RunPod tests check
+  each one against the document (``runpod_openapi.answer_violations``).
+
+SSH, as the document shapes it (the ``Pod`` schema has ``ssh`` and ``runtime.ports``,
+no ``publicIp``/``portMappings``): when the create body's ``ports`` has ``22/tcp``, a
+RUNNING pod has ``ssh.direct = {host: public_ip, port, username: root, command}`` and
+``runtime.ports`` holds ``{private: 22, public: port, type: tcp, ip: public_ip}``;
+``ssh.proxy`` is set once the pod has a machine (STARTING).  ``public_ip`` and
+``ssh_port`` are knobs (None: 40000, 40001, ... per pod).
 
 Run standalone for the benchmark: ``python fake_server.py --latency 0.1`` prints
 ``LISTENING <url>`` and serves until stdin closes.
@@ -22,6 +41,8 @@ Run standalone for the benchmark: ``python fake_server.py --latency 0.1`` prints
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.util
 import json
 import secrets
 import sys
@@ -30,44 +51,58 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
-DOCUMENT = Path(__file__).with_name("runpod-openapi-v2.json")
+
+def _sibling(name: str) -> ModuleType:
+    """``<name>.py`` beside this file, under one module name however this file was loaded
+    (``runpod_fake_server``, by path from other suites, or as ``__main__``)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+openapi = _sibling("runpod_openapi")
+catalog = _sibling("runpod_catalog")
+
+DOCUMENT = openapi.DOCUMENT
 NO_CAPACITY = (
     "There are no longer any instances available with the requested specifications. Please refresh and try again."
 )
-
-# Flavor facts (RunPod catalog / docs): RAM per vCPU (c 2, g 4, m 8), container disk per vCPU
-# (gen 3: 10 GB, cpu5c: 15 GB), vCPU 2-32.  Kept here, independent of eps's own tables.
-FLAVORS: dict[str, tuple[int, int]] = {
-    "cpu3c": (2, 10),
-    "cpu3g": (4, 10),
-    "cpu3m": (8, 10),
-    "cpu5c": (2, 15),
-    "cpu5g": (4, 10),
-    "cpu5m": (8, 10),
+#: The routes this server implements; other paths of the document answer 501.
+SERVED: dict[str, dict[str, str]] = {
+    "/v2/pods": {"GET": "_list", "POST": "_create"},
+    "/v2/pods/{id}": {"GET": "_get", "PATCH": "_update", "DELETE": "_delete"},
+    "/v2/catalog/cpus": {"GET": "_cpus"},
+    "/v2/catalog/cpus/{id}": {"GET": "_cpu"},
+    "/v2/catalog/gpus": {"GET": "_gpus"},
+    "/v2/catalog/gpus/{id}": {"GET": "_gpu"},
+    "/v2/account/ssh-keys": {"GET": "_keys", "PUT": "_set_keys"},
 }
-VCPUS = (2, 4, 8, 16, 32)
 
 
-def schema_validator(name: str, document: Path = DOCUMENT) -> Draft202012Validator:
+def schema_validator(name: str) -> Draft202012Validator:
     """A JSON Schema 2020-12 validator for ``#/components/schemas/<name>`` of the document."""
-    doc = json.loads(document.read_text(encoding="utf-8"))
-    registry = Registry().with_resource("urn:runpod-v2", Resource(contents=doc, specification=DRAFT202012))
-    return Draft202012Validator({"$ref": f"urn:runpod-v2#/components/schemas/{name}"}, registry=registry)
+    return openapi.schema_validator(name)
 
 
 @dataclass(frozen=True)
 class Fault:
     """One scripted answer: wait ``delay_s``, then answer ``status`` (None: answer normally).
     ``process`` True does the work first (a pod is created), then waits and answers: the
-    client sees a slow or failed create that in fact succeeded."""
+    client sees a slow or failed create that in fact succeeded.  A 429 without
+    ``retry_after`` carries the server's :attr:`FakeRunpod.retry_after_s`."""
 
     status: int | None = None
     detail: str | None = None
@@ -84,12 +119,30 @@ class Recorded:
     body: Any
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One answer as it went on the wire."""
+
+    method: str
+    path: str
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
 @dataclass
 class _Pod:
     doc: dict[str, Any]
     steps: int = 0
     fail: bool = False
     stuck: bool = False
+    network: tuple[str, dict[int, tuple[str, int | None]]] | None = None  # ip, private -> (type, public)
+
+
+Reply = tuple[int, dict[str, str], Any]
+
+#: every server started in this process, in order (the RunPod tests check their answers)
+STARTED: list[FakeRunpod] = []
 
 
 @dataclass
@@ -106,13 +159,21 @@ class FakeRunpod:
     stuck: set[str] = field(default_factory=set)  # flavor / GPU ids whose pods stay PROVISIONING
     insufficient_balance: bool = False
     echo_key_in_401: bool = False  # a hostile server that quotes the token back
+    cpus: list[dict[str, Any]] = field(default_factory=catalog.default_cpus)  # CpuType documents
+    gpus: list[dict[str, Any]] = field(default_factory=catalog.default_gpus)  # GpuType documents
+    data_centers: tuple[str, ...] = tuple(i for i, _, _ in catalog.DATA_CENTERS)
+    public_ip: str = "127.0.0.1"  # the pods' public address (ssh.direct.host, runtime.ports[].ip)
+    ssh_port: int | None = None  # the public port of 22/tcp (None: 40000 + n per pod)
+    ssh_keys: list[str] = field(default_factory=list)  # the account's registered public keys
+    retry_after_s: int = 1  # Retry-After of a 429 fault that names none
     pods: dict[str, _Pod] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
     faults: dict[tuple[str, str], deque[Fault]] = field(default_factory=dict)
     in_flight: int = 0
     peak_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    validator: Draft202012Validator = field(default_factory=lambda: schema_validator("CreatePodRequest"))
+    _ports: int = 0
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
@@ -124,6 +185,7 @@ class FakeRunpod:
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
+        STARTED.append(self)
         return self
 
     def stop(self) -> None:
@@ -153,7 +215,7 @@ class FakeRunpod:
 
     def created_bodies(self) -> list[Any]:
         with self.lock:
-            return [r.body for r in self.requests if r.method == "POST" and r.path == "/v2/pods"]
+            return [r.body for r in self.requests if r.method == "POST" and _route(r.path) == "/v2/pods"]
 
     def count(self, method: str, route: str) -> int:
         with self.lock:
@@ -163,127 +225,285 @@ class FakeRunpod:
         with self.lock:
             return [dict(p.doc) for p in self.pods.values()]
 
+    def add_pod(self, body: dict[str, Any], *, pod_id: str | None = None, status: str = "RUNNING") -> str:
+        """Put a pod in place as if it had been created from ``body`` (a valid create body)
+        and had reached ``status``; returns its id."""
+        rule = self._create_rule(body)
+        if isinstance(rule, str):
+            raise ValueError(rule)
+        _, machine, cost = rule
+        with self.lock:
+            pod_id = pod_id or secrets.token_hex(7)
+            pod = _Pod(_pod_doc(pod_id, body, machine, cost, self._env(body)), network=self._network(body))
+            if status != "PROVISIONING":
+                _set_status(pod.doc, status, pod.network)
+            self.pods[pod_id] = pod
+            return pod_id
+
+    def env_of(self, pod_id: str) -> dict[str, str]:
+        """The pod's ``env`` as RunPod keeps it (what the body sent, plus an injected ``PUBLIC_KEY``)."""
+        with self.lock:
+            return dict(self.pods[pod_id].doc["env"])
+
+    def ssh_address(self, pod_id: str) -> tuple[str, int] | None:
+        """Where ``ssh.direct`` points now: (host, port), or None."""
+        with self.lock:
+            direct = self.pods[pod_id].doc["ssh"]["direct"]
+            return (direct["host"], direct["port"]) if direct else None
+
     # -- the API --
 
-    def handle(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, str], Any]:
-        body: Any = None
-        if raw:
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                return _problem(400, "Bad Request", "request body is not JSON")
+    def handle(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         route = _route(path)
         with self.lock:
-            self.requests.append(Recorded(method, path, headers, body))
+            self.requests.append(Recorded(method, path, headers, _json_or_none(raw)))
             queued = self.faults.get((method, route))
             fault = queued.popleft() if queued else None
         if fault is not None and not fault.process:  # slow or failing before any work
             time.sleep(fault.delay_s)
             if fault.status is not None:
                 return self._fault(fault)
+        template = openapi.path_template(path.split("?", 1)[0].rstrip("/") or "/")
+        if method == "OPTIONS" and template is not None:
+            return 204, {"Allow": ", ".join(openapi.allowed(template))}, None
         auth = headers.get("authorization", "")
         if auth != f"Bearer {self.api_key}":
             detail = "missing bearer token" if not auth else "invalid bearer token"
             if self.echo_key_in_401 and auth:
                 detail = f"invalid bearer token {auth.removeprefix('Bearer ')}"
-            return _problem(401, "Unauthorized", detail)
-        answer = self._route(method, route, path, body)
+            return _problem(401, detail)
+        answer = self._dispatch(method, template, path, raw)
         if fault is not None and fault.process:  # the work is done; the answer is slow or replaced
             time.sleep(fault.delay_s)
             if fault.status is not None:
                 return self._fault(fault)
         return answer
 
-    def _fault(self, fault: Fault) -> tuple[int, dict[str, str], Any]:
-        titles = {
-            429: "Too Many Requests",
-            500: "Internal Server Error",
-            502: "Bad Gateway",
-            503: "Service Unavailable",
-        }
-        status, header, body = _problem(
-            fault.status or 500, titles.get(fault.status or 500, "Error"), fault.detail or "scripted failure"
-        )
-        if fault.retry_after is not None:
-            header["Retry-After"] = str(fault.retry_after)
+    def _fault(self, fault: Fault) -> Reply:
+        status = fault.status or 500
+        _, header, body = _problem(status, fault.detail or "scripted failure")
+        if status == 429 or fault.retry_after is not None:
+            header["Retry-After"] = str(fault.retry_after if fault.retry_after is not None else self.retry_after_s)
         return status, header, body
 
-    def _route(self, method: str, route: str, path: str, body: Any) -> tuple[int, dict[str, str], Any]:
-        if route == "/v2/pods":
-            if method == "POST":
-                return self._create(body)
-            if method == "GET":
-                with self.lock:
-                    return 200, {}, {"pods": [dict(p.doc) for p in self.pods.values()]}
-            return _problem(405, "Method Not Allowed", "The requested method is not allowed for this path.")
-        if route == "/v2/pods/{id}":
-            pod_id = path.rsplit("/", 1)[1]
-            if method == "GET":
-                return self._get(pod_id)
-            if method == "DELETE":
-                with self.lock:
-                    gone = self.pods.pop(pod_id, None)
-                return (204, {}, None) if gone else _problem(404, "Not Found", "pod not found")
-            return _problem(405, "Method Not Allowed", "The requested method is not allowed for this path.")
-        return _problem(404, "Not Found", "resource not found")
-
-    def _create(self, body: Any) -> tuple[int, dict[str, str], Any]:
-        errors = sorted(self.validator.iter_errors(body), key=lambda e: list(e.absolute_path))
+    def _dispatch(self, method: str, template: str | None, path: str, raw: bytes) -> Reply:
+        if template is None:
+            return _problem(404, "resource not found")
+        if method not in openapi.allowed(template):
+            _, header, body = _problem(405, "The requested method is not allowed for this path.")
+            header["Allow"] = ", ".join(openapi.allowed(template))
+            return 405, header, body
+        handler = SERVED.get(template, {}).get(method)
+        if handler is None:
+            return _problem(501, f"the test server does not implement {method} {template}")
+        values, errors = openapi.query_values(method, template, urlsplit(path).query)
         if errors:
-            lines = ["$" + "".join(f".{p}" for p in e.absolute_path) + ": " + e.message for e in errors]
-            return _problem(422, "Unprocessable Entity", "Request validation failed.", lines)
-        if ("gpu" in body) == ("cpu" in body):
-            return _problem(400, "Bad Request", "exactly one of gpu or cpu must be set")
-        if "cpu" in body:
-            flavor, vcpus = body["cpu"]["id"], body["cpu"]["vcpuCount"]
-            if flavor not in FLAVORS:
-                return _problem(400, "Bad Request", f"unknown cpu flavor {flavor}")
-            ram, disk_per_vcpu = FLAVORS[flavor]
-            if vcpus not in VCPUS:
-                return _problem(400, "Bad Request", f"vcpuCount {vcpus} is not valid for {flavor}")
-            if body.get("disk", 10) > vcpus * disk_per_vcpu:
-                return _problem(
-                    400, "Bad Request", f"container disk exceeds the {vcpus * disk_per_vcpu} GB limit for {flavor}"
-                )
-            if (body.get("mounts") or {}).get("persistent"):
-                return _problem(400, "Bad Request", "mounts.persistent is invalid for CPU pods")
-            keys = (flavor, f"{flavor}-{vcpus}-{vcpus * ram}")
-            machine = {"cpu": {"id": flavor, "vcpuCount": vcpus, "memory": vcpus * ram}}
-        else:
-            keys = (body["gpu"]["id"],)
-            machine = {"gpu": {"id": body["gpu"]["id"], "count": body["gpu"].get("count", 1)}}
+            return _problem(422, "Request validation failed.", errors)
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                return _problem(400, "request body is not JSON")
+        item = unquote(urlsplit(path).path.rstrip("/").rsplit("/", 1)[1]) if "{id}" in template else None
+        return getattr(self, handler)(body=body, values=values, item=item)
+
+    # -- pods --
+
+    def _list(self, body: Any, values: dict[str, Any], item: None) -> Reply:
+        with self.lock:
+            return 200, {}, {"pods": [dict(p.doc) for p in self.pods.values()]}
+
+    def _create(self, body: Any, values: dict[str, Any], item: None) -> Reply:
+        lines = openapi.request_errors("CreatePodRequest", body)
+        if lines:
+            return _problem(422, "Request validation failed.", lines)
+        if "templateId" in body:
+            return _problem(404, f"template {body['templateId']} not found")
+        refusal = self._create_rule(body)
+        if isinstance(refusal, str):
+            return _problem(400, refusal)
+        keys, machine, cost = refusal
         with self.lock:
             if any(k in self.forbidden for k in keys):
-                return _problem(403, "Forbidden", "access denied")
+                return _problem(403, "access denied")
             for k in keys:
                 if k in self.rule_violation:
-                    return _problem(400, "Bad Request", self.rule_violation[k])
+                    return _problem(400, self.rule_violation[k])
             if self.insufficient_balance:
-                return _problem(402, "Payment Required", "insufficient balance to deploy this pod")
+                return _problem(402, "insufficient balance to deploy this pod")
             limited = [k for k in keys if k in self.stock]
             if any(self.stock[k] <= 0 for k in limited):
-                return _problem(400, "Bad Request", NO_CAPACITY)
+                return _problem(400, NO_CAPACITY)
             for k in limited:
                 self.stock[k] -= 1
             pod_id = secrets.token_hex(7)
-            doc = _pod_doc(pod_id, body, machine)
+            doc = _pod_doc(pod_id, body, machine, cost, self._env(body))
             self.pods[pod_id] = _Pod(
-                doc, fail=any(k in self.fail_start for k in keys), stuck=any(k in self.stuck for k in keys)
+                doc,
+                fail=any(k in self.fail_start for k in keys),
+                stuck=any(k in self.stuck for k in keys),
+                network=self._network(body),
             )
             return 201, {}, dict(doc)
 
-    def _get(self, pod_id: str) -> tuple[int, dict[str, str], Any]:
+    def _create_rule(self, body: dict[str, Any]) -> str | tuple[tuple[str, ...], dict[str, Any], float]:
+        """The handler rules: a 400 detail, or (stock keys, machine block, cost per hour)."""
+        if ("gpu" in body) == ("cpu" in body):
+            return "exactly one of gpu or cpu must be set"
+        mounts = body.get("mounts") or {}
+        if mounts.get("persistent") and mounts.get("network"):
+            return "mounts.persistent and mounts.network are mutually exclusive"
+        unknown = [d for d in body.get("dataCenterIds") or [] if d not in self.data_centers]
+        if unknown:
+            return f"unknown data center {unknown[0]}"
+        if "cpu" in body:
+            flavor, vcpus = body["cpu"]["id"], body["cpu"]["vcpuCount"]
+            why = catalog.cpu_refusal(self.cpus, flavor, vcpus)
+            if why is not None:
+                return why
+            limit = vcpus * catalog.DISK_GB_PER_VCPU.get(flavor, 10)
+            if body.get("disk", 10) > limit:
+                return f"container disk exceeds the {limit} GB limit for {flavor}"
+            if mounts.get("persistent"):
+                return "mounts.persistent is invalid for CPU pods"
+            if body.get("globalNetworking"):
+                return "global networking requires an NVIDIA GPU"
+            cpu = catalog.find(self.cpus, flavor)
+            memory = round(vcpus * cpu["ramGbPerVcpu"])
+            machine = {"cpu": {"id": flavor, "vcpuCount": vcpus, "memory": memory}}
+            return (flavor, f"{flavor}-{vcpus}-{memory}"), machine, vcpus * cpu["price"]["securePerVcpu"]
+        gpu_id, count = body["gpu"]["id"], body["gpu"].get("count", 1)
+        if body["gpu"].get("allowedCudaVersions") and "minCudaVersion" in body["gpu"]:
+            return "allowedCudaVersions and minCudaVersion are mutually exclusive"
+        cloud = body.get("cloud", "SECURE")
+        why = catalog.gpu_refusal(self.gpus, gpu_id, count, cloud)
+        if why is not None:
+            return why
+        price = catalog.find(self.gpus, gpu_id)["price"][cloud.lower()]
+        return (gpu_id,), {"gpu": {"id": gpu_id, "count": count}}, count * price
+
+    def _env(self, body: dict[str, Any]) -> dict[str, str]:
+        env = dict(body.get("env") or {})
+        if body.get("startSsh") and self.ssh_keys and "PUBLIC_KEY" not in env:
+            env["PUBLIC_KEY"] = "\n".join(self.ssh_keys)  # what startSsh injects (CreatePodRequest)
+        return env
+
+    def _network(self, body: dict[str, Any]) -> tuple[str, dict[int, tuple[str, int | None]]] | None:
+        """The public side of the pod's ``ports`` once it runs: TCP ports get a public port."""
+        mapping: dict[int, tuple[str, int | None]] = {}
+        for entry in body.get("ports") or []:
+            number, _, kind = entry.partition("/")
+            if not number.isdigit():
+                continue
+            public = None
+            if kind == "tcp":
+                if int(number) == 22 and self.ssh_port is not None:
+                    public = self.ssh_port
+                else:
+                    public = 40000 + self._ports
+                    self._ports += 1
+            mapping[int(number)] = (kind or "http", public)
+        return (self.public_ip, mapping) if mapping else None
+
+    def _get(self, body: Any, values: dict[str, Any], item: str) -> Reply:
         with self.lock:
-            pod = self.pods.get(pod_id)
+            pod = self.pods.get(item)
             if pod is None:
-                return _problem(404, "Not Found", "pod not found")
+                return _problem(404, "pod not found")
             if not pod.stuck and pod.doc["status"] in ("PROVISIONING", "STARTING"):
                 pod.steps += 1
                 if pod.steps >= self.gets_to_running:
-                    _set_status(pod.doc, "ERROR" if pod.fail else "RUNNING")
+                    _set_status(pod.doc, "ERROR" if pod.fail else "RUNNING", pod.network)
                 else:
-                    _set_status(pod.doc, "STARTING")
+                    _set_status(pod.doc, "STARTING", pod.network)
             return 200, {}, dict(pod.doc)
+
+    def _update(self, body: Any, values: dict[str, Any], item: str) -> Reply:
+        lines = openapi.request_errors("UpdatePodRequest", body)
+        if lines:
+            return _problem(422, "Request validation failed.", lines)
+        with self.lock:
+            pod = self.pods.get(item)
+            if pod is None:
+                return _problem(404, "pod not found")
+            if "templateId" in body:
+                return _problem(404, f"template {body['templateId']} not found")
+            mounts = body.get("mounts") or {}
+            if mounts.get("persistent") and "cpu" in pod.doc:
+                return _problem(400, "mounts.persistent is invalid for CPU pods")
+            if mounts.get("persistent") and mounts.get("network"):
+                return _problem(400, "mounts.persistent and mounts.network are mutually exclusive")
+            for name in ("name", "image", "args", "disk", "ports", "env", "registry", "locked"):
+                if name in body:
+                    pod.doc[name] = body[name]
+            if mounts:
+                pod.doc["mounts"] = {**pod.doc["mounts"], **mounts}
+            return 200, {}, dict(pod.doc)
+
+    def _delete(self, body: Any, values: dict[str, Any], item: str) -> Reply:
+        with self.lock:
+            gone = self.pods.pop(item, None)
+        return (204, {}, None) if gone else _problem(404, "pod not found")
+
+    # -- catalog --
+
+    def _cpus(self, body: Any, values: dict[str, Any], item: None) -> Reply:
+        return self._catalog("cpus", values, None)
+
+    def _cpu(self, body: Any, values: dict[str, Any], item: str) -> Reply:
+        return self._catalog("cpus", values, item)
+
+    def _gpus(self, body: Any, values: dict[str, Any], item: None) -> Reply:
+        return self._catalog("gpus", values, None)
+
+    def _gpu(self, body: Any, values: dict[str, Any], item: str) -> Reply:
+        return self._catalog("gpus", values, item)
+
+    def _catalog(self, kind: str, values: dict[str, Any], item: str | None) -> Reply:
+        why = catalog.query_refusal(kind, values)
+        if why is not None:
+            return _problem(400, why)
+        items = self.cpus if kind == "cpus" else self.gpus
+        if item is not None:
+            found = catalog.find(items, item)
+            if found is None:
+                return _problem(404, f"{kind[:-1]} type not found")
+            items = [found]
+        if "AVAILABILITY" in (values.get("include") or []):
+            with self.lock:
+                shown = [self._available(kind, doc, values, listing=item is None) for doc in items]
+            items = [doc for doc in shown if doc is not None]
+        if item is not None:
+            return 200, {}, items[0]
+        return 200, {}, {kind: items}
+
+    def _available(self, kind: str, doc: dict[str, Any], values: dict[str, Any], *, listing: bool) -> Any:
+        left = self.stock.get(doc["id"])
+        if kind == "cpus" and "vcpuCount" in values:
+            vcpus = values["vcpuCount"]
+            instance = f"{doc['id']}-{vcpus}-{round(vcpus * doc['ramGbPerVcpu'])}"
+            in_range = doc["vcpu"]["min"] <= vcpus <= doc["vcpu"]["max"]
+            left = 0 if not in_range else self.stock.get(instance, left)
+        if kind == "gpus":
+            cloud = values.get("cloud", "SECURE").lower()
+            if values.get("count", 1) > doc["maxCount"][cloud] or not doc[cloud]:
+                left = 0
+        return catalog.with_availability(doc, left, values, gpu=kind == "gpus", listing=listing)
+
+    # -- account --
+
+    def _keys(self, body: Any, values: dict[str, Any], item: None) -> Reply:
+        with self.lock:
+            return 200, {}, {"keys": list(self.ssh_keys)}
+
+    def _set_keys(self, body: Any, values: dict[str, Any], item: None) -> Reply:
+        lines = openapi.request_errors("UpdateSshKeysRequest", body)
+        if lines:
+            return _problem(422, "Request validation failed.", lines)
+        with self.lock:
+            self.ssh_keys = list(body["keys"])
+            return 200, {}, {"keys": list(self.ssh_keys)}
 
 
 _ACTIONS = {
@@ -299,17 +519,37 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _set_status(doc: dict[str, Any], status: str) -> None:
+def _set_status(
+    doc: dict[str, Any], status: str, network: tuple[str, dict[int, tuple[str, int | None]]] | None = None
+) -> None:
+    """Move a ``Pod`` document to ``status``, with what the document says goes with it:
+    ``ssh.proxy`` once the pod has a machine, ``ssh.direct`` and ``runtime`` while RUNNING."""
     doc["status"] = status
     doc["actions"] = _ACTIONS[status]
+    ssh = doc.setdefault("ssh", {"proxy": None, "direct": None})
+    if status in ("STARTING", "RUNNING") and ssh.get("proxy") is None:
+        user = f"{doc['id']}-{hashlib.sha256(doc['id'].encode()).hexdigest()[:8]}"
+        ssh["proxy"] = {"host": "ssh.runpod.io", "port": 22, "username": user, "command": f"ssh {user}@ssh.runpod.io"}
+    ssh["direct"] = None
     if status == "RUNNING":
         doc["startedAt"] = _now()
-        doc["runtime"] = {"uptime": 0, "ports": []}
+        ports: list[dict[str, Any]] = []
+        if network is not None:
+            ip, mapping = network
+            for private, (kind, public) in sorted(mapping.items()):
+                ports.append({"private": private, "public": public, "type": kind, "ip": ip if public else None})
+            kind, port = mapping.get(22, ("", None))
+            if kind == "tcp" and port is not None:
+                ssh["direct"] = {"host": ip, "port": port, "username": "root", "command": f"ssh root@{ip} -p {port}"}
+        doc["runtime"] = {"uptime": 0, "ports": ports}
+    elif status in ("EXITED", "ERROR", "TERMINATED"):
+        doc["runtime"] = None
+        if status != "ERROR":
+            doc["cost"] = 0.0  # "0.0 when EXITED or TERMINATED"
 
 
-def _pod_doc(pod_id: str, body: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]:
+def _pod_doc(pod_id: str, body: dict[str, Any], machine: dict[str, Any], cost: float, env: dict[str, str]) -> Any:
     """A ``Pod`` with every required field, as the 201 example shows it."""
-    count = machine["cpu"]["vcpuCount"] if "cpu" in machine else machine["gpu"]["count"]
     return {
         "id": pod_id,
         "name": body["name"],
@@ -317,7 +557,7 @@ def _pod_doc(pod_id: str, body: dict[str, Any], machine: dict[str, Any]) -> dict
         "args": body.get("args", ""),
         "disk": body.get("disk", 10 if "cpu" in machine else 50),
         "ports": body.get("ports", []),
-        "env": body.get("env", {}),
+        "env": env,
         "registry": body.get("registry"),
         "status": "PROVISIONING",
         "actions": _ACTIONS["PROVISIONING"],
@@ -328,7 +568,7 @@ def _pod_doc(pod_id: str, body: dict[str, Any], machine: dict[str, Any]) -> dict
         "cudaVersion": None if "cpu" in machine else "12.8",
         "ssh": {"proxy": None, "direct": None},
         "template": None,
-        "cost": round(0.04 * count, 4),
+        "cost": round(cost, 4),
         "locked": False,
         "globalNetworking": {"enabled": False},
         "runtime": None,
@@ -338,17 +578,27 @@ def _pod_doc(pod_id: str, body: dict[str, Any], machine: dict[str, Any]) -> dict
 
 
 def _route(path: str) -> str:
-    path = path.split("?", 1)[0].rstrip("/")
-    if path.startswith("/v2/pods/") and path.count("/") == 3:
-        return "/v2/pods/{id}"
-    return path
+    path = urlsplit(path).path.rstrip("/") or "/"
+    return openapi.path_template(path) or path
 
 
-def _problem(status: int, title: str, detail: str, errors: list[str] | None = None) -> tuple[int, dict[str, str], Any]:
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None
+
+
+_TITLES = {422: "Unprocessable Entity"}  # the document's title (newer Pythons say "Unprocessable Content")
+
+
+def _problem(status: int, detail: str, errors: list[str] | None = None) -> Reply:
+    """An RFC 9457 problem document (``ErrorResponse``)."""
+    title = _TITLES.get(status) or HTTPStatus(status).phrase
     body: dict[str, Any] = {"title": title, "status": status, "detail": detail}
     if errors:
         body["errors"] = errors
-    return status, {"Content-Type": "application/problem+json"}, body
+    return status, {"Content-Type": openapi.PROBLEM}, body
 
 
 class _Server(ThreadingHTTPServer):
@@ -381,20 +631,49 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with fake.lock:
                 fake.in_flight -= 1
+        self._reply(status, dict(extra), body)
+
+    def _reply(self, status: int, extra: dict[str, str], body: Any) -> None:
         payload = b"" if body is None else json.dumps(body).encode()
+        sent: dict[str, str] = {}
+        if body is not None:
+            sent["Content-Type"] = extra.pop("Content-Type", "application/json")
+        sent.update(extra)
+        if status != 204:
+            sent["Content-Length"] = str(len(payload))
+        if self.command == "HEAD":
+            payload = b""
+        fake = self.server.fake
+        with fake.lock:
+            fake.answers.append(Answer(self.command or "", getattr(self, "path", ""), status, dict(sent), payload))
         try:
             self.send_response(status)
-            if body is not None:
-                self.send_header("Content-Type", extra.pop("Content-Type", "application/json"))
-            for name, value in extra.items():
+            for name, value in sent.items():
                 self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (timeout); the work stands
 
-    do_GET = do_POST = do_DELETE = do_PATCH = _serve
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Malformed requests (bad request line, oversized headers, unknown methods) get a
+        problem document too, never http.server's HTML page."""
+        words = getattr(self, "raw_requestline", b"").decode("latin-1").split()
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            if not words or not words[-1].startswith("HTTP/"):  # a real HTTP/0.9 line: no headers
+                super().send_error(code, message, explain)
+                return
+            self.request_version = "HTTP/1.1"  # a 1.x-looking line with a bad version: answer in 1.1
+        self.close_connection = True
+        status, extra, body = _problem(code, message or HTTPStatus(code).phrase)
+        self._reply(status, {**extra, "Connection": "close"}, body)
+
+    def __getattr__(self, name: str) -> Any:
+        """Every method, documented or not (``do_QUERY``, ``do_FOO``), is served: the answer is
+        the API's (404, 401, or 405 with ``Allow``), never http.server's 501 page."""
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
 
 def main(argv: list[str] | None = None) -> int:
