@@ -39,6 +39,7 @@ from __future__ import annotations
 from enum import StrEnum
 from functools import lru_cache
 
+from eps.core.durations import format_duration
 from eps.core.model import (
     Capacity,
     CapacitySnapshot,
@@ -355,7 +356,7 @@ def _slurm_candidates(
                 Skip(
                     name,
                     SkipCode.QOS_MAX_WALL,
-                    f"P9: MaxWall {_span(tier.max_wall_s)} < job {_span(duration_s)}",
+                    f"P9: MaxWall {format_duration(tier.max_wall_s)} < job {format_duration(duration_s)}",
                     qos,
                 )
             )
@@ -469,7 +470,7 @@ def _gcp_candidates(
             Skip(
                 "gcp",
                 SkipCode.SPOT_TOO_LONG,
-                f"P11: longer than {_span(th.spot_max_s)} and not restartable: on-demand only",
+                f"P11: longer than {format_duration(th.spot_max_s)} and not restartable: on-demand only",
                 machine.name,
             )
         )
@@ -712,13 +713,3 @@ def _worst_case(rungs: list[Rung], decision: ParkDecision | None) -> int:
         else:
             total += r.park_cap_s
     return total
-
-
-def _span(seconds: int) -> str:
-    if seconds % 86_400 == 0 and seconds:
-        return f"{seconds // 86_400}d"
-    if seconds % 3600 == 0 and seconds:
-        return f"{seconds // 3600}h"
-    if seconds % 60 == 0 and seconds:
-        return f"{seconds // 60}m"
-    return f"{seconds}s"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from eps.core.durations import format_duration
 from eps.core.model import Intent, Resource
 from eps.lint.docs import Doc
 from eps.lint.facts import PolicyFacts, park_cap_settings
@@ -30,12 +31,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def span(seconds: int | None) -> str:
-    if seconds is None:
-        return "none"
-    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
-        if seconds and seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    """A limit as the tables show it: the core's one duration form (``7d``), or ``none``."""
+    return "none" if seconds is None else format_duration(seconds)
 
 
 def provisioning_words(intent: Intent, facts: PolicyFacts) -> str:
