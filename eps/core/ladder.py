@@ -1,0 +1,134 @@
+"""The SLURM lanes' rungs: the QoS ladder of a cluster for one job (P7, P9, P10)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from eps.core.durations import format_duration
+from eps.core.model import (
+    CapacitySnapshot,
+    ClusterConfig,
+    Intent,
+    Job,
+    LaneKind,
+    Provisioning,
+    QosGrants,
+    QosTier,
+    Rung,
+    Skip,
+    SkipCode,
+    evolve,
+)
+
+
+def slurm_rungs(
+    cluster: ClusterConfig,
+    job: Job,
+    intent: Intent,
+    snap: CapacitySnapshot,
+    grants: QosGrants,
+    rungs: list[Rung],
+    skipped: list[Skip],
+) -> None:
+    name = cluster.name
+    for cs in snap.clusters:
+        if cs.cluster == name and not cs.reachable:
+            skipped.append(Skip(name, SkipCode.CLUSTER_UNREACHABLE, f"{name} did not answer"))
+            return
+    cand, static = _slurm_candidates(cluster, intent, job.duration_s, job.pin == name, grants.tiers(name))
+    skipped.extend(static)
+    if not snap.queues:
+        rungs.extend(cand)
+        return
+    for r in cand:
+        note = _queue_note(snap, name, r.qos, intent.gpus)
+        rungs.append(evolve(r, reason=r.reason + note) if note else r)
+
+
+@lru_cache(maxsize=1024)
+def _slurm_candidates(
+    cluster: ClusterConfig, intent: Intent, duration_s: int, pinned: bool, granted_tiers: tuple[QosTier, ...]
+) -> tuple[tuple[Rung, ...], tuple[Skip, ...]]:
+    """The rungs a SLURM lane offers this job before anything is known about its queues (P7, P9, P10)."""
+    name = cluster.name
+    rungs: list[Rung] = []
+    skipped: list[Skip] = []
+    capacity = cluster.gpus_per_node * cluster.max_nodes
+    if intent.gpus > capacity:
+        skipped.append(Skip(name, SkipCode.CLUSTER_TOO_SMALL, f"{intent.gpus} GPUs > {capacity} on one {name} node"))
+        return (), tuple(skipped)
+    if not cluster.qos_ladder:
+        cap = None if pinned else cluster.first_park_cap_s
+        why = "P10: pinned; returns the pending handle" if pinned else f"{name} queue (no QoS ladder)"
+        return (_slurm_rung(cluster, None, intent, cap, why),), ()
+
+    tiers = list(cluster.qos_ladder)
+    if cluster.dev_qos is not None and intent.dev_qos_ok:
+        if cluster.dev_qos_for_debug:
+            tiers.insert(1, cluster.dev_qos)
+        else:
+            skipped.append(Skip(name, SkipCode.DEV_QOS_DISABLED, "P7: the dev-QoS switch is off", cluster.dev_qos))
+    granted = {t.name: t for t in granted_tiers}
+    first = True
+    for qos in tiers:
+        tier = granted.get(qos)
+        if tier is None:
+            skipped.append(Skip(name, SkipCode.QOS_NOT_GRANTED, f"P9: {qos} is not granted to you", qos))
+            continue
+        if tier.max_wall_s is not None and duration_s > tier.max_wall_s:
+            skipped.append(
+                Skip(
+                    name,
+                    SkipCode.QOS_MAX_WALL,
+                    f"P9: MaxWall {format_duration(tier.max_wall_s)} < job {format_duration(duration_s)}",
+                    qos,
+                )
+            )
+            continue
+        if tier.max_gpus_per_user is not None and intent.gpus > tier.max_gpus_per_user:
+            skipped.append(
+                Skip(
+                    name,
+                    SkipCode.QOS_GPU_CAP,
+                    f"P9: per-user cap {tier.max_gpus_per_user} GPUs < job {intent.gpus}",
+                    qos,
+                )
+            )
+            continue
+        if pinned and not first:
+            skipped.append(Skip(name, SkipCode.NOT_PINNED, "P10: a pin walks no ladder", qos))
+            continue
+        if pinned:
+            cap, why = None, f"P10: pinned to {name}; submits under {qos} and returns the pending handle"
+        elif first:
+            cap, why = cluster.first_park_cap_s, f"P7: free {cluster.gpu_model}s; every dispatch starts under {qos}"
+        else:
+            cap, why = cluster.next_park_cap_s, "P7: next granted tier after a park timeout"
+        rungs.append(_slurm_rung(cluster, qos, intent, cap, why))
+        first = False
+    return tuple(rungs), tuple(skipped)
+
+
+def _slurm_rung(cluster: ClusterConfig, qos: str | None, intent: Intent, cap: int | None, why: str) -> Rung:
+    return Rung(
+        cluster.name,
+        LaneKind.SLURM,
+        Provisioning.QUEUE,
+        why,
+        qos=qos,
+        machine=f"{intent.gpus}x{cluster.gpu_model}",
+        gpus=intent.gpus,
+        vcpus=intent.vcpus,
+        mem_gb=intent.mem_gb,
+        park_cap_s=cap,
+    )
+
+
+def _queue_note(snap: CapacitySnapshot, cluster: str, qos: str | None, gpus: int) -> str:
+    for q in snap.queues:
+        if q.cluster == cluster and q.qos == qos:
+            if q.free_gpus is not None and q.free_gpus < gpus:
+                return f" (snapshot: {q.free_gpus} GPUs free under this QoS; expect to park)"
+            if q.pending_reason:
+                return f" (snapshot: jobs pend with {q.pending_reason})"
+    return ""
