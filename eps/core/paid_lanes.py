@@ -1,18 +1,27 @@
-"""The paid lanes' rungs: GCP (spot then on-demand, zone by zone) and RunPod pods (P3, P4, P6, P11)."""
+"""The paid lanes' rungs: GCP machines and RunPod pods (P3, P4, P6, P11).
+
+GCP: spot first when the job is short or restartable (P11), then on-demand;
+``cpu-bigmem`` on-demand only (P4); zones in the configured preference order,
+only those that offer the machine type.  RunPod CPU pods: the intent's flavors
+in order, each at the smallest size that holds its vCPUs, RAM and disk; the
+fallback when GCP CPU is exhausted (P3).  RunPod GPU pods: pinned jobs only
+(P6).  Prices are information only (P12).
+
+What a lane offers a job shape is memoised in the policy's index; the
+snapshot's facts then strike out what is known to be exhausted.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from functools import lru_cache
 
 from eps.core.durations import format_duration
+from eps.core.indexes import Candidates, Facts, PolicyIndex
 from eps.core.model import (
     Capacity,
-    CapacitySnapshot,
     Intent,
     Job,
     LaneKind,
-    Policy,
     Provisioning,
     Resource,
     Rung,
@@ -25,12 +34,13 @@ from eps.core.model import (
 def gcp_rungs(
     job: Job,
     intent: Intent,
-    snap: CapacitySnapshot,
-    policy: Policy,
+    facts: Facts,
+    index: PolicyIndex,
     rungs: list[Rung],
     skipped: list[Skip],
 ) -> None:
-    th = policy.thresholds
+    """Append the GCP rungs for ``job`` (and the skips), minus what the snapshot knows is exhausted."""
+    th = index.policy.thresholds
     if not intent.spot_eligible:
         spot = _SpotMode.NEVER_INTENT
     elif job.duration_s <= th.spot_max_s:
@@ -39,13 +49,14 @@ def gcp_rungs(
         spot = _SpotMode.RESTARTABLE
     else:
         spot = _SpotMode.NEVER_LONG
-    cand, static = _gcp_candidates(policy, intent, spot, _disk_gb(job, policy))
+    disk = disk_gb(job, index)
+    cand, static = index.memo(("gcp", intent, spot, disk), lambda: _gcp_candidates(index, intent, spot, disk))
     skipped.extend(static)
-    if not snap.gcp:
+    if not facts.has_gcp:
         rungs.extend(cand)
         return
     for r in cand:
-        state = _gcp_state(snap, r.machine or "", r.zone or "", r.provisioning)
+        state = facts.gcp_state(r.machine or "", r.zone or "", r.provisioning)
         target = f"{r.machine}/{r.zone}/{r.provisioning.value}"
         if state is Capacity.EXHAUSTED:
             skipped.append(Skip("gcp", SkipCode.GCP_ZONE_EXHAUSTED, f"{r.zone} is out of {r.machine}", target))
@@ -62,18 +73,15 @@ class _SpotMode(StrEnum):
     NEVER_INTENT = "never_intent"
 
 
-@lru_cache(maxsize=1024)
-def _gcp_candidates(
-    policy: Policy, intent: Intent, spot: _SpotMode, disk: int | None
-) -> tuple[tuple[Rung, ...], tuple[Skip, ...]]:
+def _gcp_candidates(index: PolicyIndex, intent: Intent, spot: _SpotMode, disk: int | None) -> Candidates:
     """GCP rungs before capacity is consulted: spot (when P11 allows) then on-demand, zones in preference order."""
     skipped: list[Skip] = []
     if intent.gcp_machine is None:
         return (), ()
-    machine = policy.gcp_machine(intent.gcp_machine)
+    machine = index.machines.get(intent.gcp_machine)
     if machine is None:
         return (), ()
-    th = policy.thresholds
+    th = index.policy.thresholds
     provs: list[Provisioning] = []
     if spot is _SpotMode.NEVER_INTENT:
         skipped.append(Skip("gcp", SkipCode.ON_DEMAND_ONLY_INTENT, f"P4: {intent.name} stays on-demand", machine.name))
@@ -100,8 +108,9 @@ def _gcp_candidates(
             )
         )
     zones = []
-    for zone in policy.gcp_zones:
-        if zone in machine.zones:
+    offered = index.machine_zones[machine.name]
+    for zone in index.policy.gcp_zones:
+        if zone in offered:
             zones.append(zone)
         else:
             skipped.append(Skip("gcp", SkipCode.ZONE_NOT_OFFERED, f"{machine.name} not offered in {zone}", zone))
@@ -134,37 +143,21 @@ def _gcp_candidates(
     return tuple(rungs), tuple(skipped)
 
 
-def _gcp_state(snap: CapacitySnapshot, machine: str, zone: str, prov: Provisioning) -> Capacity:
-    state = Capacity.UNKNOWN
-    for g in snap.gcp:  # later facts override earlier ones
-        if g.machine != machine or (g.provisioning is not None and g.provisioning is not prov):
-            continue
-        z = g.zone
-        if z in (zone, "*") or (z.endswith("*") and zone.startswith(z[:-1])):
-            state = g.state
-    return state
-
-
-def _disk_gb(job: Job, policy: Policy) -> int | None:
+def disk_gb(job: Job, index: PolicyIndex) -> int | None:
     """Boot/container disk for the big-volume route: the footprint plus 25 %, in 10 GB steps."""
-    if job.footprint_gb <= policy.thresholds.big_footprint_gb:
+    if job.footprint_gb <= index.policy.thresholds.big_footprint_gb:
         return None
     need = job.footprint_gb * 1.25
     return int(-(-need // 10) * 10)
 
 
-def _runpod_filter(cand: tuple[Rung, ...], snap: CapacitySnapshot, rungs: list[Rung], skipped: list[Skip]) -> None:
-    if not snap.runpod:
+def _runpod_filter(cand: tuple[Rung, ...], facts: Facts, rungs: list[Rung], skipped: list[Skip]) -> None:
+    if not facts.has_runpod:
         rungs.extend(cand)
         return
     for r in cand:
         machine = r.machine or ""
-        flavor = machine.split("-", 1)[0]
-        stock = Stock.UNKNOWN
-        for st in snap.runpod:  # later facts override earlier ones
-            if st.id in (machine, flavor):
-                stock = st.stock
-        if stock is Stock.NONE:
+        if facts.runpod_stock(machine, machine.split("-", 1)[0]) is Stock.NONE:
             skipped.append(Skip("runpod", SkipCode.RUNPOD_OUT_OF_STOCK, f"{r.machine} is out of stock", r.machine))
         else:
             rungs.append(r)
@@ -173,22 +166,24 @@ def _runpod_filter(cand: tuple[Rung, ...], snap: CapacitySnapshot, rungs: list[R
 def runpod_cpu_rungs(
     job: Job,
     intent: Intent,
-    snap: CapacitySnapshot,
-    policy: Policy,
+    facts: Facts,
+    index: PolicyIndex,
     rungs: list[Rung],
     skipped: list[Skip],
 ) -> None:
-    cand, static = _runpod_cpu_candidates(policy, intent, _disk_gb(job, policy), job.pin == "runpod")
+    """Append one CPU pod rung per flavor of the intent that has a size for it (P3)."""
+    disk = disk_gb(job, index)
+    pinned = job.pin == "runpod"
+    cand, static = index.memo(
+        ("runpod-cpu", intent, disk, pinned), lambda: _runpod_cpu_candidates(index, intent, disk, pinned)
+    )
     skipped.extend(static)
-    _runpod_filter(cand, snap, rungs, skipped)
+    _runpod_filter(cand, facts, rungs, skipped)
 
 
-@lru_cache(maxsize=256)
-def _runpod_cpu_candidates(
-    policy: Policy, intent: Intent, disk: int | None, pinned: bool
-) -> tuple[tuple[Rung, ...], tuple[Skip, ...]]:
+def _runpod_cpu_candidates(index: PolicyIndex, intent: Intent, disk: int | None, pinned: bool) -> Candidates:
     """One CPU pod rung per flavor: the smallest size that holds the intent's vCPUs, RAM and disk."""
-    flavors = {f.name: f for f in policy.runpod_cpu}
+    flavors = index.runpod_cpu
     need_disk = disk or 0
     rungs: list[Rung] = []
     skipped: list[Skip] = []
@@ -237,12 +232,13 @@ def _runpod_cpu_candidates(
 def runpod_gpu_rungs(
     job: Job,
     intent: Intent,
-    snap: CapacitySnapshot,
-    policy: Policy,
+    facts: Facts,
+    index: PolicyIndex,
     rungs: list[Rung],
     skipped: list[Skip],
 ) -> None:
-    types = {g.id: g for g in policy.runpod_gpu}
+    """Append one GPU pod rung per GPU type of the intent (a pinned job only, P6), all GPUs on one pod (P5)."""
+    types = index.runpod_gpu
     cand = []
     for gid in intent.runpod_gpu:
         gpu = types.get(gid)
@@ -258,8 +254,8 @@ def runpod_gpu_rungs(
                 gpus=intent.gpus,
                 vcpus=intent.vcpus,
                 mem_gb=intent.mem_gb,
-                disk_gb=_disk_gb(job, policy),
+                disk_gb=disk_gb(job, index),
                 price_per_hour=round(intent.gpus * gpu.per_gpu_hour, 4),
             )
         )
-    _runpod_filter(tuple(cand), snap, rungs, skipped)
+    _runpod_filter(tuple(cand), facts, rungs, skipped)

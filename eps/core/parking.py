@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from eps.core.indexes import PolicyIndex
 from eps.core.model import (
-    Job,
     LaneKind,
     ParkAction,
     ParkDecision,
     ParkState,
-    Policy,
     Provisioning,
     Rung,
     Skip,
@@ -37,32 +36,29 @@ NEVER_RUNS_REASONS: frozenset[str] = frozenset(
 SELF_CAP_REASONS: frozenset[str] = frozenset({"QOSMaxGRESPerUser", "QOSMaxCpuPerUserLimit", "QOSMaxNodePerUserLimit"})
 
 
-# --- parking (P7, P8, P10) -----------------------------------------------------------------
-
-
 def apply_park(
-    park: ParkState, job: Job, rungs: list[Rung], skipped: list[Skip], policy: Policy
+    park: ParkState, rungs: list[Rung], skipped: list[Skip], index: PolicyIndex
 ) -> tuple[ParkDecision, list[Rung]]:
     """Decide about a job parked on ``park.cluster``/``park.qos`` and return what remains."""
-    index = next(
+    at = next(
         (i for i, r in enumerate(rungs) if r.kind is LaneKind.SLURM and r.lane == park.cluster and r.qos == park.qos),
         None,
     )
     where = f"{park.cluster}/{park.qos or '-'}"
-    if index is None:
+    if at is None:
         decision = ParkDecision(ParkAction.ADVANCE, where, 0, "the parked rung is not in the plan any more")
         return decision, rungs
-    rung = rungs[index]
-    for passed in rungs[:index]:
+    rung = rungs[at]
+    for passed in rungs[:at]:
         skipped.append(Skip(passed.lane, SkipCode.ATTEMPTED, "tried earlier in this walk", passed.key))
-    rest = rungs[index + 1 :]
+    rest = rungs[at + 1 :]
     reason = park.pending_reason
-    cluster = policy.cluster(park.cluster)
+    cluster = index.clusters.get(park.cluster)
     if rung.park_cap_s is None:
         note = "P10: pinned; the pending job is the answer"
         if reason in NEVER_RUNS_REASONS:
             note += f" (warning: {reason} means it can never run there)"
-        return ParkDecision(ParkAction.HOLD, rung.key, 0, note), rungs[index:]
+        return ParkDecision(ParkAction.HOLD, rung.key, 0, note), rungs[at:]
     if reason in NEVER_RUNS_REASONS:
         skipped.append(Skip(rung.lane, SkipCode.NEVER_RUNS_HERE, f"pending reason {reason}", rung.key))
         return ParkDecision(ParkAction.ADVANCE, rung.key, 0, f"{reason}: never runs on {rung.qos}"), rest
@@ -81,7 +77,7 @@ def apply_park(
     why = f"P8: {park.elapsed_s} s of {rung.park_cap_s} s parked"
     if reason:
         why += f" ({reason})"
-    return ParkDecision(ParkAction.WAIT, rung.key, remaining, why), rungs[index:]
+    return ParkDecision(ParkAction.WAIT, rung.key, remaining, why), rungs[at:]
 
 
 def worst_case(rungs: list[Rung], decision: ParkDecision | None) -> int:

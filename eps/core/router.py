@@ -36,6 +36,7 @@ spot first and then on-demand; longer non-restartable jobs go on-demand only;
 
 from __future__ import annotations
 
+from eps.core.indexes import Facts, PolicyIndex, policy_index
 from eps.core.ladder import slurm_rungs
 from eps.core.model import (
     CapacitySnapshot,
@@ -76,21 +77,22 @@ def plan(
     planned as asked: unknown intent or lane, negative duration, a pin the work can
     never run on, a GPU count no single machine has.
     """
-    intent, notes = _resolve(job, policy)
-    lanes, skipped = _lanes(job, intent, policy)
+    index = policy_index(policy)
+    intent, notes = _resolve(job, index)
+    lanes, skipped = _lanes(job, intent, index)
+    facts = Facts(capacity_snapshot)
     rungs: list[Rung] = []
     for lane in lanes:
-        _lane_rungs(lane, job, intent, capacity_snapshot, qos_grants, policy, rungs, skipped)
+        _lane_rungs(lane, job, intent, facts, qos_grants, index, rungs, skipped)
 
     decision: ParkDecision | None = None
     if park is not None:
-        decision, rungs = apply_park(park, job, rungs, skipped, policy)
+        decision, rungs = apply_park(park, rungs, skipped, index)
 
-    if capacity_snapshot.attempted:
-        tried = set(capacity_snapshot.attempted)
+    if facts.attempted:
         keep = []
         for r in rungs:
-            if r.key in tried and not (decision is not None and decision.rung == r.key):
+            if r.key in facts.attempted and not (decision is not None and decision.rung == r.key):
                 skipped.append(Skip(r.lane, SkipCode.ATTEMPTED, "already tried in this dispatch", r.key))
             else:
                 keep.append(r)
@@ -122,8 +124,9 @@ def plan(
 # --- intent resolution (P1, P4, P5) -------------------------------------------------------
 
 
-def _resolve(job: Job, policy: Policy) -> tuple[Intent, list[str]]:
-    intent = policy.intent(job.intent)
+def _resolve(job: Job, index: PolicyIndex) -> tuple[Intent, list[str]]:
+    policy = index.policy
+    intent = index.intents.get(job.intent)
     if intent is None:
         known = ", ".join(i.name for i in policy.intents)
         raise JobError("unknown_intent", f"unknown intent {job.intent!r} (known: {known})", job)
@@ -137,17 +140,17 @@ def _resolve(job: Job, policy: Policy) -> tuple[Intent, list[str]]:
     th = policy.thresholds
     if intent.resource is Resource.CPU:
         if job.gradient_fit:
-            intent = _must(policy, GRADIENT_FIT_INTENT, job)
+            intent = _must(index, GRADIENT_FIT_INTENT, job)
             notes.append(f"P4: a gradient-descent fit goes to a GPU intent: {job.intent} -> {intent.name}")
         elif job.footprint_gb > th.big_footprint_gb and intent.name != BIG_VOLUME_INTENT:
-            intent = _must(policy, BIG_VOLUME_INTENT, job)
+            intent = _must(index, BIG_VOLUME_INTENT, job)
             notes.append(
                 f"P4: footprint {job.footprint_gb:g} GB > {th.big_footprint_gb} GB takes the big-volume "
                 f"route: {job.intent} -> {intent.name} with a disk sized to the footprint"
             )
     if intent.resource is Resource.GPU and job.count > 1:
         total = intent.gpus * job.count
-        multi = policy.intent(f"gpu-{total}")
+        multi = index.intents.get(f"gpu-{total}")
         if multi is None or multi.resource is not Resource.GPU or multi.gpus != total:
             sizes = sorted(i.gpus for i in policy.intents if i.name.startswith("gpu-"))
             raise JobError(
@@ -166,27 +169,16 @@ def _resolve(job: Job, policy: Policy) -> tuple[Intent, list[str]]:
     return intent, notes
 
 
-def _must(policy: Policy, name: str, job: Job) -> Intent:
-    it = policy.intent(name)
+def _must(index: PolicyIndex, name: str, job: Job) -> Intent:
+    it = index.intents.get(name)
     if it is None:
         raise JobError("unknown_intent", f"policy has no {name!r} intent", job)
     return it
 
 
-def _lane_kind(lane: str, policy: Policy) -> LaneKind | None:
-    if lane == policy.trivial_lane:
-        return LaneKind.VM
-    if lane == "gcp":
-        return LaneKind.GCP
-    if lane == "runpod":
-        return LaneKind.RUNPOD
-    if policy.cluster(lane) is not None:
-        return LaneKind.SLURM
-    return None
-
-
-def _lanes(job: Job, intent: Intent, policy: Policy) -> tuple[list[str], list[Skip]]:
+def _lanes(job: Job, intent: Intent, index: PolicyIndex) -> tuple[list[str], list[Skip]]:
     """The lanes to walk, in order, and the lanes left out with their reasons."""
+    policy = index.policy
     skipped: list[Skip] = []
     th = policy.thresholds
     clusters = [c.name for c in policy.clusters]
@@ -214,7 +206,7 @@ def _lanes(job: Job, intent: Intent, policy: Policy) -> tuple[list[str], list[Sk
         return natural, skipped
 
     pin = job.pin
-    kind = _lane_kind(pin, policy)
+    kind = index.lane_kinds.get(pin)
     if kind is None:
         known = ", ".join([policy.trivial_lane, *clusters, "gcp", "runpod"])
         raise JobError("unknown_lane", f"unknown lane {pin!r} for --pin (known: {known})", job)
@@ -225,13 +217,13 @@ def _lanes(job: Job, intent: Intent, policy: Policy) -> tuple[list[str], list[Sk
     # A pin replaces the lane order: explain every other lane as not pinned.
     skipped = [s for s in skipped if s.lane == pin and s.code is not SkipCode.RUNPOD_GPU_NEEDS_PIN]
     for lane in dict.fromkeys([*natural, *clusters, "gcp", "runpod", policy.trivial_lane]):
-        if lane != pin and _applies(lane, intent, policy):
+        if lane != pin and _applies(lane, intent, index):
             skipped.append(Skip(lane, SkipCode.NOT_PINNED, f"P10: pinned to {pin}"))
     return [pin], skipped
 
 
-def _applies(lane: str, intent: Intent, policy: Policy) -> bool:
-    kind = _lane_kind(lane, policy)
+def _applies(lane: str, intent: Intent, index: PolicyIndex) -> bool:
+    kind = index.lane_kinds.get(lane)
     if intent.resource is Resource.CPU:
         return kind is not LaneKind.SLURM
     return kind is not LaneKind.VM
@@ -244,28 +236,26 @@ def _lane_rungs(
     lane: str,
     job: Job,
     intent: Intent,
-    snap: CapacitySnapshot,
+    facts: Facts,
     grants: QosGrants,
-    policy: Policy,
+    index: PolicyIndex,
     rungs: list[Rung],
     skipped: list[Skip],
 ) -> None:
-    for down in snap.unavailable:
-        if down.lane == lane:
-            skipped.append(Skip(lane, SkipCode.LANE_UNAVAILABLE, down.reason))
-            return
-    kind = _lane_kind(lane, policy)
+    down = facts.lane_down(lane)
+    if down is not None:
+        skipped.append(Skip(lane, SkipCode.LANE_UNAVAILABLE, down))
+        return
+    kind = index.lane_kinds.get(lane)
     if kind is LaneKind.VM:
         why = "P2: trivial op stays on the shared VM" if job.pin is None else "P10: pinned to the VM"
         rungs.append(Rung(lane, LaneKind.VM, Provisioning.LOCAL, why, vcpus=intent.vcpus))
     elif kind is LaneKind.SLURM:
-        cluster = policy.cluster(lane)
-        if cluster is not None:  # always: _lane_kind found it
-            slurm_rungs(cluster, job, intent, snap, grants, rungs, skipped)
+        slurm_rungs(index.clusters[lane], job, intent, facts, grants, index, rungs, skipped)
     elif kind is LaneKind.GCP:
-        gcp_rungs(job, intent, snap, policy, rungs, skipped)
+        gcp_rungs(job, intent, facts, index, rungs, skipped)
     elif kind is LaneKind.RUNPOD:
         if intent.resource is Resource.CPU:
-            runpod_cpu_rungs(job, intent, snap, policy, rungs, skipped)
+            runpod_cpu_rungs(job, intent, facts, index, rungs, skipped)
         else:
-            runpod_gpu_rungs(job, intent, snap, policy, rungs, skipped)
+            runpod_gpu_rungs(job, intent, facts, index, rungs, skipped)
