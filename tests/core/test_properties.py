@@ -309,3 +309,69 @@ def test_terminal_iff_no_rungs(job: Job, snap: CapacitySnapshot, g: QosGrants, p
     p = _plan(job, snap, g, park)
     assert (p.terminal is None) == bool(p.rungs)
     assert p.terminal is None or p.terminal.value != "cpu_exhausted_no_runpod_lane"
+
+
+class _CountingStr(str):
+    """A str that counts how often it is compared or hashed (by ``plan()``'s lookups)."""
+
+    calls = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountingStr.calls += 1
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _CountingStr.calls += 1
+        return str.__ne__(self, other)
+
+    def __hash__(self) -> int:
+        _CountingStr.calls += 1
+        return str.__hash__(self)
+
+
+class _CountingZones(tuple):  # type: ignore[type-arg]
+    """A zone tuple that counts how often it is hashed (a cache keyed by the whole Policy hashes it)."""
+
+    hashes = 0
+
+    def __hash__(self) -> int:
+        _CountingZones.hashes += 1
+        return tuple.__hash__(self)
+
+
+def _wide_policy(zones: int) -> Any:
+    names = tuple(f"region{i // 3}-{'abc'[i % 3]}" for i in range(zones))
+    machines = tuple(evolve(m, zones=names) for m in POLICY.gcp_machines)
+    return evolve(POLICY, gcp_zones=_CountingZones(names), gcp_machines=machines)
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(100, 300), st.sampled_from(["cpu-small", "gpu-1"]))
+def test_plan_is_linear_in_zones_and_snapshot_facts(zones: int, intent: str) -> None:
+    """Issue 14.6: with one GCP fact per zone, plan() compares or hashes a fact's names a bounded
+    number of times per zone (indexed once per plan), never once per (rung, fact) pair."""
+    pol = _wide_policy(zones)
+    machine = "e2-standard-4" if intent == "cpu-small" else "a3-highgpu-1g"
+    facts = tuple(
+        GcpState(_CountingStr(machine), _CountingStr(z), Capacity.EXHAUSTED if i % 2 else Capacity.AVAILABLE)
+        for i, z in enumerate(pol.gcp_zones)
+    )
+    job = Job(intent, 1800, restartable=True)
+    plan(job, CapacitySnapshot(), DEFAULT_GRANTS, None, policy=pol)  # warm any per-policy memo
+    _CountingStr.calls = 0
+    p = plan(job, CapacitySnapshot(gcp=facts), DEFAULT_GRANTS, None, policy=pol)
+    assert any(s.code.value == "gcp_zone_exhausted" for s in p.skipped)
+    assert _CountingStr.calls <= 12 * zones, f"{_CountingStr.calls} name comparisons for {zones} zones"
+
+
+def test_cache_lookups_never_hash_the_whole_policy() -> None:
+    """Issue 14.6: keying a cache by the Policy re-hashes every table (here: the zone list) on every
+    plan(); plan() keys its caches by the policy's identity instead."""
+    pol = _wide_policy(60)
+    for job in (Job("gpu-1", 3600), Job("cpu-small", 1800), Job("cpu-bigmem", 5 * 3600, footprint_gb=300)):
+        plan(job, CapacitySnapshot(), DEFAULT_GRANTS, None, policy=pol)
+    _CountingZones.hashes = 0
+    for d in range(20):
+        plan(Job("cpu-small", 1800 + d), CapacitySnapshot(), DEFAULT_GRANTS, None, policy=pol)
+        plan(Job("gpu-1", 3600 + d), CapacitySnapshot(), DEFAULT_GRANTS, None, policy=pol)
+    assert _CountingZones.hashes == 0
