@@ -111,7 +111,7 @@ def _candidates(
         elif first:
             cap, why = cluster.first_park_cap_s, f"P7: free {cluster.gpu_model}s; every dispatch starts under {qos}"
         else:
-            cap, why = cluster.next_park_cap_s, "P7: next granted tier after a park timeout"
+            cap, why = cluster.later_park_cap_s, "P7: next granted tier after a park timeout"
         rungs.append(_slurm_rung(cluster, qos, intent, cap, why))
         first = False
     return tuple(rungs), tuple(skipped)

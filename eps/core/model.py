@@ -176,6 +176,12 @@ class ClusterConfig(NamedTuple):
     gpu_model: str = "H200"
     max_nodes: int = 1
 
+    @property
+    def later_park_cap_s(self) -> int:
+        """The park cap of rungs 2+ (P8): ``next_park_cap_s``, but never more than rung 1's
+        cap, so a later rung never waits longer than the first (the smaller of the two settings)."""
+        return min(self.first_park_cap_s, self.next_park_cap_s)
+
 
 class Thresholds(NamedTuple):
     trivial_op_s: int = 60  # P2

@@ -23,8 +23,9 @@ fellows QoS ladder: high-eur -> normal-eur -> low-eur.  Every fellows dispatch
 starts under high-eur unless high-eur can never run it (not granted, MaxWall
 shorter than the job, per-user GPU cap below the job's GPUs).  Rung 1 parks at
 most 600 s (``EPS_FELLOWS_QUEUE_WAIT_SECONDS``); each later rung parks at most
-300 s (``EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS``).  Worst-case wait before a job
-reaches GCP: 600 + 2 x 300 = 1200 s.  dev-eur is used only for ``debug``
+300 s (``EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS``), and never longer than rung 1:
+the effective cap of rungs 2+ is the smaller of the two settings.  Worst-case
+wait before a job reaches GCP: 600 + 2 x 300 = 1200 s.  dev-eur is used only for ``debug``
 intents and only when the cluster's dev-QoS switch is on (off by default); it
 then comes right after high-eur.  A pin returns the live PENDING handle: no
 ladder walk, no failover.

@@ -242,9 +242,11 @@ DEFAULT_POLICY = Policy(
 
 def ladder_worst_case_s(cluster: ClusterConfig) -> int:
     """Worst-case seconds a job parks on ``cluster`` before leaving it (P8):
-    rung 1's cap plus the smaller cap for each further tier of the ladder."""
+    rung 1's cap plus, for each further tier of the ladder, the cap of rungs 2+,
+    which is the smaller of the two settings (``ClusterConfig.later_park_cap_s``):
+    ``first + (tiers - 1) x min(first, next)``, never more than ``tiers x first``."""
     n = len(cluster.qos_ladder) or 1
-    return cluster.first_park_cap_s + (n - 1) * cluster.next_park_cap_s
+    return cluster.first_park_cap_s + (n - 1) * cluster.later_park_cap_s
 
 
 def park_cap_env(cluster: str) -> tuple[str, str]:

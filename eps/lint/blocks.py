@@ -96,10 +96,10 @@ def render_qos_ladder(facts: PolicyFacts) -> list[str]:
         rows = []
         for i, qos in enumerate(c.qos_ladder, 1):
             t = tiers.get(qos)
-            cap = c.first_park_cap_s if i == 1 else c.next_park_cap_s
+            cap = c.first_park_cap_s if i == 1 else c.later_park_cap_s
             rows.append(_tier_row(str(i), qos, t, f"{cap} s"))
         if c.dev_qos:
-            rows.append(_tier_row("dev", c.dev_qos, tiers.get(c.dev_qos), f"{c.next_park_cap_s} s"))
+            rows.append(_tier_row("dev", c.dev_qos, tiers.get(c.dev_qos), f"{c.later_park_cap_s} s"))
         (first_env, first), (next_env, nxt) = park_cap_settings(c)
         worst = facts.worst_case_s(c.name)
         if out:
@@ -109,8 +109,10 @@ def render_qos_ladder(facts: PolicyFacts) -> list[str]:
         out += [
             "",
             f"- Rung 1 park cap: {first} s (`{first_env}`)",
-            f"- Rungs 2+ park cap: {nxt} s (`{next_env}`)",
-            f"- Worst-case wait before a job leaves {c.name}: {_formula(first, nxt, len(c.qos_ladder))} = {worst} s",
+            f"- Rungs 2+ park cap: {nxt} s (`{next_env}`), never longer than rung 1's: "
+            f"each later rung waits min({first}, {nxt}) = {c.later_park_cap_s} s",
+            f"- Worst-case wait before a job leaves {c.name}: "
+            f"{_formula(first, c.later_park_cap_s, len(c.qos_ladder))} = {worst} s",
         ]
         if c.dev_qos:
             switch = "on" if c.dev_qos_for_debug else "off"
@@ -118,7 +120,7 @@ def render_qos_ladder(facts: PolicyFacts) -> list[str]:
             out.append(
                 f"- Dev QoS {c.dev_qos}: only for the intents marked for it ({dev}), only when the dev-QoS switch "
                 f"`dev_qos_for_debug` is on (here: {switch}; default off); then it sits right after "
-                f"{c.qos_ladder[0]} with a {c.next_park_cap_s} s park cap"
+                f"{c.qos_ladder[0]} with a {c.later_park_cap_s} s park cap"
             )
         out.append(
             f"- Early advance on a self-cap pending reason (`advance_on_self_cap`): "

@@ -399,6 +399,10 @@ class WorstCase(Rule):
 
     Why: P8: the worst case (600 + 2 x 300 = 1200 s on fellows) is what a user
     waits before a job reaches GCP; it must be computed from the tables, not typed.
+    Rungs 2+ never wait longer than rung 1: in `a + k x b`, `a` is the rung-1 cap,
+    `k` the number of further tiers and `b` the smaller of the two cap settings
+    (`ClusterConfig.later_park_cap_s`), so a formula that uses a larger
+    rungs-2+ setting as it stands is wrong.
     Statements read: `worst-case ... N s` or `worst-case ... a + k x b = N s`
     (cluster: the one named in the sentence, else the only laddered one).
     Fix: run `workflow_lint --fix` (`qos-ladder` block), or correct the number.
@@ -429,7 +433,7 @@ class WorstCase(Rule):
                     stated.add(c.name)
                 if m["first"] is not None:
                     have = f"{m['first']} + {m['k']} x {m['next']}"
-                    want = f"{c.first_park_cap_s} + {len(c.qos_ladder) - 1} x {c.next_park_cap_s}"
+                    want = f"{c.first_park_cap_s} + {len(c.qos_ladder) - 1} x {c.later_park_cap_s}"
                     if have != want:
                         yield self.finding(doc.path, line, "formula", cluster=c.name, doc=have, code=want)
                         continue

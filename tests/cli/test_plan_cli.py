@@ -47,13 +47,21 @@ def test_p8_env_park_caps_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> 
     assert d["worst_case_wait_s"] == 180
 
 
+def test_p8_rungs_2_plus_never_wait_longer_than_rung_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 14.1: EPS_FELLOWS_QUEUE_WAIT_SECONDS=120 gave caps 120, 300, 300 (720 s); now 120 x 3 = 360 s."""
+    d = plan_json(capsys, "gpu-1", "--duration", "1h", env={"EPS_FELLOWS_QUEUE_WAIT_SECONDS": "120"})
+    assert [r["park_cap_s"] for r in d["rungs"] if r["lane"] == "fellows"] == [120, 120, 120]
+    assert d["worst_case_wait_s"] == 360
+
+
 def test_p8_config_file_then_env_override(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     cfg = tmp_path / "config.toml"
     cfg.write_text('[[clusters]]\nname = "fellows"\nfirst_park_cap_s = 900\nnext_park_cap_s = 200\n')
     d = plan_json(capsys, "gpu-2", env={"EPS_CONFIG": str(cfg)})
     assert [r["park_cap_s"] for r in d["rungs"] if r["lane"] == "fellows"] == [900, 200, 200]
     d = plan_json(capsys, "gpu-2", env={"EPS_CONFIG": str(cfg), "EPS_FELLOWS_QUEUE_WAIT_SECONDS": "60"})
-    assert [r["park_cap_s"] for r in d["rungs"] if r["lane"] == "fellows"] == [60, 200, 200]
+    # rungs 2+ never wait longer than rung 1 (P8, issue 14.1): min(60, 200) = 60
+    assert [r["park_cap_s"] for r in d["rungs"] if r["lane"] == "fellows"] == [60, 60, 60]
 
 
 def test_p7_dev_switch_in_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

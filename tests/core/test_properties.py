@@ -266,7 +266,22 @@ def test_p8_worst_case_is_the_sum_of_park_caps(job: Job, snap: CapacitySnapshot,
     if caps:
         c = pol.clusters[0]
         assert caps[0] == c.first_park_cap_s
-        assert all(x == c.next_park_cap_s for x in caps[1:])
+        # rungs 2+ wait the smaller of the two settings (issue 14.1)
+        assert all(x == min(c.first_park_cap_s, c.next_park_cap_s) for x in caps[1:])
+
+
+@settings(**COMMON)
+@given(gpu_jobs, snapshots, grants, policies)
+def test_p8_rungs_2_plus_never_wait_longer_than_rung_1(
+    job: Job, snap: CapacitySnapshot, g: QosGrants, pol: Any
+) -> None:
+    """P8 (issue 14.1): no later rung parks longer than rung 1, so the worst case before a job
+    reaches GCP is at most (fellows rungs) x rung 1's cap, whatever the two settings are."""
+    p = _plan(job, snap, g, None, pol)
+    caps = [r.park_cap_s for r in p.rungs if r.lane == "fellows" and r.park_cap_s is not None]
+    first = pol.clusters[0].first_park_cap_s
+    assert all(c <= first for c in caps)
+    assert p.worst_case_wait_s <= len(caps) * first
 
 
 @settings(**COMMON)
