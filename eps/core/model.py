@@ -84,6 +84,7 @@ class SkipCode(StrEnum):
     RUNPOD_OUT_OF_STOCK = "runpod_out_of_stock"
     RUNPOD_DISK_TOO_SMALL = "runpod_disk_too_small"
     ATTEMPTED = "attempted"  # the executor already tried it and it failed
+    LADDER_PASSED = "ladder_passed"  # P7: above a tier this dispatch already reached; never walks back up
 
 
 class Terminal(StrEnum):

@@ -45,7 +45,6 @@ from eps.core.model import (
     Job,
     JobError,
     LaneKind,
-    ParkDecision,
     ParkState,
     Policy,
     Provisioning,
@@ -58,7 +57,7 @@ from eps.core.model import (
     Terminal,
 )
 from eps.core.paid_lanes import gcp_rungs, runpod_cpu_rungs, runpod_gpu_rungs
-from eps.core.parking import NEVER_RUNS_REASONS, SELF_CAP_REASONS, apply_park, worst_case
+from eps.core.parking import NEVER_RUNS_REASONS, SELF_CAP_REASONS, settle_walk, worst_case
 from eps.core.tables import BIG_VOLUME_INTENT, DEFAULT_POLICY, GRADIENT_FIT_INTENT
 
 __all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "plan"]
@@ -86,9 +85,7 @@ def plan(
     for lane in lanes:
         _lane_rungs(lane, job, intent, facts, qos_grants, index, rungs, skipped)
 
-    decision: ParkDecision | None = None
-    if park is not None:
-        decision, rungs = apply_park(park, rungs, skipped, index)
+    decision, rungs = settle_walk(park, facts.attempted, rungs, skipped, index)
 
     if facts.attempted:
         keep = []

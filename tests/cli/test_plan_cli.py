@@ -118,6 +118,27 @@ def test_p8_park_option_advances(capsys: pytest.CaptureFixture[str]) -> None:
     }
 
 
+def test_p7_a_dry_run_parked_lower_never_proposes_a_higher_tier(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 14.2: --park normal-eur=6m with grants that lack normal-eur: low-eur, then GCP; never high-eur."""
+    grants = tmp_path / "grants.json"
+    grants.write_text(
+        json.dumps(
+            {
+                "fellows": [
+                    {"name": "high-eur", "priority": 100000, "max_wall": "7-00:00:00", "max_gpus_per_user": 16},
+                    {"name": "low-eur", "priority": 10000, "max_wall": "14-00:00:00"},
+                ]
+            }
+        )
+    )
+    d = plan_json(capsys, "gpu-1", "--duration", "1h", "--park", "normal-eur=6m", "--grants", str(grants))
+    assert d["park"]["action"] == "advance"
+    assert [r["qos"] for r in d["rungs"] if r["lane"] == "fellows"] == ["low-eur"]
+    assert ("fellows", "ladder_passed") in {(s["lane"], s["reason"]) for s in d["skipped"]}
+
+
 def test_p5_count_on_gpu_and_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     d = plan_json(capsys, "gpu-1", "--count", "2")
     assert d["resolved_intent"] == "gpu-2" and d["count"] == 1

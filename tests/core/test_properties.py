@@ -390,3 +390,66 @@ def test_cache_lookups_never_hash_the_whole_policy() -> None:
         plan(Job("cpu-small", 1800 + d), CapacitySnapshot(), DEFAULT_GRANTS, None, policy=pol)
         plan(Job("gpu-1", 3600 + d), CapacitySnapshot(), DEFAULT_GRANTS, None, policy=pol)
     assert _CountingZones.hashes == 0
+
+
+LADDER_ORDER = ("high-eur", "dev-eur", "normal-eur", "low-eur")  # FELLOWS's ladder, the dev tier after the top
+
+
+def _tier_key(qos: str) -> str:
+    return f"fellows/{qos}/-/queue"
+
+
+@settings(**COMMON)
+@given(
+    gpu_jobs.filter(lambda j: j.pin is None),
+    snapshots,
+    grants,
+    parks,
+    st.lists(st.sampled_from(TIERS), max_size=2),
+    policies,
+)
+def test_p7_the_ladder_never_walks_back_up(
+    job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any, tried: list[str], pol: Any
+) -> None:
+    """P7 (issue 14.2): once a dispatch has parked on a tier or tried one, no fellows rung above
+    it in ladder order is proposed, whatever the grants say now; a parked tier itself stays only
+    while the decision is to keep waiting on it."""
+    snap = evolve(snap, attempted=tuple(_tier_key(q) for q in tried))
+    p = _plan(job, snap, g, park, pol)
+    reached = [*tried, *([park.qos] if park is not None else [])]
+    if not reached:
+        return
+    floor = max(LADDER_ORDER.index(q) for q in reached)
+    for r in p.rungs:
+        if r.lane == "fellows" and r.qos is not None:
+            pos = LADDER_ORDER.index(r.qos)
+            assert pos >= floor, (r.qos, reached)
+            if pos == floor and park is not None and r.qos == park.qos:
+                assert p.park is not None and p.park.action.value in ("wait", "hold")
+
+
+def _grants_without(*missing: str) -> QosGrants:
+    return QosGrants((("fellows", tuple(t for t in DEFAULT_GRANTS.tiers("fellows") if t.name not in missing)),))
+
+
+@settings(**COMMON)
+@given(gpu_jobs.filter(lambda j: j.pin is None), st.lists(grants, min_size=1, max_size=4), policies)
+def test_p7_the_executors_walk_goes_down_only(job: Job, steps: list[QosGrants], pol: Any) -> None:
+    """P7 (issue 14.2): the executor's walk (plan, park out the first fellows rung, re-plan with it in
+    ``attempted``) goes strictly down the ladder, even when the grants change between steps."""
+    snap = CapacitySnapshot()
+    last = -1
+    for g in [_grants_without("high-eur"), *steps]:
+        p = _plan(job, snap, g, None, pol)
+        if not p.rungs or p.rungs[0].lane != "fellows" or p.rungs[0].qos is None:
+            return
+        rung = p.rungs[0]
+        pos = LADDER_ORDER.index(rung.qos)
+        assert pos > last, f"walked back up to {rung.qos}"
+        last = pos
+        parked = ParkState("fellows", rung.qos, (rung.park_cap_s or 0) + 1, "Priority")
+        decision = _plan(job, snap, g, parked, pol).park
+        assert decision is not None
+        if decision.action.value != "advance":
+            return
+        snap = evolve(snap, attempted=(*snap.attempted, rung.key))
