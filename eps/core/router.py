@@ -55,6 +55,7 @@ from eps.core.model import (
     Skip,
     SkipCode,
     Terminal,
+    evolve,
 )
 from eps.core.paid_lanes import gcp_rungs, runpod_cpu_rungs, runpod_gpu_rungs
 from eps.core.parking import NEVER_RUNS_REASONS, SELF_CAP_REASONS, settle_walk, worst_case
@@ -147,24 +148,37 @@ def _resolve(job: Job, index: PolicyIndex) -> tuple[Intent, list[str]]:
                 f"route: {job.intent} -> {intent.name} with a disk sized to the footprint"
             )
     if intent.resource is Resource.GPU and job.count > 1:
-        total = intent.gpus * job.count
-        multi = index.intents.get(f"gpu-{total}")
-        if multi is None or multi.resource is not Resource.GPU or multi.gpus != total:
-            sizes = sorted(i.gpus for i in policy.intents if i.name.startswith("gpu-"))
-            raise JobError(
-                "gpu_count",
-                f"{job.count} x {intent.gpus} GPU = {total} GPUs: GPU work runs on one multi-GPU machine "
-                f"(P5) and no machine has {total}; use one of gpu-{', gpu-'.join(map(str, sizes))}",
-                job,
-            )
-        notes.append(
-            f"P5: --count {job.count} of {intent.name} is one {total}-GPU machine, never "
-            f"{job.count} single machines: {intent.name} -> {multi.name}"
-        )
-        intent = multi
+        intent = _grown(intent, job, index, notes)
     if intent.resource is Resource.CPU and job.count > 1:
         notes.append(f"P5: {job.count} independent CPU machines in parallel; each walks these rungs")
     return intent, notes
+
+
+def _grown(intent: Intent, job: Job, index: PolicyIndex, notes: list[str]) -> Intent:
+    """A GPU intent with ``--count N``: one machine with N x its GPUs, never N machines (P5).
+
+    The machine shape (GPUs, vCPUs, memory, GCP machine type) is that of the
+    ``gpu-<total>`` intent.  A shape intent (``gpu-1``) becomes the bigger shape
+    (``gpu-4``); any other intent keeps its name and its traits and only takes the
+    bigger machine: ``debug --count 2`` is a 2-GPU debug job, still eligible for
+    the dev QoS (P7), whose tier caps then apply to its 2 GPUs (P9)."""
+    total = intent.gpus * job.count
+    shape = index.intents.get(f"gpu-{total}")
+    if shape is None or shape.resource is not Resource.GPU or shape.gpus != total:
+        sizes = sorted(i.gpus for i in index.policy.intents if i.name.startswith("gpu-"))
+        raise JobError(
+            "gpu_count",
+            f"{job.count} x {intent.gpus} GPU = {total} GPUs: GPU work runs on one multi-GPU machine "
+            f"(P5) and no machine has {total}; use one of gpu-{', gpu-'.join(map(str, sizes))}",
+            job,
+        )
+    lead = f"P5: --count {job.count} of {intent.name} is one {total}-GPU machine, never {job.count} single machines"
+    if index.intents.get(f"gpu-{intent.gpus}") == intent:
+        notes.append(f"{lead}: {intent.name} -> {shape.name}")
+        return shape
+    keeps = "; dev-QoS eligible (P7)" if intent.dev_qos_ok else ""
+    notes.append(f"{lead}: the shape of {shape.name}, still a {intent.name} job{keeps}")
+    return evolve(intent, gpus=shape.gpus, vcpus=shape.vcpus, mem_gb=shape.mem_gb, gcp_machine=shape.gcp_machine)
 
 
 def _must(index: PolicyIndex, name: str, job: Job) -> Intent:

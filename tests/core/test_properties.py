@@ -453,3 +453,25 @@ def test_p7_the_executors_walk_goes_down_only(job: Job, steps: list[QosGrants], 
         if decision.action.value != "advance":
             return
         snap = evolve(snap, attempted=(*snap.attempted, rung.key))
+
+
+@settings(**COMMON)
+@given(
+    st.sampled_from([1, 2, 4, 8]),
+    st.integers(60, DAY),
+    st.booleans(),
+    snapshots,
+    policies,
+)
+def test_p7_debug_stays_a_debug_job_when_it_grows(
+    count: int, duration: int, restartable: bool, snap: CapacitySnapshot, pol: Any
+) -> None:
+    """P5, P7 (issue 14.3): `debug --count N` is one N-GPU machine (gpu-N's shape) and still a debug
+    job: with the dev switch on and the default grants (dev-eur: 1 day, 8 GPUs), dev-eur is a rung."""
+    pol = evolve(pol, clusters=(evolve(pol.clusters[0], dev_qos_for_debug=True),))
+    snap = evolve(snap, clusters=(), queues=())
+    p = _plan(Job("debug", duration, restartable=restartable, count=count), snap, DEFAULT_GRANTS, None, pol)
+    assert p.resolved_intent == "debug" and p.count == 1
+    assert {r.gpus for r in p.rungs} == {count}
+    assert "dev-eur" in [r.qos for r in p.rungs if r.lane == "fellows"]
+    assert {r.machine for r in p.rungs if r.lane == "gcp"} <= {f"a3-highgpu-{count}g"}
