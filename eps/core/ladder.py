@@ -83,11 +83,15 @@ def _candidates(
         return (_slurm_rung(cluster, None, intent, cap, why),), ()
 
     tiers = list(cluster.qos_ladder)
-    if cluster.dev_qos is not None and intent.dev_qos_ok:
+    dev = cluster.dev_qos
+    if dev is not None and intent.dev_qos_ok:
         if cluster.dev_qos_for_debug:
             tiers = list(ladder_order(cluster))
         else:
-            skipped.append(Skip(name, SkipCode.DEV_QOS_DISABLED, "P7: the dev-QoS switch is off", cluster.dev_qos))
+            skipped.append(Skip(name, SkipCode.DEV_QOS_DISABLED, "P7: the dev-QoS switch is off", dev))
+    elif dev is not None and cluster.dev_qos_for_debug:
+        why = f"P7: {dev} is only for debug intents, and {intent.name} is not one"
+        skipped.append(Skip(name, SkipCode.DEV_QOS_DEBUG_ONLY, why, dev))
     granted = {t.name: t for t in granted_tiers}
     first = True
     for qos in tiers:

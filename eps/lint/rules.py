@@ -520,6 +520,56 @@ class TerminalAndSkipCodes(Rule):
 
 
 @final
+class CodeProduced(Rule):
+    """Every skip code and terminal reason the docs document can be produced by the code.
+
+    Why: a documented code that no code path emits is a promise the plan never
+    keeps (`dev_qos_debug_only` was documented long before anything produced it);
+    a reader who waits for it waits forever.
+    Checks: each code of a table in .claude/rules/compute-backend-failover.md
+    whose first column is `terminal`, `skip code` or `code`, and each code named
+    in backticks in CLAUDE.md or .claude/rules/, is produced somewhere in
+    eps/core: an AST scan finds `SkipCode.X` or `Terminal.X` used other than as
+    an operand of a comparison (a test of a code does not produce it).
+    Fix: make the code path that should produce it real, or drop the code from
+    the enum and its row from the docs.
+    """
+
+    code = "EPS114"
+    name = "code-produced"
+    messages: ClassVar[dict[str, str]] = {
+        "default": "{what} `{value}` is documented here but no code path produces it",
+    }
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        facts = ctx.facts
+        if facts.produced is None:
+            return
+        kinds = {**dict.fromkeys(facts.skip_codes, "skip code"), **dict.fromkeys(facts.terminals, "terminal reason")}
+        missing = {v for v in kinds if v not in facts.produced}
+        if not missing:
+            return
+        for doc in ctx.policy_docs:
+            seen: set[str] = set()
+            for table in doc.tables() if doc.path == FAILOVER_MD else []:
+                if clean(table.header[0]).lower() not in ("terminal", "terminal reason", "skip code", "code"):
+                    continue
+                for line, cells in table.rows:
+                    value = clean(cells[0])
+                    if value in missing and value not in seen:
+                        seen.add(value)
+                        yield self.finding(doc.path, doc.file_line(line), what=kinds[value], value=value)
+            for m in doc.finditer(_BACKTICKED):
+                value = m["code"]
+                if value in missing and value not in seen:
+                    seen.add(value)
+                    yield self.finding(doc.path, doc.line_at(m.start()), what=kinds[value], value=value)
+
+
+_BACKTICKED = re.compile(r"`(?P<code>[a-z][a-z0-9_]*)`")
+
+
+@final
 class AskStated(Rule):
     """Every ask P1-P13 is stated, with its id, in CLAUDE.md or .claude/rules/; no other id is.
 
@@ -560,7 +610,7 @@ class AskTested(Rule):
     code = "EPS110"
     name = "ask-tested"
     messages: ClassVar[dict[str, str]] = {
-        "default": "{ask} is covered by no test (name it: test_{low}_..., or a scenario's \"rules\")",
+        "default": '{ask} is covered by no test (name it: test_{low}_..., or a scenario\'s "rules")',
     }
 
     def check(self, ctx: Context) -> Iterator[Finding]:
@@ -668,6 +718,7 @@ RULES: tuple[type[Rule], ...] = (
     NoDollarCap,
     GeneratedBlocks,
     PolicyFiles,
+    CodeProduced,
 )
 
 
