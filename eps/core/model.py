@@ -62,6 +62,7 @@ class SkipCode(StrEnum):
 
     CPU_NEVER_HOLDS_GPU = "cpu_never_holds_gpu"  # P1
     TRIVIAL_STAYS_ON_VM = "trivial_stays_on_vm"  # P2
+    VM_TOO_SMALL = "vm_too_small"  # P2: a trivial op whose memory or footprint + margin does not fit the VM
     RUNPOD_GPU_NEEDS_PIN = "runpod_gpu_needs_pin"  # P6
     NOT_PINNED = "not_pinned"  # P10: another lane was pinned
     QOS_NOT_GRANTED = "qos_not_granted"  # P9
@@ -188,6 +189,22 @@ class Thresholds(NamedTuple):
     trivial_op_s: int = 60  # P2
     big_footprint_gb: int = 50  # P2, P4
     spot_max_s: int = 7200  # P11
+    vm_disk_margin_gb: int = 10  # P2: free disk the VM keeps beyond a trivial op's footprint
+
+
+class VmCapacity(NamedTuple):
+    """The shared VM's room for trivial ops (P2): vCPUs, memory and free disk, GB = 2**30 bytes.
+
+    ``None`` means unknown, and an unknown field never keeps an op off the VM
+    (the behaviour from before capacities were known).  The capacity snapshot's
+    ``vm`` (``eps plan --snapshot``; measured by ``eps execute``, see
+    :func:`eps.core.vm.measured_vm`) wins field by field over the policy's
+    ``vm`` (the config's ``[vm]`` section).  vCPUs are recorded, not required:
+    a sub-minute op on fewer cores is slower, not stuck."""
+
+    vcpus: int | None = None
+    mem_gb: float | None = None
+    free_disk_gb: float | None = None
 
 
 class Job(NamedTuple):
@@ -310,6 +327,7 @@ class CapacitySnapshot(NamedTuple):
     runpod: tuple[RunpodState, ...] = ()
     attempted: tuple[str, ...] = ()  # rung keys already tried and failed this dispatch
     unavailable: tuple[LaneDown, ...] = ()
+    vm: VmCapacity = VmCapacity()  # the shared VM's room now (P2); unknown fields: the policy's
 
 
 class QosGrants(NamedTuple):
@@ -347,6 +365,7 @@ class Policy(NamedTuple):
     gcp_zones: tuple[str, ...]
     thresholds: Thresholds = Thresholds()
     trivial_lane: str = "vm"
+    vm: VmCapacity = VmCapacity()  # the VM's room when the snapshot says nothing (config [vm])
 
     def intent(self, name: str) -> Intent | None:
         for it in self.intents:

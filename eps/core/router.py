@@ -11,8 +11,9 @@ Lane orders:
 - GPU auto lane order: (fellows, gcp).  RunPod is never in the automatic GPU
   order; a GPU job goes to RunPod only when pinned (``--pin runpod``).
 - CPU lane order: (gcp, runpod).  Trivial CPU ops (at most 60 s and at most
-  50 GB) stay on the shared VM.  CPU-only work never holds a GPU, so it never
-  goes to fellows.
+  50 GB) stay on the shared VM when they fit it (memory, footprint plus a
+  safety margin of free disk; see ``vm``).  CPU-only work never holds a GPU,
+  so it never goes to fellows.
 
 Reversal: exhausted GCP CPU used to be a hard terminal
 (``cpu_exhausted_no_runpod_lane``).  That rule is reversed: when every GCP CPU
@@ -55,11 +56,13 @@ from eps.core.model import (
     Skip,
     SkipCode,
     Terminal,
+    VmCapacity,
     evolve,
 )
 from eps.core.paid_lanes import gcp_rungs, runpod_cpu_rungs, runpod_gpu_rungs
 from eps.core.parking import NEVER_RUNS_REASONS, SELF_CAP_REASONS, settle_walk, worst_case
 from eps.core.tables import BIG_VOLUME_INTENT, DEFAULT_POLICY, GRADIENT_FIT_INTENT
+from eps.core.vm import vm_misfit, vm_room
 
 __all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "plan"]
 
@@ -80,7 +83,9 @@ def plan(
     """
     index = policy_index(policy)
     intent, notes = _resolve(job, index)
-    lanes, skipped = _lanes(job, intent, index)
+    lanes, skipped = _lanes(job, intent, index, capacity_snapshot.vm, notes)
+    if intent.resource is Resource.CPU and job.count > 1:
+        notes.append(_fan_out_note(job.count, lanes, index))
     facts = Facts(capacity_snapshot)
     rungs: list[Rung] = []
     for lane in lanes:
@@ -149,8 +154,6 @@ def _resolve(job: Job, index: PolicyIndex) -> tuple[Intent, list[str]]:
             )
     if intent.resource is Resource.GPU and job.count > 1:
         intent = _grown(intent, job, index, notes)
-    if intent.resource is Resource.CPU and job.count > 1:
-        notes.append(f"P5: {job.count} independent CPU machines in parallel; each walks these rungs")
     return intent, notes
 
 
@@ -181,6 +184,13 @@ def _grown(intent: Intent, job: Job, index: PolicyIndex, notes: list[str]) -> In
     return evolve(intent, gpus=shape.gpus, vcpus=shape.vcpus, mem_gb=shape.mem_gb, gcp_machine=shape.gcp_machine)
 
 
+def _fan_out_note(count: int, lanes: list[str], index: PolicyIndex) -> str:
+    """What ``--count N`` of CPU work means here (P5): N machines, or N copies on the shared VM."""
+    if lanes == [index.policy.trivial_lane]:
+        return f"P5: --count {count}: {count} copies run side by side on the shared VM (P2), not on {count} machines"
+    return f"P5: {count} independent CPU machines in parallel; each walks these rungs"
+
+
 def _must(index: PolicyIndex, name: str, job: Job) -> Intent:
     it = index.intents.get(name)
     if it is None:
@@ -188,9 +198,12 @@ def _must(index: PolicyIndex, name: str, job: Job) -> Intent:
     return it
 
 
-def _lanes(job: Job, intent: Intent, index: PolicyIndex) -> tuple[list[str], list[Skip]]:
-    """The lanes to walk, in order, and the lanes left out with their reasons."""
+def _lanes(
+    job: Job, intent: Intent, index: PolicyIndex, snap_vm: VmCapacity, notes: list[str]
+) -> tuple[list[str], list[Skip]]:
+    """The lanes to walk, in order, and the lanes left out with their reasons (P1, P2, P3, P6, P10)."""
     policy = index.policy
+    misfit: str | None = None
     skipped: list[Skip] = []
     th = policy.thresholds
     clusters = [c.name for c in policy.clusters]
@@ -198,10 +211,17 @@ def _lanes(job: Job, intent: Intent, index: PolicyIndex) -> tuple[list[str], lis
         for name in clusters:
             skipped.append(Skip(name, SkipCode.CPU_NEVER_HOLDS_GPU, "P1: CPU-only work never holds a GPU"))
         trivial = job.duration_s <= th.trivial_op_s and job.footprint_gb <= th.big_footprint_gb
-        natural = [policy.trivial_lane] if trivial else list(policy.cpu_lane_order)
-        if trivial:
+        misfit = vm_misfit(job, intent, vm_room(snap_vm, policy.vm), th.vm_disk_margin_gb) if trivial else None
+        natural = [policy.trivial_lane] if trivial and misfit is None else list(policy.cpu_lane_order)
+        if trivial and misfit is None:
             for lane in policy.cpu_lane_order:
                 skipped.append(Skip(lane, SkipCode.TRIVIAL_STAYS_ON_VM, f"P2: {job.duration_s} s op stays on the VM"))
+        elif misfit is not None:
+            skipped.append(Skip(policy.trivial_lane, SkipCode.VM_TOO_SMALL, misfit))
+            if job.pin is None:
+                notes.append(f"{misfit}: a trivial op that does not fit the VM takes the normal CPU route")
+            elif job.pin == policy.trivial_lane:
+                notes.append(f"P10: pinned to the VM, although it does not fit: {misfit}")
         else:
             skipped.append(
                 Skip(
@@ -227,7 +247,8 @@ def _lanes(job: Job, intent: Intent, index: PolicyIndex) -> tuple[list[str], lis
     if intent.resource is Resource.CPU and kind is LaneKind.SLURM:
         raise JobError("impossible_pin", f"{intent.name} is CPU-only work and {pin} is a GPU cluster (P1)", job)
     # A pin replaces the lane order: explain every other lane as not pinned.
-    skipped = [s for s in skipped if s.lane == pin and s.code is not SkipCode.RUNPOD_GPU_NEEDS_PIN]
+    drop = (SkipCode.RUNPOD_GPU_NEEDS_PIN, SkipCode.VM_TOO_SMALL)  # the pin's own lane is the answer
+    skipped = [s for s in skipped if s.lane == pin and s.code not in drop]
     for lane in dict.fromkeys([*natural, *clusters, "gcp", "runpod", policy.trivial_lane]):
         if lane != pin and _applies(lane, intent, index):
             skipped.append(Skip(lane, SkipCode.NOT_PINNED, f"P10: pinned to {pin}"))

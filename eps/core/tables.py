@@ -33,6 +33,7 @@ from eps.core.model import (
     RunpodCpuFlavor,
     RunpodGpuType,
     Thresholds,
+    VmCapacity,
 )
 
 DAY_S = 86_400
@@ -224,7 +225,15 @@ DEFAULT_FELLOWS_GRANTS: tuple[QosTier, ...] = (
 
 DEFAULT_GRANTS = QosGrants(clusters=(("fellows", DEFAULT_FELLOWS_GRANTS),))
 
-THRESHOLDS = Thresholds(trivial_op_s=60, big_footprint_gb=50, spot_max_s=2 * 3600)
+#: Free disk the shared VM keeps beyond a trivial op's footprint (P2).  The cheap CPU
+#: machines exist because the shared VM once stalled the whole fleet on disk pressure.
+VM_DISK_MARGIN_GB = 10
+
+THRESHOLDS = Thresholds(trivial_op_s=60, big_footprint_gb=50, spot_max_s=2 * 3600, vm_disk_margin_gb=VM_DISK_MARGIN_GB)
+
+#: The shared VM's room when neither the capacity snapshot nor the config's ``[vm]``
+#: says: unknown, so trivial ops stay on the VM (P2) until a size is known.
+DEFAULT_VM = VmCapacity()
 
 DEFAULT_POLICY = Policy(
     intents=INTENTS,
@@ -237,6 +246,7 @@ DEFAULT_POLICY = Policy(
     gcp_zones=DEFAULT_GCP_ZONES,
     thresholds=THRESHOLDS,
     trivial_lane=TRIVIAL_LANE,
+    vm=DEFAULT_VM,
 )
 
 

@@ -79,7 +79,8 @@ def render_lane_orders(facts: PolicyFacts) -> list[str]:
     return [
         f"- GPU auto lane order: ({', '.join(p.gpu_lane_order)})",
         f"- CPU lane order: ({', '.join(p.cpu_lane_order)})",
-        f"- Trivial CPU ops (at most {th.trivial_op_s} s and {th.big_footprint_gb} GB): ({p.trivial_lane})",
+        f"- Trivial CPU ops (at most {th.trivial_op_s} s and {th.big_footprint_gb} GB, fitting the VM's memory "
+        f"and free disk with a {th.vm_disk_margin_gb} GB margin): ({p.trivial_lane})",
     ]
 
 

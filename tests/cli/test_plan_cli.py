@@ -139,6 +139,26 @@ def test_p7_a_dry_run_parked_lower_never_proposes_a_higher_tier(
     assert ("fellows", "ladder_passed") in {(s["lane"], s["reason"]) for s in d["skipped"]}
 
 
+def test_p2_vm_capacity_from_the_snapshot_and_the_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Issue 14.5: the VM's size comes from --snapshot ({"vm": {...}}), else the config's [vm]."""
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"vm": {"vcpus": 4, "mem_gb": 16, "free_disk_gb": 30}}))
+    d = plan_json(capsys, "cpu-bigmem", "--duration", "30s", "--snapshot", str(snap))
+    assert d["rungs"][0]["lane"] == "gcp"
+    assert ("vm", "vm_too_small") in {(s["lane"], s["reason"]) for s in d["skipped"]}
+    d = plan_json(capsys, "cpu-small", "--duration", "30s", "--snapshot", str(snap))
+    assert [r["lane"] for r in d["rungs"]] == ["vm"]
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[vm]\nvcpus = 2\nmem_gb = 8\nfree_disk_gb = 100\n\n[thresholds]\nvm_disk_margin_gb = 20\n")
+    d = plan_json(capsys, "cpu-small", "--duration", "30s", env={"EPS_CONFIG": str(cfg)})
+    assert d["rungs"][0]["lane"] == "gcp"  # 16 GB > 8 GB
+    bad = tmp_path / "bad.json"
+    for doc, says in (({"vm": {"mem_gb": -1}}, "must not be negative @ $.vm.mem_gb"), ({"vm": {"disk": 1}}, "disk")):
+        bad.write_text(json.dumps(doc))
+        rc, _, err = run(capsys, ["plan", "cpu-small", "--duration", "30s", "--snapshot", str(bad)])
+        assert rc == 2 and says in err and err.count("\n") == 1
+
+
 def test_p5_count_on_gpu_and_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     d = plan_json(capsys, "gpu-1", "--count", "2")
     assert d["resolved_intent"] == "gpu-2" and d["count"] == 1

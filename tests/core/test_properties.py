@@ -24,6 +24,7 @@ from eps.core.model import (
     RoutePlan,
     RunpodState,
     Stock,
+    VmCapacity,
     evolve,
 )
 from eps.core.router import plan
@@ -475,3 +476,36 @@ def test_p7_debug_stays_a_debug_job_when_it_grows(
     assert {r.gpus for r in p.rungs} == {count}
     assert "dev-eur" in [r.qos for r in p.rungs if r.lane == "fellows"]
     assert {r.machine for r in p.rungs if r.lane == "gcp"} <= {f"a3-highgpu-{count}g"}
+
+
+vm_sizes = st.builds(
+    VmCapacity,
+    vcpus=st.one_of(st.none(), st.integers(1, 64)),
+    mem_gb=st.one_of(st.none(), st.floats(0, 512, allow_nan=False)),
+    free_disk_gb=st.one_of(st.none(), st.floats(0, 500, allow_nan=False)),
+)
+
+
+@settings(**COMMON)
+@given(cpu_jobs.filter(lambda j: j.pin is None), vm_sizes, vm_sizes)
+def test_p2_a_trivial_op_stays_on_the_vm_only_when_it_fits(job: Job, measured: VmCapacity, default: VmCapacity) -> None:
+    """P2 (issue 14.5): a trivial op stays on the VM exactly when its memory (per copy) and its
+    footprint (per copy) plus the margin fit the VM's size (the snapshot's, else the policy's);
+    an unknown size keeps it there; otherwise it takes the normal CPU route, and says why."""
+    pol = evolve(POLICY, vm=default)
+    p = _plan(job, CapacitySnapshot(vm=measured), DEFAULT_GRANTS, None, pol)
+    th = POLICY.thresholds
+    trivial = job.duration_s <= th.trivial_op_s and job.footprint_gb <= th.big_footprint_gb
+    mem = measured.mem_gb if measured.mem_gb is not None else default.mem_gb
+    disk = measured.free_disk_gb if measured.free_disk_gb is not None else default.free_disk_gb
+    intent = POLICY.intent(p.resolved_intent)
+    assert intent is not None
+    fits = (mem is None or intent.mem_gb * job.count <= mem) and (
+        disk is None or job.footprint_gb * job.count + th.vm_disk_margin_gb <= disk
+    )
+    on_vm = [r.lane for r in p.rungs] == ["vm"]
+    assert on_vm == (trivial and fits)
+    too_small = any(s.code.value == "vm_too_small" for s in p.skipped)
+    assert too_small == (trivial and not fits)
+    if too_small:
+        assert p.rungs and p.rungs[0].lane == "gcp"
