@@ -621,6 +621,10 @@ class AskTested(Rule):
                 yield self.finding(path, line, ask=ask, low=ask.lower())
 
 
+#: The linter's own package (``eps.lint``), as a folder under a repository root: ``eps/lint``.
+_LINT_PACKAGE = __name__.rpartition(".")[0]
+
+
 @final
 class NoDollarCap(Rule):
     """No code path, config key or doc sentence sets a dollar-budget cap (P12).
@@ -644,7 +648,10 @@ class NoDollarCap(Rule):
         for doc in ctx.docs:
             for line, what in money.scan_doc(doc):
                 yield self.finding(doc.path, line, what=what)
-        skip = (Path(__file__).parent,)  # the linter names the words it hunts
+        # The linter names the words it hunts: skip its own folder, both where this code runs
+        # from (an editable install: inside the root) and where the root keeps it (a plain or
+        # wheel install runs from site-packages, and the root's eps/lint is then just files).
+        skip = (Path(__file__).parent, ctx.root.joinpath(*_LINT_PACKAGE.split(".")))
         for path, line, what in money.scan_tree(ctx.root, skip):
             yield self.finding(display(path, ctx.root), line, what=what)
         extra = ctx.facts.tables_path  # a code-table module outside the root is code too
