@@ -6,6 +6,12 @@ policy tables; it returns data and never logs, sleeps or calls out.  The
 shell carries out ``rungs[0]``, feeds the outcome back into the snapshot and
 calls ``plan()`` again.
 
+Here: intent resolution (P1, P4, P5) and lane selection (P2, P3, P6, P10).
+Each lane's rungs come from ``ladder`` (the SLURM QoS ladder: P7, P9, P10) and
+``paid_lanes`` (GCP and RunPod: P3, P4, P11); ``vm`` says whether a trivial op
+fits the shared VM (P2); ``parking`` decides about a parked job and drops the
+tiers the walk has passed (P7, P8); ``indexes`` makes each lookup O(1).
+
 Lane orders:
 
 - GPU auto lane order: (fellows, gcp).  RunPod is never in the automatic GPU
