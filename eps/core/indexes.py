@@ -66,6 +66,7 @@ class PolicyIndex:
         "machine_zones",
         "machines",
         "policy",
+        "positions",
         "runpod_cpu",
         "runpod_gpu",
     )
@@ -82,6 +83,8 @@ class PolicyIndex:
         kinds.update({"runpod": LaneKind.RUNPOD, "gcp": LaneKind.GCP, policy.trivial_lane: LaneKind.VM})
         self.lane_kinds: dict[str, LaneKind] = kinds  # the VM, then gcp, then runpod win over a cluster name
         self._memo: dict[Hashable, Candidates] = {}
+        #: cluster -> tier -> position in its ladder order (0 = top); filled by ``parking`` on first use.
+        self.positions: dict[str, dict[str, int]] = {}
 
     def memo(self, key: Hashable, build: Callable[[], Candidates]) -> Candidates:
         """``build()`` once per ``key`` (keys are small tuples: never the policy itself)."""
@@ -141,6 +144,13 @@ class Facts:
         self._wild_lengths = tuple(sorted(lengths))
         self._stock: dict[str, tuple[int, Stock]] = {st.id: (i, st.stock) for i, st in enumerate(snap.runpod)}
 
+    @classmethod
+    def of(cls, snap: CapacitySnapshot) -> Facts:
+        """The facts of ``snap``; one shared empty index when it holds none (the usual ``eps plan``)."""
+        if snap.gcp or snap.runpod or snap.queues or snap.clusters or snap.unavailable or snap.attempted:
+            return cls(snap)
+        return _NO_FACTS
+
     def lane_down(self, lane: str) -> str | None:
         """Why ``lane`` cannot be used now, or ``None``."""
         return self._down.get(lane)
@@ -184,3 +194,6 @@ class Facts:
         if a is None and b is None:
             return Stock.UNKNOWN
         return max((x for x in (a, b) if x is not None), key=lambda x: x[0])[1]
+
+
+_NO_FACTS = Facts(CapacitySnapshot())

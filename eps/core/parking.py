@@ -64,10 +64,13 @@ def settle_walk(
     return apply_park(park, rungs, skipped, index)
 
 
-def _position(cluster: ClusterConfig, qos: str | None) -> int | None:
+def _position(cluster: ClusterConfig, qos: str | None, index: PolicyIndex) -> int | None:
     """Where ``qos`` sits in the cluster's ladder order (0 = top), or ``None`` when it is no tier of it."""
-    order = ladder_order(cluster)
-    return order.index(qos) if qos in order else None
+    positions = index.positions.get(cluster.name)
+    if positions is None:
+        positions = {tier: i for i, tier in enumerate(ladder_order(cluster))}
+        index.positions[cluster.name] = positions
+    return None if qos is None else positions.get(qos)
 
 
 def _walk_floors(park: ParkState | None, attempted: frozenset[str], index: PolicyIndex) -> dict[str, tuple[int, str]]:
@@ -83,7 +86,7 @@ def _walk_floors(park: ParkState | None, attempted: frozenset[str], index: Polic
     floors: dict[str, tuple[int, str]] = {}
     for name, qos in reached:
         cluster = index.clusters.get(name)
-        pos = None if cluster is None or qos is None else _position(cluster, qos)
+        pos = None if cluster is None or qos is None else _position(cluster, qos, index)
         if pos is not None and qos is not None and pos > floors.get(name, (-1, ""))[0]:
             floors[name] = (pos, qos)
     return floors
@@ -98,7 +101,7 @@ def _below_floors(
     for r in rungs:
         floor = floors.get(r.lane) if r.kind is LaneKind.SLURM else None
         cluster = index.clusters.get(r.lane) if floor is not None else None
-        pos = None if cluster is None else _position(cluster, r.qos)
+        pos = None if cluster is None else _position(cluster, r.qos, index)
         if floor is not None and pos is not None and pos < floor[0]:
             why = f"P7: the walk has reached {floor[1]}; the ladder never walks back up"
             skipped.append(Skip(r.lane, SkipCode.LADDER_PASSED, why, r.key))

@@ -92,7 +92,7 @@ def plan(
     lanes, skipped = _lanes(job, intent, index, capacity_snapshot.vm, notes)
     if intent.resource is Resource.CPU and job.count > 1:
         notes.append(_fan_out_note(job.count, lanes, index))
-    facts = Facts(capacity_snapshot)
+    facts = Facts.of(capacity_snapshot)
     rungs: list[Rung] = []
     for lane in lanes:
         _lane_rungs(lane, job, intent, facts, qos_grants, index, rungs, skipped)
