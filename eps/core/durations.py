@@ -29,7 +29,6 @@ reads back to the same number: ``0s``, ``45s``, ``10m``, ``1h30m``, ``7d``,
 from __future__ import annotations
 
 import re
-from decimal import ROUND_HALF_EVEN, Decimal
 
 #: The longest duration eps accepts: 365 days.  A job or a park longer than a year is a typo.
 MAX_DURATION_S = 365 * 86_400
@@ -60,21 +59,41 @@ def parse_duration(text: str) -> int:
         raise ValueError(f"duration must not be negative, got {shown}")
     if not t or len(t) > _LONGEST_INPUT:
         raise ValueError(f"bad duration {shown}: {_HELP}")
+    parts: list[tuple[str, int]]  # (number as written, seconds per unit)
     if _PLAIN.fullmatch(t):
-        total = Decimal(t)
+        parts = [(t, _SECOND)]
     elif m := _CLOCK.fullmatch(t):
-        total = Decimal(m[1]) * _HOUR + int(m[2]) * _MINUTE + int(m[3])
+        parts = [(m[1], _HOUR), (m[2], _MINUTE), (m[3], _SECOND)]
     elif _PARTS.fullmatch(t):
-        total = _sum_parts(t, shown)
+        parts = _unit_parts(t, shown)
     else:
         raise ValueError(f"bad duration {shown}: {_HELP}")
-    if total > MAX_DURATION_S:
+    # Exact arithmetic on whole numbers (no float, no Decimal import): a part "1.25" is 125 / 10**2.
+    total: int = 0  # the duration is total / 10**scale seconds
+    scale = 0
+    for number, unit in parts:
+        n, k = _digits(number)
+        if k > scale:
+            total *= 10 ** (k - scale)
+            scale = k
+        total += n * unit * 10 ** (scale - k)
+    den: int = 10**scale
+    if total > MAX_DURATION_S * den:
         raise ValueError(f"duration {shown} is longer than the limit of 365 days ({MAX_DURATION_S} s)")
-    return int(total.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    seconds, rest = divmod(total, den)
+    if 2 * rest > den or (2 * rest == den and seconds % 2):  # round half to even
+        seconds += 1
+    return seconds
 
 
-def _sum_parts(t: str, shown: str) -> Decimal:
-    total = Decimal(0)
+def _digits(number: str) -> tuple[int, int]:
+    """``"1.25"`` -> ``(125, 2)``: the number is ``n / 10**k``."""
+    whole, _, fraction = number.partition(".")
+    return int(whole + fraction or "0"), len(fraction)
+
+
+def _unit_parts(t: str, shown: str) -> list[tuple[str, int]]:
+    parts = []
     last_unit = _DAY + 1
     for number, word in _PART.findall(t):
         unit = _UNIT_WORDS.get(word.lower())
@@ -83,8 +102,8 @@ def _sum_parts(t: str, shown: str) -> Decimal:
         if unit >= last_unit:
             raise ValueError(f"bad duration {shown}: give each unit once, largest first (e.g. 1h30m)")
         last_unit = unit
-        total += Decimal(number) * unit
-    return total
+        parts.append((number, unit))
+    return parts
 
 
 def _shown(t: str) -> str:

@@ -135,3 +135,17 @@ def test_slurm_time_round_trips_to_whole_minutes(n: int) -> None:
 )
 def test_parse_slurm_time(text: str, want: int | None) -> None:
     assert parse_slurm_time(text) == want
+
+
+@given(st.integers(0, 10**6), st.text("0123456789", max_size=12), st.sampled_from([("s", 1), ("m", 60), ("h", 3600)]))
+def test_fractions_round_half_to_even_exactly(whole: int, fraction: str, unit: tuple[str, int]) -> None:
+    """Fractions are exact (no float): the result is the nearest second, ties to even."""
+    from fractions import Fraction
+
+    text = f"{whole}.{fraction}" if fraction else str(whole)
+    exact = Fraction(text) * unit[1]
+    if exact <= MAX_DURATION_S:
+        assert parse_duration(text + unit[0]) == round(exact)
+    else:
+        with pytest.raises(ValueError, match="365 days"):
+            parse_duration(text + unit[0])
