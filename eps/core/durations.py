@@ -40,11 +40,12 @@ _UNIT_WORDS: dict[str, int] = {
     **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), _HOUR),
     **dict.fromkeys(("d", "day", "days"), _DAY),
 }
+# Patterns as strings: ``re`` compiles each on first use (and caches it), so importing this
+# module on the ``eps plan`` path compiles nothing a given duration does not need.
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-_PLAIN = re.compile(_NUMBER)
-_PARTS = re.compile(rf"(?:{_NUMBER}[ \t]*[a-z]+[ \t]*)+", re.IGNORECASE)
-_PART = re.compile(rf"({_NUMBER})[ \t]*([a-z]+)", re.IGNORECASE)
-_CLOCK = re.compile(r"([0-9]+):([0-5][0-9]):([0-5][0-9])")
+_PARTS = rf"(?:{_NUMBER}[ \t]*[a-z]+[ \t]*)+"
+_PART = rf"({_NUMBER})[ \t]*([a-z]+)"
+_CLOCK = r"([0-9]+):([0-5][0-9]):([0-5][0-9])"
 _HELP = "use seconds, a number with a unit (45s, 30m, 3h, 2d, 1.5h, 1h30m, 90min) or H:MM:SS"
 _LONGEST_INPUT = 1000  # characters; longer text is refused before any arithmetic
 
@@ -59,13 +60,17 @@ def parse_duration(text: str) -> int:
         raise ValueError(f"duration must not be negative, got {shown}")
     if not t or len(t) > _LONGEST_INPUT:
         raise ValueError(f"bad duration {shown}: {_HELP}")
+    low = t.lower()  # units are case-insensitive
     parts: list[tuple[str, int]]  # (number as written, seconds per unit)
-    if _PLAIN.fullmatch(t):
-        parts = [(t, _SECOND)]
-    elif m := _CLOCK.fullmatch(t):
+    if ":" in low:
+        m = re.fullmatch(_CLOCK, low)
+        if m is None:
+            raise ValueError(f"bad duration {shown}: {_HELP}")
         parts = [(m[1], _HOUR), (m[2], _MINUTE), (m[3], _SECOND)]
-    elif _PARTS.fullmatch(t):
-        parts = _unit_parts(t, shown)
+    elif re.fullmatch(_NUMBER, low):
+        parts = [(low, _SECOND)]
+    elif re.fullmatch(_PARTS, low):
+        parts = _unit_parts(low, shown)
     else:
         raise ValueError(f"bad duration {shown}: {_HELP}")
     # Exact arithmetic on whole numbers (no float, no Decimal import): a part "1.25" is 125 / 10**2.
@@ -95,8 +100,8 @@ def _digits(number: str) -> tuple[int, int]:
 def _unit_parts(t: str, shown: str) -> list[tuple[str, int]]:
     parts = []
     last_unit = _DAY + 1
-    for number, word in _PART.findall(t):
-        unit = _UNIT_WORDS.get(word.lower())
+    for number, word in re.findall(_PART, t):
+        unit = _UNIT_WORDS.get(word)
         if unit is None:
             raise ValueError(f"bad duration {shown}: unknown unit {word!r}; {_HELP}")
         if unit >= last_unit:

@@ -192,19 +192,47 @@ class Thresholds(NamedTuple):
     vm_disk_margin_gb: int = 10  # P2: free disk the VM keeps beyond a trivial op's footprint
 
 
+#: Bytes per GB in the VM's capacity (the machine tables' GB are 2**30 bytes too).
+GB = 2**30
+
+
 class VmCapacity(NamedTuple):
     """The shared VM's room for trivial ops (P2): vCPUs, memory and free disk, GB = 2**30 bytes.
 
     ``None`` means unknown, and an unknown field never keeps an op off the VM
     (the behaviour from before capacities were known).  The capacity snapshot's
     ``vm`` (``eps plan --snapshot``; measured by ``eps execute``, see
-    :func:`eps.core.vm.measured_vm`) wins field by field over the policy's
-    ``vm`` (the config's ``[vm]`` section).  vCPUs are recorded, not required:
+    :meth:`measured`) wins field by field over the policy's ``vm`` (the
+    config's ``[vm]`` section): :meth:`over`.  vCPUs are recorded, not required:
     a sub-minute op on fewer cores is slower, not stuck."""
 
     vcpus: int | None = None
     mem_gb: float | None = None
     free_disk_gb: float | None = None
+
+    @classmethod
+    def measured(cls, vcpus: int | None, mem_available_bytes: int | None, disk_free_bytes: int | None) -> VmCapacity:
+        """The VM's capacity from what the shell measures (``None`` where it could not).
+
+        What to measure (the shell's part, in ``eps execute``): ``vcpus`` =
+        ``os.cpu_count()``; ``mem_available_bytes`` = ``MemAvailable`` of
+        ``/proc/meminfo`` (kB x 1024), what a new process can get now, not the
+        machine's total; ``disk_free_bytes`` = ``shutil.disk_usage(path).free`` of
+        the file system a VM job writes to (the state directory's).  Put the record
+        in ``CapacitySnapshot.vm`` before calling ``plan()``."""
+        return cls(
+            vcpus=vcpus,
+            mem_gb=None if mem_available_bytes is None else round(mem_available_bytes / GB, 2),
+            free_disk_gb=None if disk_free_bytes is None else round(disk_free_bytes / GB, 2),
+        )
+
+    def over(self, default: VmCapacity) -> VmCapacity:
+        """This capacity, with ``default``'s value wherever this one is unknown."""
+        return VmCapacity(
+            vcpus=default.vcpus if self.vcpus is None else self.vcpus,
+            mem_gb=default.mem_gb if self.mem_gb is None else self.mem_gb,
+            free_disk_gb=default.free_disk_gb if self.free_disk_gb is None else self.free_disk_gb,
+        )
 
 
 class Job(NamedTuple):

@@ -8,9 +8,10 @@ calls ``plan()`` again.
 
 Here: intent resolution (P1, P4, P5) and lane selection (P2, P3, P6, P10).
 Each lane's rungs come from ``ladder`` (the SLURM QoS ladder: P7, P9, P10) and
-``paid_lanes`` (GCP and RunPod: P3, P4, P11); ``vm`` says whether a trivial op
-fits the shared VM (P2); ``parking`` decides about a parked job and drops the
-tiers the walk has passed (P7, P8); ``indexes`` makes each lookup O(1).
+``paid_lanes`` (GCP and RunPod: P3, P4, P11); ``parking`` decides about a
+parked job and drops the tiers the walk has passed (P7, P8); ``indexes`` makes
+each lookup O(1).  A trivial op stays on the VM only when it fits there
+(``_vm_misfit``; the VM's size is ``model.VmCapacity``).
 
 Lane orders:
 
@@ -18,7 +19,7 @@ Lane orders:
   order; a GPU job goes to RunPod only when pinned (``--pin runpod``).
 - CPU lane order: (gcp, runpod).  Trivial CPU ops (at most 60 s and at most
   50 GB) stay on the shared VM when they fit it (memory, footprint plus a
-  safety margin of free disk; see ``vm``).  CPU-only work never holds a GPU,
+  safety margin of free disk).  CPU-only work never holds a GPU,
   so it never goes to fellows.
 
 Reversal: exhausted GCP CPU used to be a hard terminal
@@ -68,7 +69,6 @@ from eps.core.model import (
 from eps.core.paid_lanes import gcp_rungs, runpod_cpu_rungs, runpod_gpu_rungs
 from eps.core.parking import NEVER_RUNS_REASONS, SELF_CAP_REASONS, settle_walk, worst_case
 from eps.core.tables import BIG_VOLUME_INTENT, DEFAULT_POLICY, GRADIENT_FIT_INTENT
-from eps.core.vm import vm_misfit, vm_room
 
 __all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "plan"]
 
@@ -217,7 +217,7 @@ def _lanes(
         for name in clusters:
             skipped.append(Skip(name, SkipCode.CPU_NEVER_HOLDS_GPU, "P1: CPU-only work never holds a GPU"))
         trivial = job.duration_s <= th.trivial_op_s and job.footprint_gb <= th.big_footprint_gb
-        misfit = vm_misfit(job, intent, vm_room(snap_vm, policy.vm), th.vm_disk_margin_gb) if trivial else None
+        misfit = _vm_misfit(job, intent, snap_vm.over(policy.vm), th.vm_disk_margin_gb) if trivial else None
         natural = [policy.trivial_lane] if trivial and misfit is None else list(policy.cpu_lane_order)
         if trivial and misfit is None:
             for lane in policy.cpu_lane_order:
@@ -259,6 +259,27 @@ def _lanes(
         if lane != pin and _applies(lane, intent, index):
             skipped.append(Skip(lane, SkipCode.NOT_PINNED, f"P10: pinned to {pin}"))
     return [pin], skipped
+
+
+def _vm_misfit(job: Job, intent: Intent, room: VmCapacity, margin_gb: int) -> str | None:
+    """Why a trivial op does not fit the shared VM (P2), or ``None`` when it fits or the size is unknown.
+
+    It fits when the intent's memory, once per ``--count`` copy (the copies run side
+    by side on the VM), is within the VM's memory, and its footprint, once per copy,
+    plus ``margin_gb`` is within the VM's free disk: the cheap CPU machines exist
+    because the shared VM once stalled the whole fleet on disk pressure."""
+    copies = job.count
+    each = f" ({copies} copies side by side)" if copies > 1 else ""
+    mem = intent.mem_gb * copies
+    if room.mem_gb is not None and mem > room.mem_gb:
+        return f"P2: {intent.name} needs {mem:g} GB of memory{each}; the shared VM has {room.mem_gb:g} GB"
+    disk = job.footprint_gb * copies
+    if room.free_disk_gb is not None and disk + margin_gb > room.free_disk_gb:
+        return (
+            f"P2: footprint {disk:g} GB{each} + {margin_gb} GB margin > {room.free_disk_gb:g} GB free disk "
+            f"on the shared VM"
+        )
+    return None
 
 
 def _applies(lane: str, intent: Intent, index: PolicyIndex) -> bool:

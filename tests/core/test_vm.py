@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from eps.core.model import Job, VmCapacity
+from eps.core.model import GB, Job, VmCapacity
+from eps.core.router import _vm_misfit as vm_misfit
 from eps.core.tables import DEFAULT_POLICY
-from eps.core.vm import GB, measured_vm, vm_misfit, vm_room
 
 SMALL = DEFAULT_POLICY.intent("cpu-small")
 BIGMEM = DEFAULT_POLICY.intent("cpu-bigmem")
@@ -12,15 +12,15 @@ assert SMALL is not None and BIGMEM is not None
 
 
 def test_p2_measured_vm_turns_raw_numbers_into_gb() -> None:
-    vm = measured_vm(4, 15 * GB + GB // 2, 120 * GB)
+    vm = VmCapacity.measured(4, 15 * GB + GB // 2, 120 * GB)
     assert vm == VmCapacity(vcpus=4, mem_gb=15.5, free_disk_gb=120.0)
-    assert measured_vm(None, None, None) == VmCapacity()
+    assert VmCapacity.measured(None, None, None) == VmCapacity()
 
 
 def test_p2_the_snapshot_wins_field_by_field() -> None:
     default = VmCapacity(vcpus=2, mem_gb=8, free_disk_gb=50)
-    assert vm_room(VmCapacity(mem_gb=64), default) == VmCapacity(vcpus=2, mem_gb=64, free_disk_gb=50)
-    assert vm_room(VmCapacity(), VmCapacity()) == VmCapacity()
+    assert VmCapacity(mem_gb=64).over(default) == VmCapacity(vcpus=2, mem_gb=64, free_disk_gb=50)
+    assert VmCapacity().over(VmCapacity()) == VmCapacity()
 
 
 def test_p2_unknown_sizes_fit() -> None:
