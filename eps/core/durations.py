@@ -1,26 +1,142 @@
-"""Pure parsing and formatting of durations: the CLI's ``45s/30m/3h/2d`` and SLURM's
-``[D-]HH:MM:SS`` (as ``sacctmgr``/``squeue`` print it and ``sbatch --time`` takes it)."""
+"""Pure parsing and formatting of durations: the one human form eps reads and writes,
+and SLURM's ``[D-]HH:MM:SS`` (as ``sacctmgr``/``squeue`` print it and ``sbatch --time`` takes it).
+
+Human durations, :func:`parse_duration` (what users type: ``--duration``, ``--park``)
+and :func:`format_duration` (what plans, skips and tables print):
+
+- a plain number is seconds: ``90``, ``1.5``;
+- a number with a unit: ``45s``, ``30m``, ``3h``, ``2d``, ``1.5h``.  Units are
+  case-insensitive (``2H``) and may be words: ``s sec secs second seconds``,
+  ``m min mins minute minutes``, ``h hr hrs hour hours``, ``d day days``;
+- several such parts, largest unit first, each unit at most once, blanks
+  allowed between them: ``1h30m``, ``90min``, ``1d 2h``, ``2h 15min 10s``;
+- a clock ``H:MM:SS`` (``01:30:00``, ``36:00:00``): any number of hours, then
+  minutes and seconds of two digits below 60.  A two-part clock (``1:30``) is
+  refused: it could be h:mm or m:ss (SLURM reads minutes:seconds), and a guess
+  is worse than an error.
+
+Fractions round to the nearest whole second (half to even).  Refused, each with
+a one-line ``ValueError``: empty text, negatives, anything not in the forms
+above, and anything longer than :data:`MAX_DURATION_S` (365 days), so that a
+400-digit number is a clear error, never an ``OverflowError``.  Zero is a valid
+duration here; where zero makes no sense, the caller refuses it.
+
+:func:`format_duration` writes the compact exact form that :func:`parse_duration`
+reads back to the same number: ``0s``, ``45s``, ``10m``, ``1h30m``, ``7d``,
+``1d2h3m4s``.
+"""
 
 from __future__ import annotations
 
 import re
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
-_HUMAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_SLURM = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+)(?::(\d+))?$")
+#: The longest duration eps accepts: 365 days.  A job or a park longer than a year is a typo.
+MAX_DURATION_S = 365 * 86_400
+
+_SECOND, _MINUTE, _HOUR, _DAY = 1, 60, 3600, 86_400
+_UNIT_WORDS: dict[str, int] = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), _SECOND),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), _MINUTE),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), _HOUR),
+    **dict.fromkeys(("d", "day", "days"), _DAY),
+}
+# Patterns as strings: ``re`` compiles each on first use (and caches it), so importing this
+# module on the ``eps plan`` path compiles nothing a given duration does not need.
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_PARTS = rf"(?:{_NUMBER}[ \t]*[a-z]+[ \t]*)+"
+_PART = rf"({_NUMBER})[ \t]*([a-z]+)"
+_CLOCK = r"([0-9]+):([0-5][0-9]):([0-5][0-9])"
+_HELP = "use seconds, a number with a unit (45s, 30m, 3h, 2d, 1.5h, 1h30m, 90min) or H:MM:SS"
+_LONGEST_INPUT = 1000  # characters; longer text is refused before any arithmetic
 
 
 def parse_duration(text: str) -> int:
-    """``45s``, ``30m``, ``3h``, ``2d``, ``1.5h`` or plain seconds -> whole seconds.
+    """A human duration (forms in the module docstring) -> whole seconds, 0 to 365 days.
 
     Raises ``ValueError`` with a one-line message for anything else, negatives included."""
-    if text.strip().startswith("-"):
-        raise ValueError(f"duration must not be negative, got {text!r}")
-    m = _HUMAN.match(text)
-    if m is None:
-        raise ValueError(f"bad duration {text!r}: use seconds or a number with s, m, h or d (e.g. 45s, 30m, 3h, 2d)")
-    value = float(m.group(1)) * _UNITS[m.group(2) or "s"]
-    return round(value)
+    t = text.strip()
+    shown = _shown(t)
+    if t.startswith("-"):
+        raise ValueError(f"duration must not be negative, got {shown}")
+    if not t or len(t) > _LONGEST_INPUT:
+        raise ValueError(f"bad duration {shown}: {_HELP}")
+    low = t.lower()  # units are case-insensitive
+    parts: list[tuple[str, int]]  # (number as written, seconds per unit)
+    if ":" in low:
+        m = re.fullmatch(_CLOCK, low)
+        if m is None:
+            raise ValueError(f"bad duration {shown}: {_HELP}")
+        parts = [(m[1], _HOUR), (m[2], _MINUTE), (m[3], _SECOND)]
+    elif re.fullmatch(_NUMBER, low):
+        parts = [(low, _SECOND)]
+    elif re.fullmatch(_PARTS, low):
+        parts = _unit_parts(low, shown)
+    else:
+        raise ValueError(f"bad duration {shown}: {_HELP}")
+    # Exact arithmetic on whole numbers (no float, no Decimal import): a part "1.25" is 125 / 10**2.
+    total: int = 0  # the duration is total / 10**scale seconds
+    scale = 0
+    for number, unit in parts:
+        n, k = _digits(number)
+        if k > scale:
+            total *= 10 ** (k - scale)
+            scale = k
+        total += n * unit * 10 ** (scale - k)
+    den: int = 10**scale
+    if total > MAX_DURATION_S * den:
+        raise ValueError(f"duration {shown} is longer than the limit of 365 days ({MAX_DURATION_S} s)")
+    seconds, rest = divmod(total, den)
+    if 2 * rest > den or (2 * rest == den and seconds % 2):  # round half to even
+        seconds += 1
+    return seconds
+
+
+def _digits(number: str) -> tuple[int, int]:
+    """``"1.25"`` -> ``(125, 2)``: the number is ``n / 10**k``."""
+    whole, _, fraction = number.partition(".")
+    return int(whole + fraction or "0"), len(fraction)
+
+
+def _unit_parts(t: str, shown: str) -> list[tuple[str, int]]:
+    parts = []
+    last_unit = _DAY + 1
+    for number, word in re.findall(_PART, t):
+        unit = _UNIT_WORDS.get(word)
+        if unit is None:
+            raise ValueError(f"bad duration {shown}: unknown unit {word!r}; {_HELP}")
+        if unit >= last_unit:
+            raise ValueError(f"bad duration {shown}: give each unit once, largest first (e.g. 1h30m)")
+        last_unit = unit
+        parts.append((number, unit))
+    return parts
+
+
+def _shown(t: str) -> str:
+    """The text as an error message quotes it: on one line, and not 400 digits long."""
+    one_line = " ".join(t.split())
+    return repr(one_line if len(one_line) <= 40 else one_line[:37] + "...")
+
+
+def format_duration(seconds: int) -> str:
+    """Whole seconds -> the compact exact form (``45s``, ``10m``, ``1h30m``, ``7d``, ``1d2h3m4s``).
+
+    ``parse_duration(format_duration(n)) == n`` for every ``0 <= n <= MAX_DURATION_S``.
+    Raises ``ValueError`` for a negative number."""
+    if seconds < 0:
+        raise ValueError(f"duration must not be negative, got {seconds}")
+    if seconds == 0:
+        return "0s"
+    out = []
+    rest = seconds
+    for unit, size in (("d", _DAY), ("h", _HOUR), ("m", _MINUTE), ("s", _SECOND)):
+        n, rest = divmod(rest, size)
+        if n:
+            out.append(f"{n}{unit}")
+    return "".join(out)
+
+
+#: The name the shell's views import; the same one formatter.
+human = format_duration
 
 
 def parse_slurm_time(text: str) -> int | None:
@@ -55,17 +171,3 @@ def format_slurm_time(seconds: int) -> str:
     days, rem = divmod(minutes, 1440)
     hours, mins = divmod(rem, 60)
     return f"{days}-{hours:02d}:{mins:02d}:00"
-
-
-def human(seconds: int) -> str:
-    """A short human form: ``1200 s (20m)`` style pieces for tables."""
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        m, s = divmod(seconds, 60)
-        return f"{m}m{s:02d}s" if s else f"{m}m"
-    if seconds < 86_400:
-        h, rem = divmod(seconds, 3600)
-        return f"{h}h{rem // 60:02d}m" if rem else f"{h}h"
-    d, rem = divmod(seconds, 86_400)
-    return f"{d}d{rem // 3600}h" if rem else f"{d}d"

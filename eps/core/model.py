@@ -62,6 +62,7 @@ class SkipCode(StrEnum):
 
     CPU_NEVER_HOLDS_GPU = "cpu_never_holds_gpu"  # P1
     TRIVIAL_STAYS_ON_VM = "trivial_stays_on_vm"  # P2
+    VM_TOO_SMALL = "vm_too_small"  # P2: a trivial op whose memory or footprint + margin does not fit the VM
     RUNPOD_GPU_NEEDS_PIN = "runpod_gpu_needs_pin"  # P6
     NOT_PINNED = "not_pinned"  # P10: another lane was pinned
     QOS_NOT_GRANTED = "qos_not_granted"  # P9
@@ -84,6 +85,7 @@ class SkipCode(StrEnum):
     RUNPOD_OUT_OF_STOCK = "runpod_out_of_stock"
     RUNPOD_DISK_TOO_SMALL = "runpod_disk_too_small"
     ATTEMPTED = "attempted"  # the executor already tried it and it failed
+    LADDER_PASSED = "ladder_passed"  # P7: above a tier this dispatch already reached; never walks back up
 
 
 class Terminal(StrEnum):
@@ -176,11 +178,61 @@ class ClusterConfig(NamedTuple):
     gpu_model: str = "H200"
     max_nodes: int = 1
 
+    @property
+    def later_park_cap_s(self) -> int:
+        """The park cap of rungs 2+ (P8): ``next_park_cap_s``, but never more than rung 1's
+        cap, so a later rung never waits longer than the first (the smaller of the two settings)."""
+        return min(self.first_park_cap_s, self.next_park_cap_s)
+
 
 class Thresholds(NamedTuple):
     trivial_op_s: int = 60  # P2
     big_footprint_gb: int = 50  # P2, P4
     spot_max_s: int = 7200  # P11
+    vm_disk_margin_gb: int = 10  # P2: free disk the VM keeps beyond a trivial op's footprint
+
+
+#: Bytes per GB in the VM's capacity (the machine tables' GB are 2**30 bytes too).
+GB = 2**30
+
+
+class VmCapacity(NamedTuple):
+    """The shared VM's room for trivial ops (P2): vCPUs, memory and free disk, GB = 2**30 bytes.
+
+    ``None`` means unknown, and an unknown field never keeps an op off the VM
+    (the behaviour from before capacities were known).  The capacity snapshot's
+    ``vm`` (``eps plan --snapshot``; measured by ``eps execute``, see
+    :meth:`measured`) wins field by field over the policy's ``vm`` (the
+    config's ``[vm]`` section): :meth:`over`.  vCPUs are recorded, not required:
+    a sub-minute op on fewer cores is slower, not stuck."""
+
+    vcpus: int | None = None
+    mem_gb: float | None = None
+    free_disk_gb: float | None = None
+
+    @classmethod
+    def measured(cls, vcpus: int | None, mem_available_bytes: int | None, disk_free_bytes: int | None) -> VmCapacity:
+        """The VM's capacity from what the shell measures (``None`` where it could not).
+
+        What to measure (the shell's part, in ``eps execute``): ``vcpus`` =
+        ``os.cpu_count()``; ``mem_available_bytes`` = ``MemAvailable`` of
+        ``/proc/meminfo`` (kB x 1024), what a new process can get now, not the
+        machine's total; ``disk_free_bytes`` = ``shutil.disk_usage(path).free`` of
+        the file system a VM job writes to (the state directory's).  Put the record
+        in ``CapacitySnapshot.vm`` before calling ``plan()``."""
+        return cls(
+            vcpus=vcpus,
+            mem_gb=None if mem_available_bytes is None else round(mem_available_bytes / GB, 2),
+            free_disk_gb=None if disk_free_bytes is None else round(disk_free_bytes / GB, 2),
+        )
+
+    def over(self, default: VmCapacity) -> VmCapacity:
+        """This capacity, with ``default``'s value wherever this one is unknown."""
+        return VmCapacity(
+            vcpus=default.vcpus if self.vcpus is None else self.vcpus,
+            mem_gb=default.mem_gb if self.mem_gb is None else self.mem_gb,
+            free_disk_gb=default.free_disk_gb if self.free_disk_gb is None else self.free_disk_gb,
+        )
 
 
 class Job(NamedTuple):
@@ -303,6 +355,7 @@ class CapacitySnapshot(NamedTuple):
     runpod: tuple[RunpodState, ...] = ()
     attempted: tuple[str, ...] = ()  # rung keys already tried and failed this dispatch
     unavailable: tuple[LaneDown, ...] = ()
+    vm: VmCapacity = VmCapacity()  # the shared VM's room now (P2); unknown fields: the policy's
 
 
 class QosGrants(NamedTuple):
@@ -340,6 +393,7 @@ class Policy(NamedTuple):
     gcp_zones: tuple[str, ...]
     thresholds: Thresholds = Thresholds()
     trivial_lane: str = "vm"
+    vm: VmCapacity = VmCapacity()  # the VM's room when the snapshot says nothing (config [vm])
 
     def intent(self, name: str) -> Intent | None:
         for it in self.intents:

@@ -6,13 +6,21 @@ policy tables; it returns data and never logs, sleeps or calls out.  The
 shell carries out ``rungs[0]``, feeds the outcome back into the snapshot and
 calls ``plan()`` again.
 
+Here: intent resolution (P1, P4, P5) and lane selection (P2, P3, P6, P10).
+Each lane's rungs come from ``ladder`` (the SLURM QoS ladder: P7, P9, P10) and
+``paid_lanes`` (GCP and RunPod: P3, P4, P11); ``parking`` decides about a
+parked job and drops the tiers the walk has passed (P7, P8); ``indexes`` makes
+each lookup O(1).  A trivial op stays on the VM only when it fits there
+(``_vm_misfit``; the VM's size is ``model.VmCapacity``).
+
 Lane orders:
 
 - GPU auto lane order: (fellows, gcp).  RunPod is never in the automatic GPU
   order; a GPU job goes to RunPod only when pinned (``--pin runpod``).
 - CPU lane order: (gcp, runpod).  Trivial CPU ops (at most 60 s and at most
-  50 GB) stay on the shared VM.  CPU-only work never holds a GPU, so it never
-  goes to fellows.
+  50 GB) stay on the shared VM when they fit it (memory, footprint plus a
+  safety margin of free disk).  CPU-only work never holds a GPU,
+  so it never goes to fellows.
 
 Reversal: exhausted GCP CPU used to be a hard terminal
 (``cpu_exhausted_no_runpod_lane``).  That rule is reversed: when every GCP CPU
@@ -23,8 +31,9 @@ fellows QoS ladder: high-eur -> normal-eur -> low-eur.  Every fellows dispatch
 starts under high-eur unless high-eur can never run it (not granted, MaxWall
 shorter than the job, per-user GPU cap below the job's GPUs).  Rung 1 parks at
 most 600 s (``EPS_FELLOWS_QUEUE_WAIT_SECONDS``); each later rung parks at most
-300 s (``EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS``).  Worst-case wait before a job
-reaches GCP: 600 + 2 x 300 = 1200 s.  dev-eur is used only for ``debug``
+300 s (``EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS``), and never longer than rung 1:
+the effective cap of rungs 2+ is the smaller of the two settings.  Worst-case
+wait before a job reaches GCP: 600 + 2 x 300 = 1200 s.  dev-eur is used only for ``debug``
 intents and only when the cluster's dev-QoS switch is on (off by default); it
 then comes right after high-eur.  A pin returns the live PENDING handle: no
 ladder walk, no failover.
@@ -36,55 +45,32 @@ spot first and then on-demand; longer non-restartable jobs go on-demand only;
 
 from __future__ import annotations
 
-from enum import StrEnum
-from functools import lru_cache
-
+from eps.core.indexes import Facts, PolicyIndex, policy_index
+from eps.core.ladder import slurm_rungs
 from eps.core.model import (
-    Capacity,
     CapacitySnapshot,
-    ClusterConfig,
     Intent,
     Job,
     JobError,
     LaneKind,
-    ParkAction,
-    ParkDecision,
     ParkState,
     Policy,
     Provisioning,
     QosGrants,
-    QosTier,
     Resource,
     RoutePlan,
     Rung,
     Skip,
     SkipCode,
-    Stock,
     Terminal,
+    VmCapacity,
     evolve,
 )
+from eps.core.paid_lanes import gcp_rungs, runpod_cpu_rungs, runpod_gpu_rungs
+from eps.core.parking import NEVER_RUNS_REASONS, SELF_CAP_REASONS, settle_walk, worst_case
 from eps.core.tables import BIG_VOLUME_INTENT, DEFAULT_POLICY, GRADIENT_FIT_INTENT
 
-#: Pending reasons that mean this job can never run under this QoS: waiting is pointless.
-NEVER_RUNS_REASONS: frozenset[str] = frozenset(
-    {
-        "QOSMaxWallDurationPerJobLimit",
-        "AssocMaxWallDurationPerJobLimit",
-        "PartitionTimeLimit",
-        "PartitionNodeLimit",
-        "InvalidQOS",
-        "QOSNotAllowed",
-        "InvalidAccount",
-        "QOSMaxGRESPerJob",
-        "QOSMaxCpuPerJobLimit",
-        "QOSMaxNodePerJobLimit",
-        "BadConstraints",
-    }
-)
-
-#: Pending reasons caused by the user's own running jobs under this QoS: the next
-#: tier has headroom of its own.  Early advance on these is a setting, off by default.
-SELF_CAP_REASONS: frozenset[str] = frozenset({"QOSMaxGRESPerUser", "QOSMaxCpuPerUserLimit", "QOSMaxNodePerUserLimit"})
+__all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "plan"]
 
 
 def plan(
@@ -101,21 +87,22 @@ def plan(
     planned as asked: unknown intent or lane, negative duration, a pin the work can
     never run on, a GPU count no single machine has.
     """
-    intent, notes = _resolve(job, policy)
-    lanes, skipped = _lanes(job, intent, policy)
+    index = policy_index(policy)
+    intent, notes = _resolve(job, index)
+    lanes, skipped = _lanes(job, intent, index, capacity_snapshot.vm, notes)
+    if intent.resource is Resource.CPU and job.count > 1:
+        notes.append(_fan_out_note(job.count, lanes, index))
+    facts = Facts.of(capacity_snapshot)
     rungs: list[Rung] = []
     for lane in lanes:
-        _lane_rungs(lane, job, intent, capacity_snapshot, qos_grants, policy, rungs, skipped)
+        _lane_rungs(lane, job, intent, facts, qos_grants, index, rungs, skipped)
 
-    decision: ParkDecision | None = None
-    if park is not None:
-        decision, rungs = _apply_park(park, job, rungs, skipped, policy)
+    decision, rungs = settle_walk(park, facts.attempted, rungs, skipped, index)
 
-    if capacity_snapshot.attempted:
-        tried = set(capacity_snapshot.attempted)
+    if facts.attempted:
         keep = []
         for r in rungs:
-            if r.key in tried and not (decision is not None and decision.rung == r.key):
+            if r.key in facts.attempted and not (decision is not None and decision.rung == r.key):
                 skipped.append(Skip(r.lane, SkipCode.ATTEMPTED, "already tried in this dispatch", r.key))
             else:
                 keep.append(r)
@@ -138,7 +125,7 @@ def plan(
         rungs=tuple(rungs),
         skipped=tuple(skipped),
         terminal=terminal,
-        worst_case_wait_s=_worst_case(rungs, decision),
+        worst_case_wait_s=worst_case(rungs, decision),
         notes=tuple(notes),
         park=decision,
     )
@@ -147,8 +134,9 @@ def plan(
 # --- intent resolution (P1, P4, P5) -------------------------------------------------------
 
 
-def _resolve(job: Job, policy: Policy) -> tuple[Intent, list[str]]:
-    intent = policy.intent(job.intent)
+def _resolve(job: Job, index: PolicyIndex) -> tuple[Intent, list[str]]:
+    policy = index.policy
+    intent = index.intents.get(job.intent)
     if intent is None:
         known = ", ".join(i.name for i in policy.intents)
         raise JobError("unknown_intent", f"unknown intent {job.intent!r} (known: {known})", job)
@@ -162,56 +150,66 @@ def _resolve(job: Job, policy: Policy) -> tuple[Intent, list[str]]:
     th = policy.thresholds
     if intent.resource is Resource.CPU:
         if job.gradient_fit:
-            intent = _must(policy, GRADIENT_FIT_INTENT, job)
+            intent = _must(index, GRADIENT_FIT_INTENT, job)
             notes.append(f"P4: a gradient-descent fit goes to a GPU intent: {job.intent} -> {intent.name}")
         elif job.footprint_gb > th.big_footprint_gb and intent.name != BIG_VOLUME_INTENT:
-            intent = _must(policy, BIG_VOLUME_INTENT, job)
+            intent = _must(index, BIG_VOLUME_INTENT, job)
             notes.append(
                 f"P4: footprint {job.footprint_gb:g} GB > {th.big_footprint_gb} GB takes the big-volume "
                 f"route: {job.intent} -> {intent.name} with a disk sized to the footprint"
             )
     if intent.resource is Resource.GPU and job.count > 1:
-        total = intent.gpus * job.count
-        multi = policy.intent(f"gpu-{total}")
-        if multi is None or multi.resource is not Resource.GPU or multi.gpus != total:
-            sizes = sorted(i.gpus for i in policy.intents if i.name.startswith("gpu-"))
-            raise JobError(
-                "gpu_count",
-                f"{job.count} x {intent.gpus} GPU = {total} GPUs: GPU work runs on one multi-GPU machine "
-                f"(P5) and no machine has {total}; use one of gpu-{', gpu-'.join(map(str, sizes))}",
-                job,
-            )
-        notes.append(
-            f"P5: --count {job.count} of {intent.name} is one {total}-GPU machine, never "
-            f"{job.count} single machines: {intent.name} -> {multi.name}"
-        )
-        intent = multi
-    if intent.resource is Resource.CPU and job.count > 1:
-        notes.append(f"P5: {job.count} independent CPU machines in parallel; each walks these rungs")
+        intent = _grown(intent, job, index, notes)
     return intent, notes
 
 
-def _must(policy: Policy, name: str, job: Job) -> Intent:
-    it = policy.intent(name)
+def _grown(intent: Intent, job: Job, index: PolicyIndex, notes: list[str]) -> Intent:
+    """A GPU intent with ``--count N``: one machine with N x its GPUs, never N machines (P5).
+
+    The machine shape (GPUs, vCPUs, memory, GCP machine type) is that of the
+    ``gpu-<total>`` intent.  A shape intent (``gpu-1``) becomes the bigger shape
+    (``gpu-4``); any other intent keeps its name and its traits and only takes the
+    bigger machine: ``debug --count 2`` is a 2-GPU debug job, still eligible for
+    the dev QoS (P7), whose tier caps then apply to its 2 GPUs (P9)."""
+    total = intent.gpus * job.count
+    shape = index.intents.get(f"gpu-{total}")
+    if shape is None or shape.resource is not Resource.GPU or shape.gpus != total:
+        sizes = sorted(i.gpus for i in index.policy.intents if i.name.startswith("gpu-"))
+        raise JobError(
+            "gpu_count",
+            f"{job.count} x {intent.gpus} GPU = {total} GPUs: GPU work runs on one multi-GPU machine "
+            f"(P5) and no machine has {total}; use one of gpu-{', gpu-'.join(map(str, sizes))}",
+            job,
+        )
+    lead = f"P5: --count {job.count} of {intent.name} is one {total}-GPU machine, never {job.count} single machines"
+    if index.intents.get(f"gpu-{intent.gpus}") == intent:
+        notes.append(f"{lead}: {intent.name} -> {shape.name}")
+        return shape
+    keeps = "; dev-QoS eligible (P7)" if intent.dev_qos_ok else ""
+    notes.append(f"{lead}: the shape of {shape.name}, still a {intent.name} job{keeps}")
+    return evolve(intent, gpus=shape.gpus, vcpus=shape.vcpus, mem_gb=shape.mem_gb, gcp_machine=shape.gcp_machine)
+
+
+def _fan_out_note(count: int, lanes: list[str], index: PolicyIndex) -> str:
+    """What ``--count N`` of CPU work means here (P5): N machines, or N copies on the shared VM."""
+    if lanes == [index.policy.trivial_lane]:
+        return f"P5: --count {count}: {count} copies run side by side on the shared VM (P2), not on {count} machines"
+    return f"P5: {count} independent CPU machines in parallel; each walks these rungs"
+
+
+def _must(index: PolicyIndex, name: str, job: Job) -> Intent:
+    it = index.intents.get(name)
     if it is None:
         raise JobError("unknown_intent", f"policy has no {name!r} intent", job)
     return it
 
 
-def _lane_kind(lane: str, policy: Policy) -> LaneKind | None:
-    if lane == policy.trivial_lane:
-        return LaneKind.VM
-    if lane == "gcp":
-        return LaneKind.GCP
-    if lane == "runpod":
-        return LaneKind.RUNPOD
-    if policy.cluster(lane) is not None:
-        return LaneKind.SLURM
-    return None
-
-
-def _lanes(job: Job, intent: Intent, policy: Policy) -> tuple[list[str], list[Skip]]:
-    """The lanes to walk, in order, and the lanes left out with their reasons."""
+def _lanes(
+    job: Job, intent: Intent, index: PolicyIndex, snap_vm: VmCapacity, notes: list[str]
+) -> tuple[list[str], list[Skip]]:
+    """The lanes to walk, in order, and the lanes left out with their reasons (P1, P2, P3, P6, P10)."""
+    policy = index.policy
+    misfit: str | None = None
     skipped: list[Skip] = []
     th = policy.thresholds
     clusters = [c.name for c in policy.clusters]
@@ -219,10 +217,17 @@ def _lanes(job: Job, intent: Intent, policy: Policy) -> tuple[list[str], list[Sk
         for name in clusters:
             skipped.append(Skip(name, SkipCode.CPU_NEVER_HOLDS_GPU, "P1: CPU-only work never holds a GPU"))
         trivial = job.duration_s <= th.trivial_op_s and job.footprint_gb <= th.big_footprint_gb
-        natural = [policy.trivial_lane] if trivial else list(policy.cpu_lane_order)
-        if trivial:
+        misfit = _vm_misfit(job, intent, snap_vm.over(policy.vm), th.vm_disk_margin_gb) if trivial else None
+        natural = [policy.trivial_lane] if trivial and misfit is None else list(policy.cpu_lane_order)
+        if trivial and misfit is None:
             for lane in policy.cpu_lane_order:
                 skipped.append(Skip(lane, SkipCode.TRIVIAL_STAYS_ON_VM, f"P2: {job.duration_s} s op stays on the VM"))
+        elif misfit is not None:
+            skipped.append(Skip(policy.trivial_lane, SkipCode.VM_TOO_SMALL, misfit))
+            if job.pin is None:
+                notes.append(f"{misfit}: a trivial op that does not fit the VM takes the normal CPU route")
+            elif job.pin == policy.trivial_lane:
+                notes.append(f"P10: pinned to the VM, although it does not fit: {misfit}")
         else:
             skipped.append(
                 Skip(
@@ -239,7 +244,7 @@ def _lanes(job: Job, intent: Intent, policy: Policy) -> tuple[list[str], list[Sk
         return natural, skipped
 
     pin = job.pin
-    kind = _lane_kind(pin, policy)
+    kind = index.lane_kinds.get(pin)
     if kind is None:
         known = ", ".join([policy.trivial_lane, *clusters, "gcp", "runpod"])
         raise JobError("unknown_lane", f"unknown lane {pin!r} for --pin (known: {known})", job)
@@ -248,15 +253,37 @@ def _lanes(job: Job, intent: Intent, policy: Policy) -> tuple[list[str], list[Sk
     if intent.resource is Resource.CPU and kind is LaneKind.SLURM:
         raise JobError("impossible_pin", f"{intent.name} is CPU-only work and {pin} is a GPU cluster (P1)", job)
     # A pin replaces the lane order: explain every other lane as not pinned.
-    skipped = [s for s in skipped if s.lane == pin and s.code is not SkipCode.RUNPOD_GPU_NEEDS_PIN]
+    drop = (SkipCode.RUNPOD_GPU_NEEDS_PIN, SkipCode.VM_TOO_SMALL)  # the pin's own lane is the answer
+    skipped = [s for s in skipped if s.lane == pin and s.code not in drop]
     for lane in dict.fromkeys([*natural, *clusters, "gcp", "runpod", policy.trivial_lane]):
-        if lane != pin and _applies(lane, intent, policy):
+        if lane != pin and _applies(lane, intent, index):
             skipped.append(Skip(lane, SkipCode.NOT_PINNED, f"P10: pinned to {pin}"))
     return [pin], skipped
 
 
-def _applies(lane: str, intent: Intent, policy: Policy) -> bool:
-    kind = _lane_kind(lane, policy)
+def _vm_misfit(job: Job, intent: Intent, room: VmCapacity, margin_gb: int) -> str | None:
+    """Why a trivial op does not fit the shared VM (P2), or ``None`` when it fits or the size is unknown.
+
+    It fits when the intent's memory, once per ``--count`` copy (the copies run side
+    by side on the VM), is within the VM's memory, and its footprint, once per copy,
+    plus ``margin_gb`` is within the VM's free disk: the cheap CPU machines exist
+    because the shared VM once stalled the whole fleet on disk pressure."""
+    copies = job.count
+    each = f" ({copies} copies side by side)" if copies > 1 else ""
+    mem = intent.mem_gb * copies
+    if room.mem_gb is not None and mem > room.mem_gb:
+        return f"P2: {intent.name} needs {mem:g} GB of memory{each}; the shared VM has {room.mem_gb:g} GB"
+    disk = job.footprint_gb * copies
+    if room.free_disk_gb is not None and disk + margin_gb > room.free_disk_gb:
+        return (
+            f"P2: footprint {disk:g} GB{each} + {margin_gb} GB margin > {room.free_disk_gb:g} GB free disk "
+            f"on the shared VM"
+        )
+    return None
+
+
+def _applies(lane: str, intent: Intent, index: PolicyIndex) -> bool:
+    kind = index.lane_kinds.get(lane)
     if intent.resource is Resource.CPU:
         return kind is not LaneKind.SLURM
     return kind is not LaneKind.VM
@@ -269,456 +296,26 @@ def _lane_rungs(
     lane: str,
     job: Job,
     intent: Intent,
-    snap: CapacitySnapshot,
+    facts: Facts,
     grants: QosGrants,
-    policy: Policy,
+    index: PolicyIndex,
     rungs: list[Rung],
     skipped: list[Skip],
 ) -> None:
-    for down in snap.unavailable:
-        if down.lane == lane:
-            skipped.append(Skip(lane, SkipCode.LANE_UNAVAILABLE, down.reason))
-            return
-    kind = _lane_kind(lane, policy)
+    down = facts.lane_down(lane)
+    if down is not None:
+        skipped.append(Skip(lane, SkipCode.LANE_UNAVAILABLE, down))
+        return
+    kind = index.lane_kinds.get(lane)
     if kind is LaneKind.VM:
         why = "P2: trivial op stays on the shared VM" if job.pin is None else "P10: pinned to the VM"
         rungs.append(Rung(lane, LaneKind.VM, Provisioning.LOCAL, why, vcpus=intent.vcpus))
     elif kind is LaneKind.SLURM:
-        cluster = policy.cluster(lane)
-        if cluster is not None:  # always: _lane_kind found it
-            _slurm_rungs(cluster, job, intent, snap, grants, rungs, skipped)
+        slurm_rungs(index.clusters[lane], job, intent, facts, grants, index, rungs, skipped)
     elif kind is LaneKind.GCP:
-        _gcp_rungs(job, intent, snap, policy, rungs, skipped)
+        gcp_rungs(job, intent, facts, index, rungs, skipped)
     elif kind is LaneKind.RUNPOD:
         if intent.resource is Resource.CPU:
-            _runpod_cpu_rungs(job, intent, snap, policy, rungs, skipped)
+            runpod_cpu_rungs(job, intent, facts, index, rungs, skipped)
         else:
-            _runpod_gpu_rungs(job, intent, snap, policy, rungs, skipped)
-
-
-def _slurm_rungs(
-    cluster: ClusterConfig,
-    job: Job,
-    intent: Intent,
-    snap: CapacitySnapshot,
-    grants: QosGrants,
-    rungs: list[Rung],
-    skipped: list[Skip],
-) -> None:
-    name = cluster.name
-    for cs in snap.clusters:
-        if cs.cluster == name and not cs.reachable:
-            skipped.append(Skip(name, SkipCode.CLUSTER_UNREACHABLE, f"{name} did not answer"))
-            return
-    cand, static = _slurm_candidates(cluster, intent, job.duration_s, job.pin == name, grants.tiers(name))
-    skipped.extend(static)
-    if not snap.queues:
-        rungs.extend(cand)
-        return
-    for r in cand:
-        note = _queue_note(snap, name, r.qos, intent.gpus)
-        rungs.append(evolve(r, reason=r.reason + note) if note else r)
-
-
-@lru_cache(maxsize=1024)
-def _slurm_candidates(
-    cluster: ClusterConfig, intent: Intent, duration_s: int, pinned: bool, granted_tiers: tuple[QosTier, ...]
-) -> tuple[tuple[Rung, ...], tuple[Skip, ...]]:
-    """The rungs a SLURM lane offers this job before anything is known about its queues (P7, P9, P10)."""
-    name = cluster.name
-    rungs: list[Rung] = []
-    skipped: list[Skip] = []
-    capacity = cluster.gpus_per_node * cluster.max_nodes
-    if intent.gpus > capacity:
-        skipped.append(Skip(name, SkipCode.CLUSTER_TOO_SMALL, f"{intent.gpus} GPUs > {capacity} on one {name} node"))
-        return (), tuple(skipped)
-    if not cluster.qos_ladder:
-        cap = None if pinned else cluster.first_park_cap_s
-        why = "P10: pinned; returns the pending handle" if pinned else f"{name} queue (no QoS ladder)"
-        return (_slurm_rung(cluster, None, intent, cap, why),), ()
-
-    tiers = list(cluster.qos_ladder)
-    if cluster.dev_qos is not None and intent.dev_qos_ok:
-        if cluster.dev_qos_for_debug:
-            tiers.insert(1, cluster.dev_qos)
-        else:
-            skipped.append(Skip(name, SkipCode.DEV_QOS_DISABLED, "P7: the dev-QoS switch is off", cluster.dev_qos))
-    granted = {t.name: t for t in granted_tiers}
-    first = True
-    for qos in tiers:
-        tier = granted.get(qos)
-        if tier is None:
-            skipped.append(Skip(name, SkipCode.QOS_NOT_GRANTED, f"P9: {qos} is not granted to you", qos))
-            continue
-        if tier.max_wall_s is not None and duration_s > tier.max_wall_s:
-            skipped.append(
-                Skip(
-                    name,
-                    SkipCode.QOS_MAX_WALL,
-                    f"P9: MaxWall {_span(tier.max_wall_s)} < job {_span(duration_s)}",
-                    qos,
-                )
-            )
-            continue
-        if tier.max_gpus_per_user is not None and intent.gpus > tier.max_gpus_per_user:
-            skipped.append(
-                Skip(
-                    name,
-                    SkipCode.QOS_GPU_CAP,
-                    f"P9: per-user cap {tier.max_gpus_per_user} GPUs < job {intent.gpus}",
-                    qos,
-                )
-            )
-            continue
-        if pinned and not first:
-            skipped.append(Skip(name, SkipCode.NOT_PINNED, "P10: a pin walks no ladder", qos))
-            continue
-        if pinned:
-            cap, why = None, f"P10: pinned to {name}; submits under {qos} and returns the pending handle"
-        elif first:
-            cap, why = cluster.first_park_cap_s, f"P7: free {cluster.gpu_model}s; every dispatch starts under {qos}"
-        else:
-            cap, why = cluster.next_park_cap_s, "P7: next granted tier after a park timeout"
-        rungs.append(_slurm_rung(cluster, qos, intent, cap, why))
-        first = False
-    return tuple(rungs), tuple(skipped)
-
-
-def _slurm_rung(cluster: ClusterConfig, qos: str | None, intent: Intent, cap: int | None, why: str) -> Rung:
-    return Rung(
-        cluster.name,
-        LaneKind.SLURM,
-        Provisioning.QUEUE,
-        why,
-        qos=qos,
-        machine=f"{intent.gpus}x{cluster.gpu_model}",
-        gpus=intent.gpus,
-        vcpus=intent.vcpus,
-        mem_gb=intent.mem_gb,
-        park_cap_s=cap,
-    )
-
-
-def _queue_note(snap: CapacitySnapshot, cluster: str, qos: str | None, gpus: int) -> str:
-    for q in snap.queues:
-        if q.cluster == cluster and q.qos == qos:
-            if q.free_gpus is not None and q.free_gpus < gpus:
-                return f" (snapshot: {q.free_gpus} GPUs free under this QoS; expect to park)"
-            if q.pending_reason:
-                return f" (snapshot: jobs pend with {q.pending_reason})"
-    return ""
-
-
-def _gcp_rungs(
-    job: Job,
-    intent: Intent,
-    snap: CapacitySnapshot,
-    policy: Policy,
-    rungs: list[Rung],
-    skipped: list[Skip],
-) -> None:
-    th = policy.thresholds
-    if not intent.spot_eligible:
-        spot = _SpotMode.NEVER_INTENT
-    elif job.duration_s <= th.spot_max_s:
-        spot = _SpotMode.SHORT
-    elif job.restartable:
-        spot = _SpotMode.RESTARTABLE
-    else:
-        spot = _SpotMode.NEVER_LONG
-    cand, static = _gcp_candidates(policy, intent, spot, _disk_gb(job, policy))
-    skipped.extend(static)
-    if not snap.gcp:
-        rungs.extend(cand)
-        return
-    for r in cand:
-        state = _gcp_state(snap, r.machine or "", r.zone or "", r.provisioning)
-        target = f"{r.machine}/{r.zone}/{r.provisioning.value}"
-        if state is Capacity.EXHAUSTED:
-            skipped.append(Skip("gcp", SkipCode.GCP_ZONE_EXHAUSTED, f"{r.zone} is out of {r.machine}", target))
-        elif state is Capacity.QUOTA_EXCEEDED:
-            skipped.append(Skip("gcp", SkipCode.GCP_QUOTA_EXCEEDED, f"quota exceeded for {r.zone}", target))
-        else:
-            rungs.append(r)
-
-
-class _SpotMode(StrEnum):
-    SHORT = "short"
-    RESTARTABLE = "restartable"
-    NEVER_LONG = "never_long"
-    NEVER_INTENT = "never_intent"
-
-
-@lru_cache(maxsize=1024)
-def _gcp_candidates(
-    policy: Policy, intent: Intent, spot: _SpotMode, disk: int | None
-) -> tuple[tuple[Rung, ...], tuple[Skip, ...]]:
-    """GCP rungs before capacity is consulted: spot (when P11 allows) then on-demand, zones in preference order."""
-    skipped: list[Skip] = []
-    if intent.gcp_machine is None:
-        return (), ()
-    machine = policy.gcp_machine(intent.gcp_machine)
-    if machine is None:
-        return (), ()
-    th = policy.thresholds
-    provs: list[Provisioning] = []
-    if spot is _SpotMode.NEVER_INTENT:
-        skipped.append(Skip("gcp", SkipCode.ON_DEMAND_ONLY_INTENT, f"P4: {intent.name} stays on-demand", machine.name))
-    elif spot is _SpotMode.NEVER_LONG:
-        skipped.append(
-            Skip(
-                "gcp",
-                SkipCode.SPOT_TOO_LONG,
-                f"P11: longer than {_span(th.spot_max_s)} and not restartable: on-demand only",
-                machine.name,
-            )
-        )
-    else:
-        provs.append(Provisioning.SPOT)
-    if machine.on_demand_offered:
-        provs.append(Provisioning.ON_DEMAND)
-    else:
-        skipped.append(
-            Skip(
-                "gcp",
-                SkipCode.ON_DEMAND_NOT_OFFERED,
-                f"{machine.name} is sold as spot/flex-start only; --restartable allows spot",
-                machine.name,
-            )
-        )
-    zones = []
-    for zone in policy.gcp_zones:
-        if zone in machine.zones:
-            zones.append(zone)
-        else:
-            skipped.append(Skip("gcp", SkipCode.ZONE_NOT_OFFERED, f"{machine.name} not offered in {zone}", zone))
-    if intent.resource is Resource.GPU:
-        lead = f"P6: GPU after the free cluster; {machine.name}"
-    else:
-        lead = f"P3: cheap dedicated CPU machine, GCP first; {machine.name}"
-    rungs = []
-    for prov in provs:
-        if prov is Provisioning.SPOT:
-            why, price = f"{lead}, spot first (P11: {spot.value} job)", machine.spot_per_hour
-        else:
-            why, price = f"{lead}, on-demand", machine.on_demand_per_hour
-        for zone in zones:
-            rungs.append(
-                Rung(
-                    "gcp",
-                    LaneKind.GCP,
-                    prov,
-                    why,
-                    machine=machine.name,
-                    zone=zone,
-                    gpus=machine.gpus,
-                    vcpus=machine.vcpus,
-                    mem_gb=machine.mem_gb,
-                    disk_gb=disk,
-                    price_per_hour=price,
-                )
-            )
-    return tuple(rungs), tuple(skipped)
-
-
-def _gcp_state(snap: CapacitySnapshot, machine: str, zone: str, prov: Provisioning) -> Capacity:
-    state = Capacity.UNKNOWN
-    for g in snap.gcp:  # later facts override earlier ones
-        if g.machine != machine or (g.provisioning is not None and g.provisioning is not prov):
-            continue
-        z = g.zone
-        if z in (zone, "*") or (z.endswith("*") and zone.startswith(z[:-1])):
-            state = g.state
-    return state
-
-
-def _disk_gb(job: Job, policy: Policy) -> int | None:
-    """Boot/container disk for the big-volume route: the footprint plus 25 %, in 10 GB steps."""
-    if job.footprint_gb <= policy.thresholds.big_footprint_gb:
-        return None
-    need = job.footprint_gb * 1.25
-    return int(-(-need // 10) * 10)
-
-
-def _runpod_filter(cand: tuple[Rung, ...], snap: CapacitySnapshot, rungs: list[Rung], skipped: list[Skip]) -> None:
-    if not snap.runpod:
-        rungs.extend(cand)
-        return
-    for r in cand:
-        machine = r.machine or ""
-        flavor = machine.split("-", 1)[0]
-        stock = Stock.UNKNOWN
-        for st in snap.runpod:  # later facts override earlier ones
-            if st.id in (machine, flavor):
-                stock = st.stock
-        if stock is Stock.NONE:
-            skipped.append(Skip("runpod", SkipCode.RUNPOD_OUT_OF_STOCK, f"{r.machine} is out of stock", r.machine))
-        else:
-            rungs.append(r)
-
-
-def _runpod_cpu_rungs(
-    job: Job,
-    intent: Intent,
-    snap: CapacitySnapshot,
-    policy: Policy,
-    rungs: list[Rung],
-    skipped: list[Skip],
-) -> None:
-    cand, static = _runpod_cpu_candidates(policy, intent, _disk_gb(job, policy), job.pin == "runpod")
-    skipped.extend(static)
-    _runpod_filter(cand, snap, rungs, skipped)
-
-
-@lru_cache(maxsize=256)
-def _runpod_cpu_candidates(
-    policy: Policy, intent: Intent, disk: int | None, pinned: bool
-) -> tuple[tuple[Rung, ...], tuple[Skip, ...]]:
-    """One CPU pod rung per flavor: the smallest size that holds the intent's vCPUs, RAM and disk."""
-    flavors = {f.name: f for f in policy.runpod_cpu}
-    need_disk = disk or 0
-    rungs: list[Rung] = []
-    skipped: list[Skip] = []
-    why = "P10: pinned to runpod; CPU pod" if pinned else "P3: RunPod CPU pod, the fallback when GCP CPU is exhausted"
-    for name in intent.runpod_cpu:
-        flavor = flavors.get(name)
-        if flavor is None:
-            continue
-        vcpus = next(
-            (
-                v
-                for v in flavor.vcpu_options
-                if v >= intent.vcpus
-                and v * flavor.gb_per_vcpu >= intent.mem_gb
-                and v * flavor.disk_gb_per_vcpu >= need_disk
-            ),
-            None,
-        )
-        if vcpus is None:
-            skipped.append(
-                Skip(
-                    "runpod",
-                    SkipCode.RUNPOD_DISK_TOO_SMALL,
-                    f"{name}: no size holds {intent.mem_gb} GB RAM and a {need_disk} GB disk",
-                    name,
-                )
-            )
-            continue
-        mem = vcpus * flavor.gb_per_vcpu
-        rungs.append(
-            Rung(
-                "runpod",
-                LaneKind.RUNPOD,
-                Provisioning.ON_DEMAND,
-                why,
-                machine=f"{name}-{vcpus}-{mem}",
-                vcpus=vcpus,
-                mem_gb=mem,
-                disk_gb=disk,
-                price_per_hour=round(vcpus * flavor.per_vcpu_hour, 4),
-            )
-        )
-    return tuple(rungs), tuple(skipped)
-
-
-def _runpod_gpu_rungs(
-    job: Job,
-    intent: Intent,
-    snap: CapacitySnapshot,
-    policy: Policy,
-    rungs: list[Rung],
-    skipped: list[Skip],
-) -> None:
-    types = {g.id: g for g in policy.runpod_gpu}
-    cand = []
-    for gid in intent.runpod_gpu:
-        gpu = types.get(gid)
-        if gpu is None or gpu.max_count < intent.gpus:
-            continue
-        cand.append(
-            Rung(
-                "runpod",
-                LaneKind.RUNPOD,
-                Provisioning.ON_DEMAND,
-                f"P10: pinned to runpod; one pod with {intent.gpus} x {gid} (P5)",
-                machine=gid,
-                gpus=intent.gpus,
-                vcpus=intent.vcpus,
-                mem_gb=intent.mem_gb,
-                disk_gb=_disk_gb(job, policy),
-                price_per_hour=round(intent.gpus * gpu.per_gpu_hour, 4),
-            )
-        )
-    _runpod_filter(tuple(cand), snap, rungs, skipped)
-
-
-# --- parking (P7, P8, P10) -----------------------------------------------------------------
-
-
-def _apply_park(
-    park: ParkState, job: Job, rungs: list[Rung], skipped: list[Skip], policy: Policy
-) -> tuple[ParkDecision, list[Rung]]:
-    """Decide about a job parked on ``park.cluster``/``park.qos`` and return what remains."""
-    index = next(
-        (i for i, r in enumerate(rungs) if r.kind is LaneKind.SLURM and r.lane == park.cluster and r.qos == park.qos),
-        None,
-    )
-    where = f"{park.cluster}/{park.qos or '-'}"
-    if index is None:
-        decision = ParkDecision(ParkAction.ADVANCE, where, 0, "the parked rung is not in the plan any more")
-        return decision, rungs
-    rung = rungs[index]
-    for passed in rungs[:index]:
-        skipped.append(Skip(passed.lane, SkipCode.ATTEMPTED, "tried earlier in this walk", passed.key))
-    rest = rungs[index + 1 :]
-    reason = park.pending_reason
-    cluster = policy.cluster(park.cluster)
-    if rung.park_cap_s is None:
-        note = "P10: pinned; the pending job is the answer"
-        if reason in NEVER_RUNS_REASONS:
-            note += f" (warning: {reason} means it can never run there)"
-        return ParkDecision(ParkAction.HOLD, rung.key, 0, note), rungs[index:]
-    if reason in NEVER_RUNS_REASONS:
-        skipped.append(Skip(rung.lane, SkipCode.NEVER_RUNS_HERE, f"pending reason {reason}", rung.key))
-        return ParkDecision(ParkAction.ADVANCE, rung.key, 0, f"{reason}: never runs on {rung.qos}"), rest
-    if reason in SELF_CAP_REASONS and cluster is not None and cluster.advance_on_self_cap:
-        skipped.append(Skip(rung.lane, SkipCode.NEVER_RUNS_HERE, f"pending reason {reason}", rung.key))
-        return (
-            ParkDecision(ParkAction.ADVANCE, rung.key, 0, f"{reason}: your own cap binds; next tier has headroom"),
-            rest,
-        )
-    if park.elapsed_s >= rung.park_cap_s:
-        skipped.append(
-            Skip(rung.lane, SkipCode.PARK_SPENT, f"P8: parked {park.elapsed_s} s >= cap {rung.park_cap_s} s", rung.key)
-        )
-        return ParkDecision(ParkAction.ADVANCE, rung.key, 0, f"P8: park cap {rung.park_cap_s} s spent"), rest
-    remaining = rung.park_cap_s - park.elapsed_s
-    why = f"P8: {park.elapsed_s} s of {rung.park_cap_s} s parked"
-    if reason:
-        why += f" ({reason})"
-    return ParkDecision(ParkAction.WAIT, rung.key, remaining, why), rungs[index:]
-
-
-def _worst_case(rungs: list[Rung], decision: ParkDecision | None) -> int:
-    """Seconds a job can spend parked before its first paid (or local) rung starts."""
-    total = 0
-    for i, r in enumerate(rungs):
-        if r.provisioning is not Provisioning.QUEUE:
-            break
-        if r.park_cap_s is None:
-            break
-        if i == 0 and decision is not None and decision.action is ParkAction.WAIT:
-            total += decision.remaining_s
-        else:
-            total += r.park_cap_s
-    return total
-
-
-def _span(seconds: int) -> str:
-    if seconds % 86_400 == 0 and seconds:
-        return f"{seconds // 86_400}d"
-    if seconds % 3600 == 0 and seconds:
-        return f"{seconds // 3600}h"
-    if seconds % 60 == 0 and seconds:
-        return f"{seconds // 60}m"
-    return f"{seconds}s"
+            runpod_gpu_rungs(job, intent, facts, index, rungs, skipped)

@@ -33,6 +33,7 @@ from eps.core.model import (
     RunpodCpuFlavor,
     RunpodGpuType,
     Thresholds,
+    VmCapacity,
 )
 
 DAY_S = 86_400
@@ -224,7 +225,15 @@ DEFAULT_FELLOWS_GRANTS: tuple[QosTier, ...] = (
 
 DEFAULT_GRANTS = QosGrants(clusters=(("fellows", DEFAULT_FELLOWS_GRANTS),))
 
-THRESHOLDS = Thresholds(trivial_op_s=60, big_footprint_gb=50, spot_max_s=2 * 3600)
+#: Free disk the shared VM keeps beyond a trivial op's footprint (P2).  The cheap CPU
+#: machines exist because the shared VM once stalled the whole fleet on disk pressure.
+VM_DISK_MARGIN_GB = 10
+
+THRESHOLDS = Thresholds(trivial_op_s=60, big_footprint_gb=50, spot_max_s=2 * 3600, vm_disk_margin_gb=VM_DISK_MARGIN_GB)
+
+#: The shared VM's room when neither the capacity snapshot nor the config's ``[vm]``
+#: says: unknown, so trivial ops stay on the VM (P2) until a size is known.
+DEFAULT_VM = VmCapacity()
 
 DEFAULT_POLICY = Policy(
     intents=INTENTS,
@@ -237,14 +246,17 @@ DEFAULT_POLICY = Policy(
     gcp_zones=DEFAULT_GCP_ZONES,
     thresholds=THRESHOLDS,
     trivial_lane=TRIVIAL_LANE,
+    vm=DEFAULT_VM,
 )
 
 
 def ladder_worst_case_s(cluster: ClusterConfig) -> int:
     """Worst-case seconds a job parks on ``cluster`` before leaving it (P8):
-    rung 1's cap plus the smaller cap for each further tier of the ladder."""
+    rung 1's cap plus, for each further tier of the ladder, the cap of rungs 2+,
+    which is the smaller of the two settings (``ClusterConfig.later_park_cap_s``):
+    ``first + (tiers - 1) x min(first, next)``, never more than ``tiers x first``."""
     n = len(cluster.qos_ladder) or 1
-    return cluster.first_park_cap_s + (n - 1) * cluster.next_park_cap_s
+    return cluster.first_park_cap_s + (n - 1) * cluster.later_park_cap_s
 
 
 def park_cap_env(cluster: str) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from eps.core.durations import format_duration
 from eps.core.model import Intent, Resource
 from eps.lint.docs import Doc
 from eps.lint.facts import PolicyFacts, park_cap_settings
@@ -30,12 +31,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def span(seconds: int | None) -> str:
-    if seconds is None:
-        return "none"
-    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
-        if seconds and seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    """A limit as the tables show it: the core's one duration form (``7d``), or ``none``."""
+    return "none" if seconds is None else format_duration(seconds)
 
 
 def provisioning_words(intent: Intent, facts: PolicyFacts) -> str:
@@ -82,7 +79,8 @@ def render_lane_orders(facts: PolicyFacts) -> list[str]:
     return [
         f"- GPU auto lane order: ({', '.join(p.gpu_lane_order)})",
         f"- CPU lane order: ({', '.join(p.cpu_lane_order)})",
-        f"- Trivial CPU ops (at most {th.trivial_op_s} s and {th.big_footprint_gb} GB): ({p.trivial_lane})",
+        f"- Trivial CPU ops (at most {th.trivial_op_s} s and {th.big_footprint_gb} GB, fitting the VM's memory "
+        f"and free disk with a {th.vm_disk_margin_gb} GB margin): ({p.trivial_lane})",
     ]
 
 
@@ -99,10 +97,10 @@ def render_qos_ladder(facts: PolicyFacts) -> list[str]:
         rows = []
         for i, qos in enumerate(c.qos_ladder, 1):
             t = tiers.get(qos)
-            cap = c.first_park_cap_s if i == 1 else c.next_park_cap_s
+            cap = c.first_park_cap_s if i == 1 else c.later_park_cap_s
             rows.append(_tier_row(str(i), qos, t, f"{cap} s"))
         if c.dev_qos:
-            rows.append(_tier_row("dev", c.dev_qos, tiers.get(c.dev_qos), f"{c.next_park_cap_s} s"))
+            rows.append(_tier_row("dev", c.dev_qos, tiers.get(c.dev_qos), f"{c.later_park_cap_s} s"))
         (first_env, first), (next_env, nxt) = park_cap_settings(c)
         worst = facts.worst_case_s(c.name)
         if out:
@@ -112,8 +110,10 @@ def render_qos_ladder(facts: PolicyFacts) -> list[str]:
         out += [
             "",
             f"- Rung 1 park cap: {first} s (`{first_env}`)",
-            f"- Rungs 2+ park cap: {nxt} s (`{next_env}`)",
-            f"- Worst-case wait before a job leaves {c.name}: {_formula(first, nxt, len(c.qos_ladder))} = {worst} s",
+            f"- Rungs 2+ park cap: {nxt} s (`{next_env}`), never longer than rung 1's: "
+            f"each later rung waits min({first}, {nxt}) = {c.later_park_cap_s} s",
+            f"- Worst-case wait before a job leaves {c.name}: "
+            f"{_formula(first, c.later_park_cap_s, len(c.qos_ladder))} = {worst} s",
         ]
         if c.dev_qos:
             switch = "on" if c.dev_qos_for_debug else "off"
@@ -121,7 +121,7 @@ def render_qos_ladder(facts: PolicyFacts) -> list[str]:
             out.append(
                 f"- Dev QoS {c.dev_qos}: only for the intents marked for it ({dev}), only when the dev-QoS switch "
                 f"`dev_qos_for_debug` is on (here: {switch}; default off); then it sits right after "
-                f"{c.qos_ladder[0]} with a {c.next_park_cap_s} s park cap"
+                f"{c.qos_ladder[0]} with a {c.later_park_cap_s} s park cap"
             )
         out.append(
             f"- Early advance on a self-cap pending reason (`advance_on_self_cap`): "

@@ -98,3 +98,7 @@ def main(argv: Sequence[str] | None = None, *, facts: PolicyFacts | None = None,
 
 def entry() -> NoReturn:
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

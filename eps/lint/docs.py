@@ -166,10 +166,21 @@ def clean(cell: str) -> str:
 
 
 def display(path: Path, root: Path) -> str:
+    """How a finding names ``path``: relative to the root; for a module of the installed
+    ``eps`` package outside the root (a plain or wheel install), relative to the folder
+    that holds the package (``eps/core/router.py``), so every kind of install prints the
+    same; anything else as it is."""
+    resolved = path.resolve()
     try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
+        return resolved.relative_to(root.resolve()).as_posix()
     except ValueError:
-        return str(path)
+        pass
+    import eps
+
+    package = Path(eps.__file__).resolve().parent
+    if package in resolved.parents:
+        return resolved.relative_to(package.parent).as_posix()
+    return str(path)
 
 
 def load_docs(root: Path, facts: PolicyFacts) -> list[Doc]:

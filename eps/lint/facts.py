@@ -16,7 +16,9 @@ Two sources:
   ``eps.core.model.Policy``); it may define ``DEFAULT_GRANTS``,
   ``NEVER_RUNS_REASONS``, ``SELF_CAP_REASONS``, ``TERMINALS``, ``SKIP_CODES``
   and ``ladder_worst_case_s``; whatever it leaves out comes from the real core.
-  Its own module docstring plays the router's docstring.
+  Its own module docstring plays the router's docstring, and the codes it
+  produces are the ``SkipCode.X`` / ``Terminal.X`` it uses (the real core: every
+  module of ``eps/core``).
 
 Tests may also build a :class:`PolicyFacts` directly and hand it to
 ``eps.lint.cli.main``.
@@ -64,6 +66,9 @@ class PolicyFacts:
     terminals: tuple[str, ...]
     skip_codes: tuple[str, ...]
     tables_path: Path | None = None  # the code-table module (scanned for dollar caps in fixtures)
+    #: Terminal and skip codes some code path can produce (see :func:`produced_codes`);
+    #: ``None`` when unknown (facts built by hand), and then EPS114 checks nothing.
+    produced: frozenset[str] | None = None
 
     def worst_case_s(self, cluster: str) -> int | None:
         return dict(self.worst_case).get(cluster)
@@ -109,6 +114,41 @@ def _docstring(path: Path) -> tuple[str, int]:
     return "", 1
 
 
+#: The enums whose members are the codes a plan shows: ``SkipCode.X`` and ``Terminal.X``.
+CODE_ENUMS: tuple[str, ...] = ("SkipCode", "Terminal")
+
+
+def produced_codes(paths: list[Path]) -> frozenset[str]:
+    """The terminal and skip codes the Python files at ``paths`` can produce: every
+    ``SkipCode.X`` / ``Terminal.X`` they use, except as an operand of a comparison
+    (``s.code is not SkipCode.X`` tests a code, it does not produce one).  ``X`` maps to
+    the member's value (``SkipCode.NOT_PINNED`` -> ``not_pinned``)."""
+    from eps.core import model
+
+    out: set[str] = set()
+    for path in paths:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        tested = {
+            id(operand)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Compare)
+            for operand in (node.left, *node.comparators)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in CODE_ENUMS
+                and id(node) not in tested
+            ):
+                member = getattr(getattr(model, node.value.id), node.attr, None)
+                out.add(member.value if member is not None else node.attr.lower())
+    return frozenset(out)
+
+
 def _load_module(path: Path) -> ModuleType:
     name = f"_eps_lint_tables_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -143,6 +183,8 @@ def load_facts(tables: Path | None = None) -> PolicyFacts:
     grants: QosGrants = getattr(source, "DEFAULT_GRANTS", real.DEFAULT_GRANTS if tables is None else QosGrants())
     worst: Callable[[ClusterConfig], int] = getattr(source, "ladder_worst_case_s", real.ladder_worst_case_s)
     doc, line = _docstring(router_file)
+    # The real core: every module of eps/core; a code-table module: that file alone.
+    scanned = sorted(router_file.parent.glob("*.py")) if tables is None else [tables]
     return PolicyFacts(
         policy=policy,
         grants=grants,
@@ -155,4 +197,5 @@ def load_facts(tables: Path | None = None) -> PolicyFacts:
         terminals=tuple(getattr(source, "TERMINALS", tuple(t.value for t in model.Terminal))),
         skip_codes=tuple(getattr(source, "SKIP_CODES", tuple(s.value for s in model.SkipCode))),
         tables_path=None if tables is None else tables.resolve(),
+        produced=produced_codes(scanned),
     )

@@ -399,6 +399,10 @@ class WorstCase(Rule):
 
     Why: P8: the worst case (600 + 2 x 300 = 1200 s on fellows) is what a user
     waits before a job reaches GCP; it must be computed from the tables, not typed.
+    Rungs 2+ never wait longer than rung 1: in `a + k x b`, `a` is the rung-1 cap,
+    `k` the number of further tiers and `b` the smaller of the two cap settings
+    (`ClusterConfig.later_park_cap_s`), so a formula that uses a larger
+    rungs-2+ setting as it stands is wrong.
     Statements read: `worst-case ... N s` or `worst-case ... a + k x b = N s`
     (cluster: the one named in the sentence, else the only laddered one).
     Fix: run `workflow_lint --fix` (`qos-ladder` block), or correct the number.
@@ -429,7 +433,7 @@ class WorstCase(Rule):
                     stated.add(c.name)
                 if m["first"] is not None:
                     have = f"{m['first']} + {m['k']} x {m['next']}"
-                    want = f"{c.first_park_cap_s} + {len(c.qos_ladder) - 1} x {c.next_park_cap_s}"
+                    want = f"{c.first_park_cap_s} + {len(c.qos_ladder) - 1} x {c.later_park_cap_s}"
                     if have != want:
                         yield self.finding(doc.path, line, "formula", cluster=c.name, doc=have, code=want)
                         continue
@@ -516,6 +520,56 @@ class TerminalAndSkipCodes(Rule):
 
 
 @final
+class CodeProduced(Rule):
+    """Every skip code and terminal reason the docs document can be produced by the code.
+
+    Why: a documented code that no code path emits is a promise the plan never
+    keeps (`dev_qos_debug_only` was documented long before anything produced it);
+    a reader who waits for it waits forever.
+    Checks: each code of a table in .claude/rules/compute-backend-failover.md
+    whose first column is `terminal`, `skip code` or `code`, and each code named
+    in backticks in CLAUDE.md or .claude/rules/, is produced somewhere in
+    eps/core: an AST scan finds `SkipCode.X` or `Terminal.X` used other than as
+    an operand of a comparison (a test of a code does not produce it).
+    Fix: make the code path that should produce it real, or drop the code from
+    the enum and its row from the docs.
+    """
+
+    code = "EPS114"
+    name = "code-produced"
+    messages: ClassVar[dict[str, str]] = {
+        "default": "{what} `{value}` is documented here but no code path produces it",
+    }
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        facts = ctx.facts
+        if facts.produced is None:
+            return
+        kinds = {**dict.fromkeys(facts.skip_codes, "skip code"), **dict.fromkeys(facts.terminals, "terminal reason")}
+        missing = {v for v in kinds if v not in facts.produced}
+        if not missing:
+            return
+        for doc in ctx.policy_docs:
+            seen: set[str] = set()
+            for table in doc.tables() if doc.path == FAILOVER_MD else []:
+                if clean(table.header[0]).lower() not in ("terminal", "terminal reason", "skip code", "code"):
+                    continue
+                for line, cells in table.rows:
+                    value = clean(cells[0])
+                    if value in missing and value not in seen:
+                        seen.add(value)
+                        yield self.finding(doc.path, doc.file_line(line), what=kinds[value], value=value)
+            for m in doc.finditer(_BACKTICKED):
+                value = m["code"]
+                if value in missing and value not in seen:
+                    seen.add(value)
+                    yield self.finding(doc.path, doc.line_at(m.start()), what=kinds[value], value=value)
+
+
+_BACKTICKED = re.compile(r"`(?P<code>[a-z][a-z0-9_]*)`")
+
+
+@final
 class AskStated(Rule):
     """Every ask P1-P13 is stated, with its id, in CLAUDE.md or .claude/rules/; no other id is.
 
@@ -556,7 +610,7 @@ class AskTested(Rule):
     code = "EPS110"
     name = "ask-tested"
     messages: ClassVar[dict[str, str]] = {
-        "default": "{ask} is covered by no test (name it: test_{low}_..., or a scenario's \"rules\")",
+        "default": '{ask} is covered by no test (name it: test_{low}_..., or a scenario\'s "rules")',
     }
 
     def check(self, ctx: Context) -> Iterator[Finding]:
@@ -565,6 +619,10 @@ class AskTested(Rule):
             if ask not in tested:
                 path, line = ctx.ask_lines.get(ask, ctx.anchor)
                 yield self.finding(path, line, ask=ask, low=ask.lower())
+
+
+#: The linter's own package (``eps.lint``), as a folder under a repository root: ``eps/lint``.
+_LINT_PACKAGE = __name__.rpartition(".")[0]
 
 
 @final
@@ -590,7 +648,10 @@ class NoDollarCap(Rule):
         for doc in ctx.docs:
             for line, what in money.scan_doc(doc):
                 yield self.finding(doc.path, line, what=what)
-        skip = (Path(__file__).parent,)  # the linter names the words it hunts
+        # The linter names the words it hunts: skip its own folder, both where this code runs
+        # from (an editable install: inside the root) and where the root keeps it (a plain or
+        # wheel install runs from site-packages, and the root's eps/lint is then just files).
+        skip = (Path(__file__).parent, ctx.root.joinpath(*_LINT_PACKAGE.split(".")))
         for path, line, what in money.scan_tree(ctx.root, skip):
             yield self.finding(display(path, ctx.root), line, what=what)
         extra = ctx.facts.tables_path  # a code-table module outside the root is code too
@@ -664,6 +725,7 @@ RULES: tuple[type[Rule], ...] = (
     NoDollarCap,
     GeneratedBlocks,
     PolicyFiles,
+    CodeProduced,
 )
 
 

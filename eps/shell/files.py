@@ -27,6 +27,7 @@ from eps.core.model import (
     QosTier,
     Stock,
     Thresholds,
+    VmCapacity,
     evolve,
 )
 from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings
@@ -35,7 +36,7 @@ from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSe
 def _converter() -> cattrs.Converter:
     # The records are written with postponed annotations; resolve them so cattrs
     # sees real types (and rejects "bogus" for an enum) instead of strings.
-    for cls in (_TierDoc, _ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _FanoutDoc, _ConfigDoc):
+    for cls in (_TierDoc, _ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _ConfigDoc):
         attrs.resolve_types(cls)
     conv = cattrs.Converter(forbid_extra_keys=True)
     # The core's records are NamedTuples: structure them from dicts, strictly, too.
@@ -125,7 +126,14 @@ def load_snapshot(path: str) -> CapacitySnapshot:
     for i, g in enumerate(snap.gcp):
         if not g.zone:
             raise ConfigError(f"{path}: zone must not be empty @ $.gcp[{i}].zone")
+    _no_negative_vm(snap.vm, path)
     return snap
+
+
+def _no_negative_vm(vm: VmCapacity, source: str) -> None:
+    for name, value in vm._asdict().items():
+        if value is not None and value < 0:
+            raise ConfigError(f"{source}: must not be negative @ $.vm.{name}")
 
 
 @frozen
@@ -172,6 +180,16 @@ class _ThresholdsDoc:
     trivial_op_s: int | None = None
     big_footprint_gb: int | None = None
     spot_max_s: int | None = None
+    vm_disk_margin_gb: int | None = None
+
+
+@frozen
+class _VmDoc:
+    """The shared VM's size when nothing measured it (P2): ``[vm]`` in the config."""
+
+    vcpus: int | None = None
+    mem_gb: float | None = None
+    free_disk_gb: float | None = None
 
 
 @frozen
@@ -222,6 +240,7 @@ class _ConfigDoc:
     thresholds: _ThresholdsDoc | None = None
     gcp: _GcpDoc | None = None
     runpod: _RunpodDoc | None = None
+    vm: _VmDoc | None = None
     clusters: list[_ClusterDoc] | None = None
 
 
@@ -235,7 +254,7 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
     policy: Policy = base.policy
     if doc.thresholds is not None:
         t = doc.thresholds
-        for name in ("trivial_op_s", "big_footprint_gb", "spot_max_s"):
+        for name in ("trivial_op_s", "big_footprint_gb", "spot_max_s", "vm_disk_margin_gb"):
             v = getattr(t, name)
             if v is not None and v < 0:
                 raise ConfigError(f"{source}: must not be negative @ $.thresholds.{name}")
@@ -244,8 +263,13 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
             trivial_op_s=t.trivial_op_s,
             big_footprint_gb=t.big_footprint_gb,
             spot_max_s=t.spot_max_s,
+            vm_disk_margin_gb=t.vm_disk_margin_gb,
         )
         policy = evolve(policy, thresholds=th)
+    if doc.vm is not None:
+        vm = VmCapacity(doc.vm.vcpus, doc.vm.mem_gb, doc.vm.free_disk_gb)
+        _no_negative_vm(vm, source)
+        policy = evolve(policy, vm=vm)
     gcp = base.gcp
     if doc.gcp is not None:
         g = doc.gcp

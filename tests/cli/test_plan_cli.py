@@ -47,13 +47,21 @@ def test_p8_env_park_caps_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> 
     assert d["worst_case_wait_s"] == 180
 
 
+def test_p8_rungs_2_plus_never_wait_longer_than_rung_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 14.1: EPS_FELLOWS_QUEUE_WAIT_SECONDS=120 gave caps 120, 300, 300 (720 s); now 120 x 3 = 360 s."""
+    d = plan_json(capsys, "gpu-1", "--duration", "1h", env={"EPS_FELLOWS_QUEUE_WAIT_SECONDS": "120"})
+    assert [r["park_cap_s"] for r in d["rungs"] if r["lane"] == "fellows"] == [120, 120, 120]
+    assert d["worst_case_wait_s"] == 360
+
+
 def test_p8_config_file_then_env_override(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     cfg = tmp_path / "config.toml"
     cfg.write_text('[[clusters]]\nname = "fellows"\nfirst_park_cap_s = 900\nnext_park_cap_s = 200\n')
     d = plan_json(capsys, "gpu-2", env={"EPS_CONFIG": str(cfg)})
     assert [r["park_cap_s"] for r in d["rungs"] if r["lane"] == "fellows"] == [900, 200, 200]
     d = plan_json(capsys, "gpu-2", env={"EPS_CONFIG": str(cfg), "EPS_FELLOWS_QUEUE_WAIT_SECONDS": "60"})
-    assert [r["park_cap_s"] for r in d["rungs"] if r["lane"] == "fellows"] == [60, 200, 200]
+    # rungs 2+ never wait longer than rung 1 (P8, issue 14.1): min(60, 200) = 60
+    assert [r["park_cap_s"] for r in d["rungs"] if r["lane"] == "fellows"] == [60, 60, 60]
 
 
 def test_p7_dev_switch_in_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -108,6 +116,47 @@ def test_p8_park_option_advances(capsys: pytest.CaptureFixture[str]) -> None:
         "remaining_s": 200,
         "reason": "P8: 100 s of 300 s parked (Priority)",
     }
+
+
+def test_p7_a_dry_run_parked_lower_never_proposes_a_higher_tier(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 14.2: --park normal-eur=6m with grants that lack normal-eur: low-eur, then GCP; never high-eur."""
+    grants = tmp_path / "grants.json"
+    grants.write_text(
+        json.dumps(
+            {
+                "fellows": [
+                    {"name": "high-eur", "priority": 100000, "max_wall": "7-00:00:00", "max_gpus_per_user": 16},
+                    {"name": "low-eur", "priority": 10000, "max_wall": "14-00:00:00"},
+                ]
+            }
+        )
+    )
+    d = plan_json(capsys, "gpu-1", "--duration", "1h", "--park", "normal-eur=6m", "--grants", str(grants))
+    assert d["park"]["action"] == "advance"
+    assert [r["qos"] for r in d["rungs"] if r["lane"] == "fellows"] == ["low-eur"]
+    assert ("fellows", "ladder_passed") in {(s["lane"], s["reason"]) for s in d["skipped"]}
+
+
+def test_p2_vm_capacity_from_the_snapshot_and_the_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Issue 14.5: the VM's size comes from --snapshot ({"vm": {...}}), else the config's [vm]."""
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"vm": {"vcpus": 4, "mem_gb": 16, "free_disk_gb": 30}}))
+    d = plan_json(capsys, "cpu-bigmem", "--duration", "30s", "--snapshot", str(snap))
+    assert d["rungs"][0]["lane"] == "gcp"
+    assert ("vm", "vm_too_small") in {(s["lane"], s["reason"]) for s in d["skipped"]}
+    d = plan_json(capsys, "cpu-small", "--duration", "30s", "--snapshot", str(snap))
+    assert [r["lane"] for r in d["rungs"]] == ["vm"]
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[vm]\nvcpus = 2\nmem_gb = 8\nfree_disk_gb = 100\n\n[thresholds]\nvm_disk_margin_gb = 20\n")
+    d = plan_json(capsys, "cpu-small", "--duration", "30s", env={"EPS_CONFIG": str(cfg)})
+    assert d["rungs"][0]["lane"] == "gcp"  # 16 GB > 8 GB
+    bad = tmp_path / "bad.json"
+    for doc, says in (({"vm": {"mem_gb": -1}}, "must not be negative @ $.vm.mem_gb"), ({"vm": {"disk": 1}}, "disk")):
+        bad.write_text(json.dumps(doc))
+        rc, _, err = run(capsys, ["plan", "cpu-small", "--duration", "30s", "--snapshot", str(bad)])
+        assert rc == 2 and says in err and err.count("\n") == 1
 
 
 def test_p5_count_on_gpu_and_cpu(capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,6 +24,7 @@ from eps.core.model import (
     RoutePlan,
     RunpodState,
     Stock,
+    VmCapacity,
     evolve,
 )
 from eps.core.router import plan
@@ -266,7 +267,22 @@ def test_p8_worst_case_is_the_sum_of_park_caps(job: Job, snap: CapacitySnapshot,
     if caps:
         c = pol.clusters[0]
         assert caps[0] == c.first_park_cap_s
-        assert all(x == c.next_park_cap_s for x in caps[1:])
+        # rungs 2+ wait the smaller of the two settings (issue 14.1)
+        assert all(x == min(c.first_park_cap_s, c.next_park_cap_s) for x in caps[1:])
+
+
+@settings(**COMMON)
+@given(gpu_jobs, snapshots, grants, policies)
+def test_p8_rungs_2_plus_never_wait_longer_than_rung_1(
+    job: Job, snap: CapacitySnapshot, g: QosGrants, pol: Any
+) -> None:
+    """P8 (issue 14.1): no later rung parks longer than rung 1, so the worst case before a job
+    reaches GCP is at most (fellows rungs) x rung 1's cap, whatever the two settings are."""
+    p = _plan(job, snap, g, None, pol)
+    caps = [r.park_cap_s for r in p.rungs if r.lane == "fellows" and r.park_cap_s is not None]
+    first = pol.clusters[0].first_park_cap_s
+    assert all(c <= first for c in caps)
+    assert p.worst_case_wait_s <= len(caps) * first
 
 
 @settings(**COMMON)
@@ -309,3 +325,187 @@ def test_terminal_iff_no_rungs(job: Job, snap: CapacitySnapshot, g: QosGrants, p
     p = _plan(job, snap, g, park)
     assert (p.terminal is None) == bool(p.rungs)
     assert p.terminal is None or p.terminal.value != "cpu_exhausted_no_runpod_lane"
+
+
+class _CountingStr(str):
+    """A str that counts how often it is compared or hashed (by ``plan()``'s lookups)."""
+
+    calls = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountingStr.calls += 1
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _CountingStr.calls += 1
+        return str.__ne__(self, other)
+
+    def __hash__(self) -> int:
+        _CountingStr.calls += 1
+        return str.__hash__(self)
+
+
+class _CountingZones(tuple):  # type: ignore[type-arg]
+    """A zone tuple that counts how often it is hashed (a cache keyed by the whole Policy hashes it)."""
+
+    hashes = 0
+
+    def __hash__(self) -> int:
+        _CountingZones.hashes += 1
+        return tuple.__hash__(self)
+
+
+def _wide_policy(zones: int) -> Any:
+    names = tuple(f"region{i // 3}-{'abc'[i % 3]}" for i in range(zones))
+    machines = tuple(evolve(m, zones=names) for m in POLICY.gcp_machines)
+    return evolve(POLICY, gcp_zones=_CountingZones(names), gcp_machines=machines)
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(100, 300), st.sampled_from(["cpu-small", "gpu-1"]))
+def test_plan_is_linear_in_zones_and_snapshot_facts(zones: int, intent: str) -> None:
+    """Issue 14.6: with one GCP fact per zone, plan() compares or hashes a fact's names a bounded
+    number of times per zone (indexed once per plan), never once per (rung, fact) pair."""
+    pol = _wide_policy(zones)
+    machine = "e2-standard-4" if intent == "cpu-small" else "a3-highgpu-1g"
+    facts = tuple(
+        GcpState(_CountingStr(machine), _CountingStr(z), Capacity.EXHAUSTED if i % 2 else Capacity.AVAILABLE)
+        for i, z in enumerate(pol.gcp_zones)
+    )
+    job = Job(intent, 1800, restartable=True)
+    plan(job, CapacitySnapshot(), DEFAULT_GRANTS, None, policy=pol)  # warm any per-policy memo
+    _CountingStr.calls = 0
+    p = plan(job, CapacitySnapshot(gcp=facts), DEFAULT_GRANTS, None, policy=pol)
+    assert any(s.code.value == "gcp_zone_exhausted" for s in p.skipped)
+    assert _CountingStr.calls <= 12 * zones, f"{_CountingStr.calls} name comparisons for {zones} zones"
+
+
+def test_cache_lookups_never_hash_the_whole_policy() -> None:
+    """Issue 14.6: keying a cache by the Policy re-hashes every table (here: the zone list) on every
+    plan(); plan() keys its caches by the policy's identity instead."""
+    pol = _wide_policy(60)
+    for job in (Job("gpu-1", 3600), Job("cpu-small", 1800), Job("cpu-bigmem", 5 * 3600, footprint_gb=300)):
+        plan(job, CapacitySnapshot(), DEFAULT_GRANTS, None, policy=pol)
+    _CountingZones.hashes = 0
+    for d in range(20):
+        plan(Job("cpu-small", 1800 + d), CapacitySnapshot(), DEFAULT_GRANTS, None, policy=pol)
+        plan(Job("gpu-1", 3600 + d), CapacitySnapshot(), DEFAULT_GRANTS, None, policy=pol)
+    assert _CountingZones.hashes == 0
+
+
+LADDER_ORDER = ("high-eur", "dev-eur", "normal-eur", "low-eur")  # FELLOWS's ladder, the dev tier after the top
+
+
+def _tier_key(qos: str) -> str:
+    return f"fellows/{qos}/-/queue"
+
+
+@settings(**COMMON)
+@given(
+    gpu_jobs.filter(lambda j: j.pin is None),
+    snapshots,
+    grants,
+    parks,
+    st.lists(st.sampled_from(TIERS), max_size=2),
+    policies,
+)
+def test_p7_the_ladder_never_walks_back_up(
+    job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any, tried: list[str], pol: Any
+) -> None:
+    """P7 (issue 14.2): once a dispatch has parked on a tier or tried one, no fellows rung above
+    it in ladder order is proposed, whatever the grants say now; a parked tier itself stays only
+    while the decision is to keep waiting on it."""
+    snap = evolve(snap, attempted=tuple(_tier_key(q) for q in tried))
+    p = _plan(job, snap, g, park, pol)
+    reached = [*tried, *([park.qos] if park is not None else [])]
+    if not reached:
+        return
+    floor = max(LADDER_ORDER.index(q) for q in reached)
+    for r in p.rungs:
+        if r.lane == "fellows" and r.qos is not None:
+            pos = LADDER_ORDER.index(r.qos)
+            assert pos >= floor, (r.qos, reached)
+            if pos == floor and park is not None and r.qos == park.qos:
+                assert p.park is not None and p.park.action.value in ("wait", "hold")
+
+
+def _grants_without(*missing: str) -> QosGrants:
+    return QosGrants((("fellows", tuple(t for t in DEFAULT_GRANTS.tiers("fellows") if t.name not in missing)),))
+
+
+@settings(**COMMON)
+@given(gpu_jobs.filter(lambda j: j.pin is None), st.lists(grants, min_size=1, max_size=4), policies)
+def test_p7_the_executors_walk_goes_down_only(job: Job, steps: list[QosGrants], pol: Any) -> None:
+    """P7 (issue 14.2): the executor's walk (plan, park out the first fellows rung, re-plan with it in
+    ``attempted``) goes strictly down the ladder, even when the grants change between steps."""
+    snap = CapacitySnapshot()
+    last = -1
+    for g in [_grants_without("high-eur"), *steps]:
+        p = _plan(job, snap, g, None, pol)
+        if not p.rungs or p.rungs[0].lane != "fellows" or p.rungs[0].qos is None:
+            return
+        rung = p.rungs[0]
+        pos = LADDER_ORDER.index(rung.qos)
+        assert pos > last, f"walked back up to {rung.qos}"
+        last = pos
+        parked = ParkState("fellows", rung.qos, (rung.park_cap_s or 0) + 1, "Priority")
+        decision = _plan(job, snap, g, parked, pol).park
+        assert decision is not None
+        if decision.action.value != "advance":
+            return
+        snap = evolve(snap, attempted=(*snap.attempted, rung.key))
+
+
+@settings(**COMMON)
+@given(
+    st.sampled_from([1, 2, 4, 8]),
+    st.integers(60, DAY),
+    st.booleans(),
+    snapshots,
+    policies,
+)
+def test_p7_debug_stays_a_debug_job_when_it_grows(
+    count: int, duration: int, restartable: bool, snap: CapacitySnapshot, pol: Any
+) -> None:
+    """P5, P7 (issue 14.3): `debug --count N` is one N-GPU machine (gpu-N's shape) and still a debug
+    job: with the dev switch on and the default grants (dev-eur: 1 day, 8 GPUs), dev-eur is a rung."""
+    pol = evolve(pol, clusters=(evolve(pol.clusters[0], dev_qos_for_debug=True),))
+    snap = evolve(snap, clusters=(), queues=())
+    p = _plan(Job("debug", duration, restartable=restartable, count=count), snap, DEFAULT_GRANTS, None, pol)
+    assert p.resolved_intent == "debug" and p.count == 1
+    assert {r.gpus for r in p.rungs} == {count}
+    assert "dev-eur" in [r.qos for r in p.rungs if r.lane == "fellows"]
+    assert {r.machine for r in p.rungs if r.lane == "gcp"} <= {f"a3-highgpu-{count}g"}
+
+
+vm_sizes = st.builds(
+    VmCapacity,
+    vcpus=st.one_of(st.none(), st.integers(1, 64)),
+    mem_gb=st.one_of(st.none(), st.floats(0, 512, allow_nan=False)),
+    free_disk_gb=st.one_of(st.none(), st.floats(0, 500, allow_nan=False)),
+)
+
+
+@settings(**COMMON)
+@given(cpu_jobs.filter(lambda j: j.pin is None), vm_sizes, vm_sizes)
+def test_p2_a_trivial_op_stays_on_the_vm_only_when_it_fits(job: Job, measured: VmCapacity, default: VmCapacity) -> None:
+    """P2 (issue 14.5): a trivial op stays on the VM exactly when its memory (per copy) and its
+    footprint (per copy) plus the margin fit the VM's size (the snapshot's, else the policy's);
+    an unknown size keeps it there; otherwise it takes the normal CPU route, and says why."""
+    pol = evolve(POLICY, vm=default)
+    p = _plan(job, CapacitySnapshot(vm=measured), DEFAULT_GRANTS, None, pol)
+    th = POLICY.thresholds
+    trivial = job.duration_s <= th.trivial_op_s and job.footprint_gb <= th.big_footprint_gb
+    mem = measured.mem_gb if measured.mem_gb is not None else default.mem_gb
+    disk = measured.free_disk_gb if measured.free_disk_gb is not None else default.free_disk_gb
+    intent = POLICY.intent(p.resolved_intent)
+    assert intent is not None
+    fits = (mem is None or intent.mem_gb * job.count <= mem) and (
+        disk is None or job.footprint_gb * job.count + th.vm_disk_margin_gb <= disk
+    )
+    on_vm = [r.lane for r in p.rungs] == ["vm"]
+    assert on_vm == (trivial and fits)
+    too_small = any(s.code.value == "vm_too_small" for s in p.skipped)
+    assert too_small == (trivial and not fits)
+    if too_small:
+        assert p.rungs and p.rungs[0].lane == "gcp"

@@ -1,5 +1,5 @@
 """Routing scenarios as data: every file in tests/core/scenarios/ is a list of
-{name, rules, job, snapshot?, grants?, park?, cluster?, expect}; one parametrized
+{name, rules, job, snapshot?, grants?, park?, cluster?, policy_vm?, expect}; one parametrized
 test runs them all through the pure ``plan()``.  ``rules`` names the policy asks
 (P1-P13) a scenario pins down; the linter counts them as coverage.
 """
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from eps.core.durations import parse_duration
-from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, RoutePlan, evolve
+from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, RoutePlan, VmCapacity, evolve
 from eps.core.router import plan
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY
 from eps.shell.files import grants_from_data, load_snapshot
@@ -124,6 +124,8 @@ def test_scenario(case: dict[str, Any], tmp_path: Path) -> None:
         changes = {k: tuple(v) if isinstance(v, list) else v for k, v in case["cluster"].items()}
         fellows = evolve(policy.clusters[0], **changes)
         policy = evolve(policy, clusters=(fellows,))
+    if "policy_vm" in case:  # the config's [vm] section: the VM's size when the snapshot says nothing
+        policy = evolve(policy, vm=VmCapacity(**case["policy_vm"]))
     park = ParkState(**case["park"]) if "park" in case else None
     expect = case["expect"]
     if "error" in expect:

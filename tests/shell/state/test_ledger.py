@@ -12,7 +12,7 @@ from eps.core.model import Job, LaneKind, Provisioning, Rung
 from eps.core.outcome import Handle
 from eps.core.states import AttemptState, DispatchState, HandleState, IllegalMove
 from eps.shell.state.ledger import Ledger
-from eps.shell.state.migrations import SCHEMA_VERSION, _V1
+from eps.shell.state.migrations import _V1, SCHEMA_VERSION
 
 OLD_JOB = {
     "intent": "cpu-small", "duration_s": 1800, "restartable": False, "footprint_gb": 0.0, "gradient_fit": False,

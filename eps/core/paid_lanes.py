@@ -1,0 +1,261 @@
+"""The paid lanes' rungs: GCP machines and RunPod pods (P3, P4, P6, P11).
+
+GCP: spot first when the job is short or restartable (P11), then on-demand;
+``cpu-bigmem`` on-demand only (P4); zones in the configured preference order,
+only those that offer the machine type.  RunPod CPU pods: the intent's flavors
+in order, each at the smallest size that holds its vCPUs, RAM and disk; the
+fallback when GCP CPU is exhausted (P3).  RunPod GPU pods: pinned jobs only
+(P6).  Prices are information only (P12).
+
+What a lane offers a job shape is memoised in the policy's index; the
+snapshot's facts then strike out what is known to be exhausted.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from eps.core.durations import format_duration
+from eps.core.indexes import Candidates, Facts, PolicyIndex
+from eps.core.model import (
+    Capacity,
+    Intent,
+    Job,
+    LaneKind,
+    Provisioning,
+    Resource,
+    Rung,
+    Skip,
+    SkipCode,
+    Stock,
+)
+
+
+def gcp_rungs(
+    job: Job,
+    intent: Intent,
+    facts: Facts,
+    index: PolicyIndex,
+    rungs: list[Rung],
+    skipped: list[Skip],
+) -> None:
+    """Append the GCP rungs for ``job`` (and the skips), minus what the snapshot knows is exhausted."""
+    th = index.policy.thresholds
+    if not intent.spot_eligible:
+        spot = _SpotMode.NEVER_INTENT
+    elif job.duration_s <= th.spot_max_s:
+        spot = _SpotMode.SHORT
+    elif job.restartable:
+        spot = _SpotMode.RESTARTABLE
+    else:
+        spot = _SpotMode.NEVER_LONG
+    disk = disk_gb(job, index)
+    cand, static = index.memo(("gcp", intent, spot, disk), lambda: _gcp_candidates(index, intent, spot, disk))
+    skipped.extend(static)
+    if not facts.has_gcp:
+        rungs.extend(cand)
+        return
+    for r in cand:
+        state = facts.gcp_state(r.machine or "", r.zone or "", r.provisioning)
+        target = f"{r.machine}/{r.zone}/{r.provisioning.value}"
+        if state is Capacity.EXHAUSTED:
+            skipped.append(Skip("gcp", SkipCode.GCP_ZONE_EXHAUSTED, f"{r.zone} is out of {r.machine}", target))
+        elif state is Capacity.QUOTA_EXCEEDED:
+            skipped.append(Skip("gcp", SkipCode.GCP_QUOTA_EXCEEDED, f"quota exceeded for {r.zone}", target))
+        else:
+            rungs.append(r)
+
+
+class _SpotMode(StrEnum):
+    SHORT = "short"
+    RESTARTABLE = "restartable"
+    NEVER_LONG = "never_long"
+    NEVER_INTENT = "never_intent"
+
+
+def _gcp_candidates(index: PolicyIndex, intent: Intent, spot: _SpotMode, disk: int | None) -> Candidates:
+    """GCP rungs before capacity is consulted: spot (when P11 allows) then on-demand, zones in preference order."""
+    skipped: list[Skip] = []
+    if intent.gcp_machine is None:
+        return (), ()
+    machine = index.machines.get(intent.gcp_machine)
+    if machine is None:
+        return (), ()
+    th = index.policy.thresholds
+    provs: list[Provisioning] = []
+    if spot is _SpotMode.NEVER_INTENT:
+        skipped.append(Skip("gcp", SkipCode.ON_DEMAND_ONLY_INTENT, f"P4: {intent.name} stays on-demand", machine.name))
+    elif spot is _SpotMode.NEVER_LONG:
+        skipped.append(
+            Skip(
+                "gcp",
+                SkipCode.SPOT_TOO_LONG,
+                f"P11: longer than {format_duration(th.spot_max_s)} and not restartable: on-demand only",
+                machine.name,
+            )
+        )
+    else:
+        provs.append(Provisioning.SPOT)
+    if machine.on_demand_offered:
+        provs.append(Provisioning.ON_DEMAND)
+    else:
+        skipped.append(
+            Skip(
+                "gcp",
+                SkipCode.ON_DEMAND_NOT_OFFERED,
+                f"{machine.name} is sold as spot/flex-start only; --restartable allows spot",
+                machine.name,
+            )
+        )
+    zones = []
+    offered = index.machine_zones[machine.name]
+    for zone in index.policy.gcp_zones:
+        if zone in offered:
+            zones.append(zone)
+        else:
+            skipped.append(Skip("gcp", SkipCode.ZONE_NOT_OFFERED, f"{machine.name} not offered in {zone}", zone))
+    if intent.resource is Resource.GPU:
+        lead = f"P6: GPU after the free cluster; {machine.name}"
+    else:
+        lead = f"P3: cheap dedicated CPU machine, GCP first; {machine.name}"
+    rungs = []
+    for prov in provs:
+        if prov is Provisioning.SPOT:
+            why, price = f"{lead}, spot first (P11: {spot.value} job)", machine.spot_per_hour
+        else:
+            why, price = f"{lead}, on-demand", machine.on_demand_per_hour
+        for zone in zones:
+            rungs.append(
+                Rung(
+                    "gcp",
+                    LaneKind.GCP,
+                    prov,
+                    why,
+                    machine=machine.name,
+                    zone=zone,
+                    gpus=machine.gpus,
+                    vcpus=machine.vcpus,
+                    mem_gb=machine.mem_gb,
+                    disk_gb=disk,
+                    price_per_hour=price,
+                )
+            )
+    return tuple(rungs), tuple(skipped)
+
+
+def disk_gb(job: Job, index: PolicyIndex) -> int | None:
+    """Boot/container disk for the big-volume route: the footprint plus 25 %, in 10 GB steps."""
+    if job.footprint_gb <= index.policy.thresholds.big_footprint_gb:
+        return None
+    need = job.footprint_gb * 1.25
+    return int(-(-need // 10) * 10)
+
+
+def _runpod_filter(cand: tuple[Rung, ...], facts: Facts, rungs: list[Rung], skipped: list[Skip]) -> None:
+    if not facts.has_runpod:
+        rungs.extend(cand)
+        return
+    for r in cand:
+        machine = r.machine or ""
+        if facts.runpod_stock(machine, machine.split("-", 1)[0]) is Stock.NONE:
+            skipped.append(Skip("runpod", SkipCode.RUNPOD_OUT_OF_STOCK, f"{r.machine} is out of stock", r.machine))
+        else:
+            rungs.append(r)
+
+
+def runpod_cpu_rungs(
+    job: Job,
+    intent: Intent,
+    facts: Facts,
+    index: PolicyIndex,
+    rungs: list[Rung],
+    skipped: list[Skip],
+) -> None:
+    """Append one CPU pod rung per flavor of the intent that has a size for it (P3)."""
+    disk = disk_gb(job, index)
+    pinned = job.pin == "runpod"
+    cand, static = index.memo(
+        ("runpod-cpu", intent, disk, pinned), lambda: _runpod_cpu_candidates(index, intent, disk, pinned)
+    )
+    skipped.extend(static)
+    _runpod_filter(cand, facts, rungs, skipped)
+
+
+def _runpod_cpu_candidates(index: PolicyIndex, intent: Intent, disk: int | None, pinned: bool) -> Candidates:
+    """One CPU pod rung per flavor: the smallest size that holds the intent's vCPUs, RAM and disk."""
+    flavors = index.runpod_cpu
+    need_disk = disk or 0
+    rungs: list[Rung] = []
+    skipped: list[Skip] = []
+    why = "P10: pinned to runpod; CPU pod" if pinned else "P3: RunPod CPU pod, the fallback when GCP CPU is exhausted"
+    for name in intent.runpod_cpu:
+        flavor = flavors.get(name)
+        if flavor is None:
+            continue
+        vcpus = next(
+            (
+                v
+                for v in flavor.vcpu_options
+                if v >= intent.vcpus
+                and v * flavor.gb_per_vcpu >= intent.mem_gb
+                and v * flavor.disk_gb_per_vcpu >= need_disk
+            ),
+            None,
+        )
+        if vcpus is None:
+            skipped.append(
+                Skip(
+                    "runpod",
+                    SkipCode.RUNPOD_DISK_TOO_SMALL,
+                    f"{name}: no size holds {intent.mem_gb} GB RAM and a {need_disk} GB disk",
+                    name,
+                )
+            )
+            continue
+        mem = vcpus * flavor.gb_per_vcpu
+        rungs.append(
+            Rung(
+                "runpod",
+                LaneKind.RUNPOD,
+                Provisioning.ON_DEMAND,
+                why,
+                machine=f"{name}-{vcpus}-{mem}",
+                vcpus=vcpus,
+                mem_gb=mem,
+                disk_gb=disk,
+                price_per_hour=round(vcpus * flavor.per_vcpu_hour, 4),
+            )
+        )
+    return tuple(rungs), tuple(skipped)
+
+
+def runpod_gpu_rungs(
+    job: Job,
+    intent: Intent,
+    facts: Facts,
+    index: PolicyIndex,
+    rungs: list[Rung],
+    skipped: list[Skip],
+) -> None:
+    """Append one GPU pod rung per GPU type of the intent (a pinned job only, P6), all GPUs on one pod (P5)."""
+    types = index.runpod_gpu
+    cand = []
+    for gid in intent.runpod_gpu:
+        gpu = types.get(gid)
+        if gpu is None or gpu.max_count < intent.gpus:
+            continue
+        cand.append(
+            Rung(
+                "runpod",
+                LaneKind.RUNPOD,
+                Provisioning.ON_DEMAND,
+                f"P10: pinned to runpod; one pod with {intent.gpus} x {gid} (P5)",
+                machine=gid,
+                gpus=intent.gpus,
+                vcpus=intent.vcpus,
+                mem_gb=intent.mem_gb,
+                disk_gb=disk_gb(job, index),
+                price_per_hour=round(intent.gpus * gpu.per_gpu_hour, 4),
+            )
+        )
+    _runpod_filter(tuple(cand), facts, rungs, skipped)

@@ -1,0 +1,39 @@
+"""The shared VM's room (P2, issue 14.5): the measured record, the merge with the policy's default, the fit."""
+
+from __future__ import annotations
+
+from eps.core.model import GB, Job, VmCapacity
+from eps.core.router import _vm_misfit as vm_misfit
+from eps.core.tables import DEFAULT_POLICY
+
+SMALL = DEFAULT_POLICY.intent("cpu-small")
+BIGMEM = DEFAULT_POLICY.intent("cpu-bigmem")
+assert SMALL is not None and BIGMEM is not None
+
+
+def test_p2_measured_vm_turns_raw_numbers_into_gb() -> None:
+    vm = VmCapacity.measured(4, 15 * GB + GB // 2, 120 * GB)
+    assert vm == VmCapacity(vcpus=4, mem_gb=15.5, free_disk_gb=120.0)
+    assert VmCapacity.measured(None, None, None) == VmCapacity()
+
+
+def test_p2_the_snapshot_wins_field_by_field() -> None:
+    default = VmCapacity(vcpus=2, mem_gb=8, free_disk_gb=50)
+    assert VmCapacity(mem_gb=64).over(default) == VmCapacity(vcpus=2, mem_gb=64, free_disk_gb=50)
+    assert VmCapacity().over(VmCapacity()) == VmCapacity()
+
+
+def test_p2_unknown_sizes_fit() -> None:
+    assert vm_misfit(Job("cpu-bigmem", 30, footprint_gb=40, count=8), BIGMEM, VmCapacity(), 10) is None
+
+
+def test_p2_memory_and_disk_with_margin() -> None:
+    vm = VmCapacity(vcpus=2, mem_gb=16, free_disk_gb=30)
+    assert vm_misfit(Job("cpu-small", 30, footprint_gb=20), SMALL, vm, 10) is None  # 20 + 10 <= 30
+    why = vm_misfit(Job("cpu-small", 30, footprint_gb=21), SMALL, vm, 10)
+    assert why is not None and "21 GB + 10 GB margin > 30 GB free disk" in why
+    why = vm_misfit(Job("cpu-bigmem", 30), BIGMEM, vm, 10)
+    assert why is not None and "128 GB of memory" in why and "16 GB" in why
+    why = vm_misfit(Job("cpu-small", 30, count=2), SMALL, vm, 10)
+    assert why is not None and "32 GB" in why and "2 copies side by side" in why
+    assert "\n" not in why
