@@ -1,22 +1,33 @@
-"""Structuring user files (capacity snapshot, QoS grants, config) into core records.
+"""Structuring user files (capacity snapshot, QoS grants, config) into records, strictly.
 
-One private, strict cattrs converter per boundary (``forbid_extra_keys``);
-``cattrs.transform_error`` turns a failure into a path such as
-``$.gcp[2].state`` and we raise one :class:`ConfigError` line from it.
+One private cattrs converter for every user file, with ``forbid_extra_keys`` and
+no coercion: a bool is ``true``/``false`` (never ``"false"``), a whole number is
+an integer (never ``"7"``, ``true`` or ``2.9``), a list is a list (never a
+string to split into characters), numbers are finite.  Values are then checked
+against their ranges (:data:`RANGES`).  Every failure is one :class:`ConfigError`
+line naming the file and the path, such as ``@ $.gcp.zones``; nothing runs
+before the files are read.  The files themselves must be regular files of at
+most :data:`MAX_FILE_BYTES`, in UTF-8.
+
 Imported lazily: ``eps plan`` without files never pays for cattrs.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 import tomllib
-from pathlib import Path
+import typing
+from enum import Enum
 from typing import Any
 
 import attrs
 import cattrs
 from attrs import frozen
 from cattrs.cols import is_namedtuple, namedtuple_dict_structure_factory
+from cattrs.errors import IterableValidationError, IterableValidationNote
 
 from eps.core.durations import parse_slurm_time
 from eps.core.model import (
@@ -32,10 +43,55 @@ from eps.core.model import (
 )
 from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings
 
+#: The largest user file eps reads (a snapshot of every zone is a few hundred KiB).
+MAX_FILE_BYTES = 4 * 2**20
+#: Lane names a cluster may not take.
+_LANE_NAMES = ("vm", "gcp", "runpod")
+
+# --- the converter ------------------------------------------------------------------------------
+
+
+def _strict_int(value: Any, _: type) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return value
+
+
+def _strict_float(value: Any, _: type) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _strict_bool(value: Any, _: type) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _strict_str(value: Any, target: type) -> Any:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    if target is str:
+        return value
+    if issubclass(target, Enum):  # a StrEnum field: one of its own words
+        words = ", ".join(str(m.value) for m in target)
+        try:
+            return target(value)
+        except ValueError:
+            raise ValueError(f"expected one of {words}, got {value!r}") from None
+    raise TypeError(f"no strict hook for {target!r}")
+
+
+def _is_sequence(t: Any) -> bool:
+    return typing.get_origin(t) in (list, tuple)
+
 
 def _converter() -> cattrs.Converter:
     # The records are written with postponed annotations; resolve them so cattrs
-    # sees real types (and rejects "bogus" for an enum) instead of strings.
+    # sees real types instead of strings.
     for cls in (_TierDoc, _ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _ConfigDoc):
         attrs.resolve_types(cls)
     conv = cattrs.Converter(forbid_extra_keys=True)
@@ -50,38 +106,35 @@ def _converter() -> cattrs.Converter:
             raise ValueError(f"expected a stock word, got {value!r}")
         return Stock(value.lower())
 
+    def sequence(value: Any, target: Any) -> Any:
+        """A JSON/TOML array, never a string or an object that happens to be iterable."""
+        if not isinstance(value, list):
+            raise ValueError(f"expected a list, got {value!r}")
+        args = typing.get_args(target)
+        item = args[0] if args else Any
+        made, errors = [], []
+        for i, v in enumerate(value):
+            try:
+                made.append(conv.structure(v, item))
+            except Exception as exc:  # re-raised below with its index, as cattrs does
+                exc.__notes__ = [*getattr(exc, "__notes__", []), IterableValidationNote(f"@ index {i}", i, item)]
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError(f"While structuring {target!r}", errors, target)
+        return tuple(made) if typing.get_origin(target) is tuple else made
+
+    # cattrs looks primitives up by class first (singledispatch): override them there.
+    # str's hook also serves the StrEnums (their own words only); Stock keeps its own.
+    for prim, hook in ((bool, _strict_bool), (int, _strict_int), (float, _strict_float), (str, _strict_str)):
+        conv.register_structure_hook(prim, hook)
     conv.register_structure_hook(Stock, stock)
-
-    def strict_int(value: Any, _: type) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"expected a whole number, got {value!r}")
-        return value
-
-    def strict_str(value: Any, _: type) -> str:
-        if not isinstance(value, str):
-            raise ValueError(f"expected a string, got {value!r}")
-        return value
-
-    def strict_bool(value: Any, _: type) -> bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"expected true or false, got {value!r}")
-        return value
-
-    def strict_float(value: Any, _: type) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"expected a number, got {value!r}")
-        return float(value)
+    conv.register_structure_hook_func(_is_sequence, sequence)
 
     def wall(value: Any, _: type) -> str | int | None:
         if value is None or isinstance(value, str):
             return value
-        return strict_int(value, int)
+        return _strict_int(value, int)
 
-    # Exact-type predicates: a plain ``str`` hook would also catch StrEnum fields.
-    conv.register_structure_hook_func(lambda t: t is int, strict_int)
-    conv.register_structure_hook_func(lambda t: t is str, strict_str)
-    conv.register_structure_hook_func(lambda t: t is bool, strict_bool)
-    conv.register_structure_hook_func(lambda t: t is float, strict_float)
     conv.register_structure_hook(str | int | None, wall)
     return conv
 
@@ -89,33 +142,113 @@ def _converter() -> cattrs.Converter:
 _CONV: cattrs.Converter | None = None
 
 
-def _structure(data: Any, cls: type, source: str) -> Any:
+def _structure(data: Any, cls: Any, source: str) -> Any:
     global _CONV  # noqa: PLW0603  (built on first use, after every record class exists)
     if _CONV is None:
         _CONV = _converter()
     try:
         return _CONV.structure(data, cls)
-    except Exception as exc:  # cattrs raises ExceptionGroups of many kinds; all mean "bad file"
+    except (cattrs.BaseValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
         msgs = cattrs.transform_error(exc) if isinstance(exc, cattrs.BaseValidationError) else [str(exc)]
         first = msgs[0] if msgs else str(exc)
         more = f" (+{len(msgs) - 1} more)" if len(msgs) > 1 else ""
         raise ConfigError(f"{source}: {first}{more}") from None
 
 
+# --- reading a file -------------------------------------------------------------------------------
+
+
 def read_data(path: str) -> Any:
-    """Read a JSON or TOML file (by suffix; ``-`` is JSON on stdin is not supported)."""
-    p = Path(path)
+    """A JSON or TOML file (by suffix) as data: a regular file (no device, FIFO or
+    directory), at most :data:`MAX_FILE_BYTES`, UTF-8, not nested absurdly deep."""
+    kind = "TOML" if path.lower().endswith(".toml") else "JSON"
     try:
-        text = p.read_text()
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{path}: not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise ConfigError(f"{path}: {info.st_size} bytes, more than the {MAX_FILE_BYTES} a file may have")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError(f"{path}: more than the {MAX_FILE_BYTES} bytes a file may have")
     try:
-        if p.suffix.lower() == ".toml":
-            return tomllib.loads(text)
-        return json.loads(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        return tomllib.loads(text) if kind == "TOML" else json.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        kind = "TOML" if p.suffix.lower() == ".toml" else "JSON"
         raise ConfigError(f"{path}: not valid {kind}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid {kind}: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise ConfigError(f"{path}: not valid {kind}: {exc}") from None
+
+
+# --- range checks -----------------------------------------------------------------------------
+
+#: What a number may be, by where it is: (lowest, highest, lowest excluded).
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "thresholds.trivial_op_s": (0, 86_400, False),
+    "thresholds.big_footprint_gb": (0, 10**6, False),
+    "thresholds.spot_max_s": (0, 30 * 86_400, False),
+    "thresholds.vm_disk_margin_gb": (0, 10**6, False),
+    "gcp.poll_interval_s": (0, 3600, True),
+    "runpod.poll_interval_s": (0, 3600, True),
+    "runpod.concurrency": (1, 256, False),
+    "fanout.concurrency": (1, 256, False),
+    "vm.vcpus": (0, 10**5, False),
+    "vm.mem_gb": (0, 10**7, False),
+    "vm.free_disk_gb": (0, 10**9, False),
+    "clusters.first_park_cap_s": (0, 7 * 86_400, False),
+    "clusters.next_park_cap_s": (0, 7 * 86_400, False),
+    "clusters.gpus_per_node": (1, 1024, False),
+}
+
+
+def _in_range(source: str, where: str, key: str, value: float | None) -> None:
+    if value is None:
+        return
+    lo, hi, open_low = RANGES[key]
+    if value < 0 <= lo and not open_low:
+        raise ConfigError(f"{source}: must not be negative @ $.{where} (got {_num(value)})")
+    if value > hi or value < lo or (open_low and value == lo):
+        low = f"more than {_num(lo)}" if open_low else f"at least {_num(lo)}"
+        raise ConfigError(f"{source}: must be {low} and at most {_num(hi)}, got {_num(value)} @ $.{where}")
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _listed(source: str, where: str, items: list[str] | None) -> None:
+    if items is None:
+        return
+    if not items:
+        raise ConfigError(f"{source}: must not be empty @ $.{where}")
+    for i, item in enumerate(items):
+        if not item.strip():
+            raise ConfigError(f"{source}: must not be blank @ $.{where}[{i}]")
+
+
+def _base_url(source: str, where: str, url: str | None) -> None:
+    """https, or plain http only to this machine (a test server): keys never cross a network in clear."""
+    if url is None:
+        return
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return
+    if parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1"):
+        return
+    raise ConfigError(f"{source}: must be an https:// URL (http:// only to 127.0.0.1), got {url!r} @ $.{where}")
+
+
+# --- snapshot and grants --------------------------------------------------------------------------
 
 
 def load_snapshot(path: str) -> CapacitySnapshot:
@@ -126,14 +259,16 @@ def load_snapshot(path: str) -> CapacitySnapshot:
     for i, g in enumerate(snap.gcp):
         if not g.zone:
             raise ConfigError(f"{path}: zone must not be empty @ $.gcp[{i}].zone")
-    _no_negative_vm(snap.vm, path)
+    for i, q in enumerate(snap.queues):
+        if q.free_gpus is not None and q.free_gpus < 0:
+            raise ConfigError(f"{path}: must not be negative @ $.queues[{i}].free_gpus")
+    _vm_sizes(snap.vm, path)
     return snap
 
 
-def _no_negative_vm(vm: VmCapacity, source: str) -> None:
+def _vm_sizes(vm: VmCapacity, source: str) -> None:
     for name, value in vm._asdict().items():
-        if value is not None and value < 0:
-            raise ConfigError(f"{source}: must not be negative @ $.vm.{name}")
+        _in_range(source, f"vm.{name}", f"vm.{name}", value)
 
 
 @frozen
@@ -160,6 +295,8 @@ def _tier(doc: _TierDoc, where: str) -> QosTier:
 def grants_from_data(data: Any, source: str) -> QosGrants:
     """``{"fellows": [{"name": "high-eur", "priority": 100000, "max_wall": "7-00:00:00",
     "max_gpus_per_user": 16}, ...]}`` -> QosGrants."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: QoS grants are an object of clusters @ $")
     docs: dict[str, list[_TierDoc]] = _structure(data, dict[str, list[_TierDoc]], source)
     clusters = tuple(
         (name, tuple(_tier(d, f"{source} @ $.{name}[{i}]") for i, d in enumerate(tiers)))
@@ -249,95 +386,117 @@ def _set(obj: Any, **changes: Any) -> Any:
     return evolve(obj, **real) if real else obj
 
 
+def _section(doc: Any, name: str, source: str) -> None:
+    """Range-check every number of one config section against :data:`RANGES`."""
+    for field in attrs.fields(type(doc)):
+        key = f"{name}.{field.name}"
+        if key in RANGES:
+            _in_range(source, key, key, getattr(doc, field.name))
+
+
+def _thresholds(policy: Policy, t: _ThresholdsDoc, source: str) -> Policy:
+    _section(t, "thresholds", source)
+    th: Thresholds = _set(
+        policy.thresholds,
+        trivial_op_s=t.trivial_op_s,
+        big_footprint_gb=t.big_footprint_gb,
+        spot_max_s=t.spot_max_s,
+        vm_disk_margin_gb=t.vm_disk_margin_gb,
+    )
+    return evolve(policy, thresholds=th)
+
+
+def _gcp(base: GcpSettings, g: _GcpDoc, source: str) -> GcpSettings:
+    _section(g, "gcp", source)
+    _base_url(source, "gcp.endpoint", g.endpoint)
+    gcp: GcpSettings = _set(
+        base,
+        project=g.project,
+        image=g.image,
+        endpoint=g.endpoint,
+        service_account=g.service_account,
+        poll_interval_s=g.poll_interval_s,
+    )
+    return gcp
+
+
+def _runpod(base: RunpodSettings, r: _RunpodDoc, source: str) -> RunpodSettings:
+    _section(r, "runpod", source)
+    _base_url(source, "runpod.base_url", r.base_url)
+    _listed(source, "runpod.data_centers", r.data_centers)
+    runpod: RunpodSettings = _set(
+        base,
+        base_url=r.base_url,
+        image=r.image,
+        gpu_image=r.gpu_image,
+        data_centers=r.data_centers,
+        concurrency=r.concurrency,
+        poll_interval_s=r.poll_interval_s,
+    )
+    return runpod
+
+
+def _clusters(
+    policy: Policy, access: list[ClusterAccess], docs: list[_ClusterDoc], source: str
+) -> tuple[Policy, list[ClusterAccess]]:
+    clusters = list(policy.clusters)
+    for i, c in enumerate(docs):
+        _section(c, "clusters", source)
+        if c.name in _LANE_NAMES:
+            raise ConfigError(f"{source}: {c.name!r} is a lane name, not a cluster @ $.clusters[{i}].name")
+        if not c.name.strip():
+            raise ConfigError(f"{source}: a cluster needs a name @ $.clusters[{i}].name")
+        _listed(source, f"clusters[{i}].login", c.login)
+        _listed(source, f"clusters[{i}].qos_ladder", c.qos_ladder)
+        existing = next((k for k, x in enumerate(clusters) if x.name == c.name), None)
+        current = clusters[existing] if existing is not None else ClusterConfig(name=c.name)
+        updated = _set(
+            current,
+            partition=c.partition,
+            account=c.account,
+            qos_ladder=c.qos_ladder,
+            dev_qos=c.dev_qos,
+            dev_qos_for_debug=c.dev_qos_for_debug,
+            first_park_cap_s=c.first_park_cap_s,
+            next_park_cap_s=c.next_park_cap_s,
+            advance_on_self_cap=c.advance_on_self_cap,
+            gpus_per_node=c.gpus_per_node,
+            gpu_model=c.gpu_model,
+        )
+        if existing is None:
+            clusters.append(updated)
+        else:
+            clusters[existing] = updated
+        access = [a for a in access if a.name != c.name]
+        access.append(ClusterAccess(c.name, tuple(c.login or ()), c.user))
+    return evolve(policy, clusters=tuple(clusters)), access
+
+
 def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
+    """The settings with ``data`` (a parsed config file) applied over ``base``; one
+    :class:`ConfigError` line for the first thing wrong in it."""
     doc: _ConfigDoc = _structure(data, _ConfigDoc, source)
     policy: Policy = base.policy
     if doc.thresholds is not None:
-        t = doc.thresholds
-        for name in ("trivial_op_s", "big_footprint_gb", "spot_max_s", "vm_disk_margin_gb"):
-            v = getattr(t, name)
-            if v is not None and v < 0:
-                raise ConfigError(f"{source}: must not be negative @ $.thresholds.{name}")
-        th: Thresholds = _set(
-            policy.thresholds,
-            trivial_op_s=t.trivial_op_s,
-            big_footprint_gb=t.big_footprint_gb,
-            spot_max_s=t.spot_max_s,
-            vm_disk_margin_gb=t.vm_disk_margin_gb,
-        )
-        policy = evolve(policy, thresholds=th)
+        policy = _thresholds(policy, doc.thresholds, source)
     if doc.vm is not None:
         vm = VmCapacity(doc.vm.vcpus, doc.vm.mem_gb, doc.vm.free_disk_gb)
-        _no_negative_vm(vm, source)
+        _vm_sizes(vm, source)
         policy = evolve(policy, vm=vm)
     gcp = base.gcp
     if doc.gcp is not None:
-        g = doc.gcp
-        if g.zones is not None:
-            if not g.zones:
-                raise ConfigError(f"{source}: at least one zone is needed @ $.gcp.zones")
-            policy = evolve(policy, gcp_zones=tuple(g.zones))
-        gcp = _set(
-            GcpSettings() if gcp is None else gcp,
-            project=g.project,
-            image=g.image,
-            endpoint=g.endpoint,
-            service_account=g.service_account,
-            poll_interval_s=g.poll_interval_s,
-        )
-    runpod = base.runpod
-    if doc.runpod is not None:
-        r = doc.runpod
-        for name, v in (("gcp.poll_interval_s", doc.gcp.poll_interval_s if doc.gcp else None),
-                        ("runpod.poll_interval_s", r.poll_interval_s)):  # fmt: skip
-            if v is not None and v <= 0:
-                raise ConfigError(f"{source}: must be positive @ $.{name}")
-        if r.concurrency is not None and r.concurrency < 1:
-            raise ConfigError(f"{source}: must be at least 1 @ $.runpod.concurrency")
-        runpod = _set(
-            RunpodSettings() if runpod is None else runpod,
-            base_url=r.base_url,
-            image=r.image,
-            gpu_image=r.gpu_image,
-            data_centers=r.data_centers,
-            concurrency=r.concurrency,
-            poll_interval_s=r.poll_interval_s,
-        )
+        if doc.gcp.zones == []:
+            raise ConfigError(f"{source}: at least one zone is needed @ $.gcp.zones")
+        _listed(source, "gcp.zones", doc.gcp.zones)
+        if doc.gcp.zones is not None:
+            policy = evolve(policy, gcp_zones=tuple(doc.gcp.zones))
+        gcp = _gcp(gcp, doc.gcp, source)
+    runpod = _runpod(base.runpod, doc.runpod, source) if doc.runpod is not None else base.runpod
     fanout = base.fanout_concurrency
-    if doc.fanout is not None and doc.fanout.concurrency is not None:
-        if not 1 <= doc.fanout.concurrency <= 256:
-            raise ConfigError(f"{source}: must be 1..256 @ $.fanout.concurrency")
-        fanout = doc.fanout.concurrency
+    if doc.fanout is not None:
+        _section(doc.fanout, "fanout", source)
+        fanout = doc.fanout.concurrency or fanout
     access = list(base.access)
     if doc.clusters is not None:
-        clusters = list(policy.clusters)
-        for i, c in enumerate(doc.clusters):
-            for name in ("first_park_cap_s", "next_park_cap_s", "gpus_per_node"):
-                v = getattr(c, name)
-                if v is not None and v < 0:
-                    raise ConfigError(f"{source}: must not be negative @ $.clusters[{i}].{name}")
-            if c.name in ("vm", "gcp", "runpod"):
-                raise ConfigError(f"{source}: {c.name!r} is a lane name, not a cluster @ $.clusters[{i}].name")
-            existing = next((k for k, x in enumerate(clusters) if x.name == c.name), None)
-            current = clusters[existing] if existing is not None else ClusterConfig(name=c.name)
-            updated = _set(
-                current,
-                partition=c.partition,
-                account=c.account,
-                qos_ladder=c.qos_ladder,
-                dev_qos=c.dev_qos,
-                dev_qos_for_debug=c.dev_qos_for_debug,
-                first_park_cap_s=c.first_park_cap_s,
-                next_park_cap_s=c.next_park_cap_s,
-                advance_on_self_cap=c.advance_on_self_cap,
-                gpus_per_node=c.gpus_per_node,
-                gpu_model=c.gpu_model,
-            )
-            if existing is None:
-                clusters.append(updated)
-            else:
-                clusters[existing] = updated
-            access = [a for a in access if a.name != c.name]
-            access.append(ClusterAccess(c.name, tuple(c.login or ()), c.user))
-        policy = evolve(policy, clusters=tuple(clusters))
+        policy, access = _clusters(policy, access, doc.clusters, source)
     return evolve(base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout)

@@ -90,6 +90,14 @@ def _dispatch_command(
     from eps.core.states import DispatchState
     from eps.shell.state.reconcile import Reconciler, cancel, status
 
+    # Every input error is found before anything happens: no reconcile, no provider call.
+    if getattr(ns, "resume", None) and (ns.intent or command):
+        raise JobError("usage", "eps execute --resume DISPATCH takes no intent or command", None)
+    for named in (getattr(ns, "dispatch", None), getattr(ns, "resume", None)):
+        if named and ledger.dispatch(named) is None:
+            raise JobError("unknown_dispatch", f"no dispatch {named!r} in the ledger", None)
+    if getattr(ns, "dispatch_id", None) and ledger.dispatch(ns.dispatch_id) is not None:
+        raise JobError("dispatch_exists", f"dispatch {ns.dispatch_id} already exists", None)
     if ns.cmd == "status":
         Reconciler(ledger, lanes, reporter).reconcile(ns.dispatch)
         rows = status(ledger, ns.dispatch)
@@ -131,8 +139,6 @@ def _execute(
     from eps.shell.state.reconcile import Reconciler
     from eps.shell.walker import Walker
 
-    if ns.resume and (ns.intent or command):
-        raise JobError("usage", "eps execute --resume DISPATCH takes no intent or command", None)
     job = None if ns.resume else make_job(ns, command)
     snapshot, grants = _files(ns)
     if job is not None:  # every input error is found before anything happens (no reconcile, no call)

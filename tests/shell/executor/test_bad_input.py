@@ -4,6 +4,7 @@ nothing submitted anywhere (the GCP and RunPod servers and the SLURM CLI saw not
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,16 @@ CASES: list[tuple[list[str], str]] = [
     (["execute", "cpu-small", "--snapshot", "/nonexistent/s.json", "--", "true"], "cannot read"),
     (["execute", "cpu-small", "--grants", "/nonexistent/g.json", "--", "true"], "cannot read"),
     (["execute", "cpu-small", "--snapshot", "@BAD_SNAPSHOT@", "--", "true"], "$.gcp[0].state"),
+    (["execute", "cpu-small", "--snapshot", "@BINARY@", "--", "true"], "not UTF-8"),
+    (["execute", "cpu-small", "--snapshot", "@LATIN1@", "--", "true"], "not UTF-8"),
+    (["execute", "cpu-small", "--snapshot", "@DEEP@", "--", "true"], "nested too deeply"),
+    (["execute", "cpu-small", "--snapshot", "@HUGE_INT@", "--", "true"], "not valid JSON"),
+    (["execute", "cpu-small", "--snapshot", "/dev/zero", "--", "true"], "not a regular file"),
+    (["execute", "cpu-small", "--snapshot", "/dev/urandom", "--", "true"], "not a regular file"),
+    (["execute", "cpu-small", "--snapshot", "@FIFO@", "--", "true"], "not a regular file"),
+    (["execute", "cpu-small", "--snapshot", "@NOT_BOOL@", "--", "true"], "expected bool @ $.clusters[0].reachable"),
+    (["execute", "cpu-small", "--snapshot", "@STR_INT@", "--", "true"], "$.queues[0].free_gpus"),
+    (["execute", "cpu-small", "--duration", "9" * 400, "--", "true"], "limit of 365 days"),
     (["execute", "gpu-1", "--grants", "@BAD_GRANTS@", "--", "true"], ".priority"),
     (["execute", "--resume", "enosuch000"], "no dispatch"),
     (["execute", "--resume", "enosuch000", "cpu-small", "--", "true"], "takes no intent"),
@@ -55,6 +66,7 @@ CASES: list[tuple[list[str], str]] = [
     (["execute", "cpu-small", "--dispatch-id", "x", "--", "true"], "lowercase letters and digits"),
     (["execute", "cpu-small", "--dispatch-id", "eexisting01", "--", "true"], "already exists"),
     (["status", "enosuch000"], "no dispatch"),
+    (["status", "Bad!"], "no dispatch"),
     (["status", "a", "b"], "unrecognized arguments"),
     (["cancel"], "name a dispatch or --all"),
     (["cancel", "enosuch000"], "no dispatch"),
@@ -68,36 +80,71 @@ ENV_CASES: list[tuple[list[str], dict[str, str], str]] = [
     (["execute", "gpu-1", "--", "true"], {"EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS": "-1"}, "must not be negative"),
     (["status"], {"EPS_CONFIG": "@BAD_CONFIG@"}, "not valid TOML"),
     (["cancel", "--all"], {"EPS_CONFIG": "@EXTRA_CONFIG@"}, "extra fields"),
+    (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@STRING_BOOL@"}, "$.clusters[0].dev_qos_for_debug"),
+    (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@STRING_ZONES@"}, "expected list[str] | None @ $.gcp.zones"),
+    (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@INF_POLL@"}, "$.runpod.poll_interval_s"),
+    (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@NEG_POLL@"}, "$.gcp.poll_interval_s"),
+    (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@HUGE_CONCURRENCY@"}, "$.runpod.concurrency"),
+    (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@PLAIN_HTTP@"}, "https://"),
 ]
 
 LEDGER_CASES = [["execute", "cpu-small", "--", "true"], ["status"], ["cancel", "--all"], ["reconcile"]]
 
 
 @pytest.fixture
-def recorded(eps: Any, tmp_path: Path) -> tuple[Any, RecordingSlurm]:
+def recorded(eps: Any, gcp: Any, runpod: Any, tmp_path: Path) -> tuple[Any, RecordingSlurm]:
     slurm = RecordingSlurm()
     eps.options = evolve(eps.options, slurm_runner=slurm)
     (tmp_path / "bad-snapshot.json").write_text('{"gcp": [{"machine": "e2-standard-4", "zone": "z", "state": "?"}]}')
     (tmp_path / "bad-grants.json").write_text('{"fellows": [{"name": "high-eur", "priority": "top"}]}')
     (tmp_path / "bad-config.toml").write_text("this = = not toml")
     (tmp_path / "extra-config.toml").write_text("[gcp]\nbudget_usd = 100\n")
+    (tmp_path / "binary.json").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "latin1.json").write_bytes('{"runpod": [{"id": "cpu3g", "stock": "\u00e9"}]}'.encode("latin-1"))
+    (tmp_path / "deep.json").write_text("[" * 50_000 + "]" * 50_000)
+    (tmp_path / "huge-int.json").write_text('{"queues": [{"cluster": "f", "qos": "q", "free_gpus": ' + "9" * 5000 + "}]}")
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "not-bool.json").write_text('{"clusters": [{"cluster": "fellows", "reachable": "no"}]}')
+    (tmp_path / "str-int.json").write_text('{"queues": [{"cluster": "fellows", "qos": "high-eur", "free_gpus": "7"}]}')
+    base = eps.config.read_text()
+    (tmp_path / "string-bool.toml").write_text(base + '[[clusters]]\nname = "fellows"\ndev_qos_for_debug = "false"\n')
+    (tmp_path / "string-zones.toml").write_text(base.replace('zones = ["us-central1-a", "us-central1-b"]', 'zones = "us-central1-a"'))
+    (tmp_path / "inf-poll.toml").write_text(base + "poll_interval_s = inf\n")
+    (tmp_path / "neg-poll.toml").write_text(base.replace("[runpod]", "poll_interval_s = -1\n[runpod]"))
+    (tmp_path / "huge-concurrency.toml").write_text(base + "concurrency = 100000\n")
+    (tmp_path / "plain-http.toml").write_text(base.replace("[runpod]", "[fanout]\n[runpod]").replace(
+        "base_url = \"http://127.0.0.1", "base_url = \"http://runpod.example.com"))
     led = Ledger(str(eps.state))
     led.new_dispatch("eexisting01", Job("cpu-small", 60, command=("true",)))
     led.set_dispatch("eexisting01", "ended")
     led.close()
+    # A finished VM that any reconcile would delete: a bad command must leave it alone.
+    rc, _, err = eps("execute", "cpu-small", "--duration", "5h", "--", "true")
+    assert rc == 0, err
+    [(zone, name)] = gcp.instances
+    gcp.set_status(zone, name, "TERMINATED")
+    eps.seeded = (dict(gcp.instances), len(gcp.requests), len(runpod.requests))
     return eps, slurm
 
 
 def _subst(argv: list[str], tmp: Path) -> list[str]:
     names = {"@BAD_SNAPSHOT@": "bad-snapshot.json", "@BAD_GRANTS@": "bad-grants.json",
-             "@BAD_CONFIG@": "bad-config.toml", "@EXTRA_CONFIG@": "extra-config.toml"}  # fmt: skip
+             "@BAD_CONFIG@": "bad-config.toml", "@EXTRA_CONFIG@": "extra-config.toml", "@BINARY@": "binary.json",
+             "@LATIN1@": "latin1.json", "@DEEP@": "deep.json", "@HUGE_INT@": "huge-int.json", "@FIFO@": "fifo.json",
+             "@NOT_BOOL@": "not-bool.json", "@STR_INT@": "str-int.json", "@STRING_BOOL@": "string-bool.toml",
+             "@STRING_ZONES@": "string-zones.toml", "@INF_POLL@": "inf-poll.toml", "@NEG_POLL@": "neg-poll.toml",
+             "@HUGE_CONCURRENCY@": "huge-concurrency.toml", "@PLAIN_HTTP@": "plain-http.toml"}  # fmt: skip
     return [str(tmp / names[a]) if a in names else a for a in argv]
 
 
 def _nothing_submitted(eps: Any, slurm: RecordingSlurm, gcp: Any, runpod: Any) -> None:
-    assert not [c for c in slurm.calls if any("sbatch" in part for part in c)]
-    assert gcp.recorded("POST", r"/instances") == []
-    assert runpod.created_bodies() == []
+    """Nothing changed anywhere: no provider saw a call after the seed (not even a listing:
+    no reconcile ran), the finished VM a reconcile would delete is still there."""
+    instances, gcp_calls, runpod_calls = eps.seeded
+    assert not [c for c in slurm.calls if any(word in part for part in c for word in ("sbatch", "scancel"))]
+    assert gcp.instances.keys() == instances.keys()
+    assert gcp.requests[gcp_calls:] == []
+    assert runpod.requests[runpod_calls:] == []
 
 
 def _one_line(rc: int, out: str, err: str) -> None:
