@@ -81,7 +81,7 @@ ENV_CASES: list[tuple[list[str], dict[str, str], str]] = [
     (["status"], {"EPS_CONFIG": "@BAD_CONFIG@"}, "not valid TOML"),
     (["cancel", "--all"], {"EPS_CONFIG": "@EXTRA_CONFIG@"}, "extra fields"),
     (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@STRING_BOOL@"}, "$.clusters[0].dev_qos_for_debug"),
-    (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@STRING_ZONES@"}, "expected list[str] | None @ $.gcp.zones"),
+    (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@STRING_ZONES@"}, "list[str] | None @ $.gcp.zones"),
     (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@INF_POLL@"}, "$.runpod.poll_interval_s"),
     (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@NEG_POLL@"}, "$.gcp.poll_interval_s"),
     (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "@HUGE_CONCURRENCY@"}, "$.runpod.concurrency"),
@@ -102,13 +102,15 @@ def recorded(eps: Any, gcp: Any, runpod: Any, tmp_path: Path) -> tuple[Any, Reco
     (tmp_path / "binary.json").write_bytes(bytes(range(256)) * 4)
     (tmp_path / "latin1.json").write_bytes('{"runpod": [{"id": "cpu3g", "stock": "\u00e9"}]}'.encode("latin-1"))
     (tmp_path / "deep.json").write_text("[" * 50_000 + "]" * 50_000)
-    (tmp_path / "huge-int.json").write_text('{"queues": [{"cluster": "f", "qos": "q", "free_gpus": ' + "9" * 5000 + "}]}")
+    huge = "9" * 5000
+    (tmp_path / "huge-int.json").write_text('{"queues": [{"cluster": "f", "qos": "q", "free_gpus": ' + huge + "}]}")
     os.mkfifo(tmp_path / "fifo.json")
     (tmp_path / "not-bool.json").write_text('{"clusters": [{"cluster": "fellows", "reachable": "no"}]}')
     (tmp_path / "str-int.json").write_text('{"queues": [{"cluster": "fellows", "qos": "high-eur", "free_gpus": "7"}]}')
     base = eps.config.read_text()
     (tmp_path / "string-bool.toml").write_text(base + '[[clusters]]\nname = "fellows"\ndev_qos_for_debug = "false"\n')
-    (tmp_path / "string-zones.toml").write_text(base.replace('zones = ["us-central1-a", "us-central1-b"]', 'zones = "us-central1-a"'))
+    zones = base.replace('zones = ["us-central1-a", "us-central1-b"]', 'zones = "us-central1-a"')
+    (tmp_path / "string-zones.toml").write_text(zones)
     (tmp_path / "inf-poll.toml").write_text(base + "poll_interval_s = inf\n")
     (tmp_path / "neg-poll.toml").write_text(base.replace("[runpod]", "poll_interval_s = -1\n[runpod]"))
     (tmp_path / "huge-concurrency.toml").write_text(base + "concurrency = 100000\n")

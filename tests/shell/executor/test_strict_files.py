@@ -51,7 +51,7 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
-        return "inf" if v == math.inf else "nan" if v != v else repr(v)
+        return "inf" if v == math.inf else "nan" if math.isnan(v) else repr(v)
     if isinstance(v, int | str):
         return json.dumps(v)
     if isinstance(v, list):
