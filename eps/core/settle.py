@@ -4,15 +4,18 @@ what its ledger rows say and what the providers report under eps's names.
 ``settle(view, items, blind=..., resuming=...) -> Settlement`` is pure; the shell
 gathers the inventory, asks, and carries the settlement out.  The rules:
 
-- a lane the dispatch may hold something on could not be read: change nothing
-  (``blind``), and say so;
-- a cancelled or failed dispatch keeps no resource: release everything found;
+- a cancelled, failed or ended dispatch keeps no resource: release everything
+  found on the lanes that could be read (a lane that could not be read is
+  reported, and the next reconcile releases what it holds);
+- otherwise, a lane the dispatch may hold something on could not be read:
+  change nothing (``blind``), and say so;
 - a started (or held) dispatch whose machines all finished: keep what they left
   (the console log), release them, and the dispatch has ended;
 - a started dispatch whose spot VMs were all taken back: release them; preempted;
 - otherwise keep the newest resource (by attempt order; one the ledger never
   recorded is the newest: the walk died between call and record), adopt it into
   its attempt, release the rest (rungs the walk had already left); a dead walk
+  (or a dispatch an earlier reconcile judged preempted while its machine ran)
   becomes ``started``, or ``interrupted`` when what it left is a queued job that
   ``eps execute --resume`` should park on (never for a pin: its queued job is the
   answer, P10);
@@ -38,6 +41,9 @@ from eps.core.states import (
     Outcome,
 )
 from eps.core.walk import AttemptRecord
+
+#: Dispatch states that keep no resource: whatever is still live is released.
+RELEASE_ONLY: frozenset[DispatchState] = frozenset({DispatchState.CANCELLED, DispatchState.FAILED, DispatchState.ENDED})
 
 
 class LiveItem(NamedTuple):
@@ -83,11 +89,15 @@ class Settlement(NamedTuple):
 def settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[str], resuming: bool) -> Settlement:
     """The settlement of one dispatch (see the module docstring for the rules)."""
     attempts = view.attempts
-    unseen = sorted({a.rung.lane for a in attempts if a.rung.lane in blind and a.state is not AttemptState.FAILED})
-    if unseen and view.state is not DispatchState.ENDED and any(a.state in LIVE_ATTEMPT_STATES for a in attempts):
-        return Settlement(Verdict.BLIND, blind=tuple(unseen))
-    if view.state in (DispatchState.CANCELLED, DispatchState.FAILED):
-        return Settlement(Verdict.RELEASE, release=tuple(items)) if items else Settlement(Verdict.NOTHING)
+    unseen = tuple(sorted({a.rung.lane for a in attempts if a.rung.lane in blind}))
+    if view.state in RELEASE_ONLY:
+        # Keeps nothing: release what can be seen; a lane that could not be read is
+        # reported, and what it may hold is released by the next reconcile.
+        if items:
+            return Settlement(Verdict.RELEASE, release=tuple(items), blind=unseen)
+        return Settlement(Verdict.NOTHING, blind=unseen)
+    if unseen and any(a.state in LIVE_ATTEMPT_STATES for a in attempts if a.rung.lane in blind):
+        return Settlement(Verdict.BLIND, blind=unseen)
     if not items:
         return _nothing_live(view, resuming=resuming)
     states = {i.handle.state for i in items}
@@ -108,7 +118,7 @@ def settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[st
     running = keep.handle.state in STARTED_HANDLE_STATES
     dispatch_state = None
     message = None
-    if view.state in (DispatchState.WALKING, DispatchState.INTERRUPTED) and not resuming:
+    if view.state in (DispatchState.WALKING, DispatchState.INTERRUPTED, DispatchState.PREEMPTED) and not resuming:
         if keep.handle.kind is LaneKind.SLURM and not running and not view.pinned:
             dispatch_state, message = DispatchState.INTERRUPTED, "parked job adopted; eps execute --resume"
         else:

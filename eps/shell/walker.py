@@ -157,7 +157,7 @@ class Walker:
             self.ledger.release(dispatch)
             return WalkResult(dispatch, None, failure=f"dispatch {dispatch} is {row.state}; nothing to resume")
         job = row.job
-        Reconciler(self.ledger, self.lanes, self.reporter).reconcile_dispatch(row, resuming=True)
+        Reconciler(self.ledger, self.lanes, self.reporter).reconcile({dispatch}, resuming=True)
         attempts = self.ledger.attempts(dispatch)
         start = resume(job, self.snapshot, self.grants, [a.record() for a in attempts])
         if start.running is not None:

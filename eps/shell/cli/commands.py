@@ -31,7 +31,9 @@ def add_parsers(sub: Any, add_job_options: Callable[[argparse.ArgumentParser], N
     e.add_argument("--dispatch-id", metavar="ID", help="use this dispatch id (default: a new one)")
 
     s = sub.add_parser("status", help="what is running where")
-    s.add_argument("dispatch", nargs="?", help="one dispatch id (default: all)")
+    s.add_argument("dispatch", nargs="?", help="one dispatch id (default: the active ones and the newest)")
+    s.add_argument("--limit", type=_limit, default=20, help="how many of the newest finished ones to show (20)")
+    s.add_argument("--all", action="store_true", help="every dispatch in the ledger")
     s.add_argument("--json", action="store_true")
 
     c = sub.add_parser("cancel", help="stop a dispatch and release every resource")
@@ -41,6 +43,12 @@ def add_parsers(sub: Any, add_job_options: Callable[[argparse.ArgumentParser], N
 
     r = sub.add_parser("reconcile", help="compare the ledger with the providers; adopt or clean up")
     r.add_argument("--json", action="store_true")
+
+
+def _limit(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 100_000:
+        raise argparse.ArgumentTypeError(f"limit must be a whole number 0..100000, got {text!r}")
+    return int(text)
 
 
 def run(
@@ -87,7 +95,6 @@ def _dispatch_command(
     lanes: Lanes,
     reporter: Reporter,
 ) -> int:
-    from eps.core.states import DispatchState
     from eps.shell.state.reconcile import Reconciler, cancel, status
 
     # Every input error is found before anything happens: no reconcile, no provider call.
@@ -98,9 +105,10 @@ def _dispatch_command(
             raise JobError("unknown_dispatch", f"no dispatch {named!r} in the ledger", None)
     if getattr(ns, "dispatch_id", None) and ledger.dispatch(ns.dispatch_id) is not None:
         raise JobError("dispatch_exists", f"dispatch {ns.dispatch_id} already exists", None)
+    workers = settings.fanout_concurrency
     if ns.cmd == "status":
-        Reconciler(ledger, lanes, reporter).reconcile(ns.dispatch)
-        rows = status(ledger, ns.dispatch)
+        Reconciler(ledger, lanes, reporter, workers=workers).reconcile({ns.dispatch} if ns.dispatch else None)
+        rows = status(ledger, ns.dispatch, limit=None if ns.all else ns.limit)
         if ns.json:
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         else:
@@ -109,19 +117,19 @@ def _dispatch_command(
     if ns.cmd == "cancel":
         if not ns.dispatch and not ns.all:
             raise JobError("usage", "eps cancel: name a dispatch or --all", None)
-        live = (DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.INTERRUPTED)
-        ids = [ns.dispatch] if ns.dispatch else [r.id for r in ledger.dispatches(states=live) if r.parent is None]
-        reports = [cancel(ledger, lanes, reporter, d) for d in ids]
+        rep = cancel(ledger, lanes, reporter, [ns.dispatch] if ns.dispatch else None, workers=workers)
         if ns.json:
-            sys.stdout.write(json.dumps(reports, indent=2) + "\n")
+            sys.stdout.write(json.dumps(rep, indent=2) + "\n")
         else:
-            for rep in reports:
-                sys.stdout.write(f"cancelled {', '.join(rep['cancelled'])}; released {len(rep['released'])}\n")
-                for e in rep["errors"]:
-                    sys.stdout.write(f"  error: {e}\n")
-        return EXIT_FAILED if any(r["errors"] for r in reports) else EXIT_OK
+            cancelled = ", ".join(rep["cancelled"]) or "nothing"
+            sys.stdout.write(f"cancelled {cancelled}; released {len(rep['released'])}\n")
+            for line in (*rep["finished"], *rep["skipped"]):
+                sys.stdout.write(f"  {line}\n")
+            for e in rep["errors"]:
+                sys.stdout.write(f"  error: {e}\n")
+        return EXIT_FAILED if rep["errors"] else EXIT_OK
     if ns.cmd == "reconcile":
-        report = Reconciler(ledger, lanes, reporter).reconcile()
+        report = Reconciler(ledger, lanes, reporter, workers=workers).reconcile()
         sys.stdout.write(json.dumps(report, indent=2) + "\n" if ns.json else _reconcile_text(report))
         return EXIT_FAILED if report["errors"] else EXIT_OK
     return _execute(ns, settings, command, make_job, ledger, lanes, reporter)

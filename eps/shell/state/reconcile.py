@@ -1,13 +1,24 @@
 """Reconcile the ledger with what the providers report; ``eps cancel`` and ``eps status``.
 
 The shell gathers (the ledger rows, every usable lane's inventory under eps's
-names) and carries out; what to keep, adopt, release or mark is decided by the
-pure :func:`eps.core.settle.settle`.  Resources whose dispatch the ledger does
-not know are reported, never touched (they may be another ledger's).
+names, once per command) and carries out; what to keep, adopt, release or mark
+is decided by the pure :func:`eps.core.settle.settle`.  Resources whose
+dispatch the ledger does not know are reported, never touched (they may be
+another ledger's).
+
+Races with other eps processes: the rows are read *before* the inventory is
+taken, each dispatch is settled only under its lock (a live walker holds it),
+and a dispatch whose rows changed after the inventory was taken is left to the
+next reconcile: what an inventory taken too early does not show is never judged
+gone.  Dispatches are settled in parallel (a ``cancel --all`` of thousands of
+machines takes seconds, not hours), each by one thread.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -15,6 +26,7 @@ from returns.result import Failure, Success
 
 from eps.core.model import JobError, evolve
 from eps.core.settle import (
+    RELEASE_ONLY,
     DispatchView,
     LiveItem,
     Settlement,
@@ -33,26 +45,51 @@ from eps.shell.polling import poll_until
 from eps.shell.state import codec
 from eps.shell.state.ledger import DispatchRow, Ledger
 
+#: Dispatches that may hold something and are not settled yet.
+ACTIVE_STATES: tuple[DispatchState, ...] = (
+    DispatchState.WALKING,
+    DispatchState.STARTED,
+    DispatchState.HELD,
+    DispatchState.INTERRUPTED,
+    DispatchState.PREEMPTED,
+)
+_REPORT_KEYS = ("adopted", "released", "foreign", "interrupted", "ended", "preempted", "errors", "skipped")
+
 
 def view_of(row: DispatchRow, ledger: Ledger) -> DispatchView:
     attempts = tuple(a.record() for a in ledger.attempts(row.id))
     return DispatchView(row.id, row.state, row.job.pin is not None, row.handle, attempts)
 
 
+def _last_change(row: DispatchRow, ledger: Ledger) -> float:
+    return max([row.updated_at, *(a.updated_at for a in ledger.attempts(row.id))])
+
+
 class Reconciler:
     """Compare the ledger with what the providers report; adopt or clean up (see settle)."""
 
-    def __init__(self, ledger: Ledger, lanes: Lanes, reporter: Reporter) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        lanes: Lanes,
+        reporter: Reporter,
+        *,
+        workers: int = 16,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.ledger = ledger
         self.lanes = lanes
         self.reporter = reporter
-        self.errors: list[str] = []
+        self.workers = max(1, workers)
+        self.wall = wall
         self.unchecked: dict[str, str] = {}  # lane -> why its inventory could not be read
 
-    def inventory(self, dispatch: str | None = None) -> list[LiveItem]:
+    def inventory(self) -> list[LiveItem]:
+        """Everything under eps's names, one listing per usable lane; a lane that cannot be
+        listed is noted in :attr:`unchecked` and the others are still read."""
         found: list[LiveItem] = []
         for lane in self.lanes.usable():
-            match lane.inventory(dispatch):
+            match lane.inventory(None):
                 case Success(items):
                     found.extend(items)
                 case Failure(f):
@@ -66,39 +103,57 @@ class Reconciler:
                 return str(f.message)
         return None
 
-    def _new_report(self) -> dict[str, Any]:
-        keys = ("adopted", "released", "foreign", "interrupted")
-        return {**{k: [] for k in keys}, "errors": self.errors, "unchecked": self.unchecked}
-
-    def reconcile(self, dispatch: str | None = None) -> dict[str, Any]:
-        live = self.inventory(dispatch)
+    def reconcile(self, only: Collection[str] | None = None, *, resuming: bool = False) -> dict[str, Any]:
+        """Settle every active dispatch and every dispatch that owns something live (or only
+        those in ``only``).  Returns the report: adopted, released, foreign, interrupted,
+        ended, preempted, skipped (busy or changed meanwhile), errors and unchecked lanes."""
+        ids = {r.id for r in self.ledger.dispatches(states=ACTIVE_STATES)} if only is None else set(only)
+        taken_at = self.wall()  # rows first, then the inventory: see the module docstring
         by_dispatch: dict[str, list[LiveItem]] = {}
-        for item in live:
+        for item in self.inventory():
             by_dispatch.setdefault(item.dispatch, []).append(item)
-        report = self._new_report()
-        rows = [self.ledger.dispatch(dispatch)] if dispatch else self.ledger.dispatches()
-        known = {r.id for r in rows if r is not None}
-        for row in rows:
-            if row is None or self.ledger.is_owned_elsewhere(row.id):
-                continue
-            self._settle(row, by_dispatch.get(row.id, []), report, resuming=False)
+        report: dict[str, Any] = {k: [] for k in _REPORT_KEYS}
+        report["unchecked"] = self.unchecked
         for d, items in by_dispatch.items():
-            if d not in known and (dispatch is None or d == dispatch) and self.ledger.dispatch(d) is None:
+            if only is not None and d not in ids:
+                continue
+            if self.ledger.dispatch(d) is None:
                 report["foreign"].extend(f"{i.handle.lane}:{i.handle.id}" for i in items)
+            else:
+                ids.add(d)
+        work = partial(self._settle_one, by_dispatch=by_dispatch, taken_at=taken_at, resuming=resuming)
+        with ThreadPoolExecutor(max_workers=min(self.workers, max(1, len(ids)))) as pool:
+            parts = list(pool.map(work, sorted(ids)))
+        for part in parts:
+            for k, v in part.items():
+                report[k].extend(v)
         return report
 
-    def reconcile_dispatch(self, row: DispatchRow, *, resuming: bool) -> dict[str, Any]:
-        report = self._new_report()
-        self._settle(row, self.inventory(row.id), report, resuming=resuming)
-        return report
+    def _settle_one(
+        self, dispatch: str, *, by_dispatch: dict[str, list[LiveItem]], taken_at: float, resuming: bool
+    ) -> dict[str, list[str]]:
+        part: dict[str, list[str]] = {k: [] for k in _REPORT_KEYS}
+        with self.ledger.owning(dispatch) as owned:
+            if not owned:
+                part["skipped"].append(f"{dispatch}: being walked by another eps process")
+                return part
+            row = self.ledger.dispatch(dispatch)
+            if row is None:
+                return part
+            if row.state not in RELEASE_ONLY and _last_change(row, self.ledger) >= taken_at:
+                part["skipped"].append(f"{dispatch}: changed while the providers were read; settled next time")
+                return part
+            self._settle(row, by_dispatch.get(dispatch, []), part, resuming=resuming)
+        return part
 
-    def _settle(self, row: DispatchRow, items: list[LiveItem], report: dict[str, Any], *, resuming: bool) -> None:
+    def _settle(self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]], *, resuming: bool) -> None:
         view = view_of(row, self.ledger)
         s = settle(view, items, blind=frozenset(self.unchecked), resuming=resuming)
+        for lane in s.blind:
+            report["errors"].append(f"{row.id}: cannot check {lane}: {self.unchecked[lane]}")
         match s.verdict:
-            case Verdict.BLIND:
-                for lane in s.blind:
-                    report["errors"].append(f"{row.id}: cannot check {lane}: {self.unchecked[lane]}")
+            case Verdict.BLIND | Verdict.NOTHING:
+                pass
             case Verdict.RELEASE:
                 self._release_all(view, s.release, report)
             case Verdict.FINISHED:
@@ -108,7 +163,7 @@ class Reconciler:
                     note = adapter.keep_output(item.handle, row.id, self.ledger.logs) or note
                 self._ended(view, note)  # the job's story is "ended"; releasing its machine is upkeep
                 self._release_all(view, s.release, report, mark=False)
-                report.setdefault("ended", []).append(row.id)
+                report["ended"].append(row.id)
             case Verdict.PREEMPTED:
                 self._release_all(view, s.release, report)
                 for a in preempted_attempts(view):
@@ -116,7 +171,7 @@ class Reconciler:
                         a.id, AttemptState.GONE, outcome=Outcome.PREEMPTED.value, reason="spot VM taken back"
                     )
                 self.ledger.set_dispatch(row.id, DispatchState.PREEMPTED, message=s.message)
-                report.setdefault("preempted", []).append(row.id)
+                report["preempted"].append(row.id)
             case Verdict.KEEP:
                 self._release_all(view, s.release, report)
                 self._adopt(row, s, report)
@@ -132,10 +187,9 @@ class Reconciler:
                 if row.handle is not None:
                     how = self.lanes.get(row.handle.lane).how_it_ended(row.handle, row.id)
                 self._ended(view, how or "no longer at the provider")
-            case Verdict.NOTHING:
-                pass
+                report["ended"].append(row.id)
 
-    def _adopt(self, row: DispatchRow, s: Settlement, report: dict[str, Any]) -> None:
+    def _adopt(self, row: DispatchRow, s: Settlement, report: dict[str, list[str]]) -> None:
         keep, owner, state = s.keep, s.keep_attempt, s.keep_state
         if keep is None or state is None:  # pragma: no cover - settle sets them for KEEP
             return
@@ -169,7 +223,7 @@ class Reconciler:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _release_all(
-        self, view: DispatchView, items: tuple[LiveItem, ...], report: dict[str, Any], *, mark: bool = True
+        self, view: DispatchView, items: tuple[LiveItem, ...], report: dict[str, list[str]], *, mark: bool = True
     ) -> None:
         for item in items:
             err = self.release(item)
@@ -177,45 +231,62 @@ class Reconciler:
                 report["errors"].append(f"{view.id}: {err}")
                 continue
             a = attempt_for(item, view.attempts) if mark else None
-            if a is not None:
+            if a is not None and a.state is not AttemptState.CANCELLED:
                 self.ledger.update_attempt(
                     a.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.RELEASED.value
                 )
             report["released"].append(f"{view.id}:{item.handle.lane}:{item.handle.id}")
 
 
-def cancel(ledger: Ledger, lanes: Lanes, reporter: Reporter, dispatch: str, *, wait_s: float = 60.0) -> dict[str, Any]:
-    """Mark the dispatch (and its children) cancelled, wait for a live walker to stop, release everything."""
-    row = ledger.dispatch(dispatch)
-    if row is None:
-        raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
-    targets = [row, *ledger.children(dispatch)]
-    for r in targets:
-        ledger.set_dispatch(r.id, DispatchState.CANCELLED, message="cancelled by eps cancel")
-    for r in targets:  # a live walker sees the mark at its next step and stops
-        poll_until(partial(_walker_gone, ledger, r.id), timeout_s=wait_s, interval_s=0.2)
-    rec = Reconciler(ledger, lanes, reporter)
-    report: dict[str, Any] = {"cancelled": [r.id for r in targets], "released": [], "errors": []}
-    for r in targets:
-        fresh = ledger.dispatch(r.id)
-        if fresh is None:
-            continue
-        part = rec.reconcile_dispatch(fresh, resuming=False)
-        report["released"].extend(part["released"])
-        report["errors"].extend(part["errors"])
-    return report
-
-
 def _walker_gone(ledger: Ledger, dispatch: str) -> bool | None:
     return True if not ledger.is_owned_elsewhere(dispatch) else None
 
 
-def status(ledger: Ledger, dispatch: str | None) -> list[dict[str, Any]]:
-    rows = [ledger.dispatch(dispatch)] if dispatch else ledger.dispatches()
+def cancel(
+    ledger: Ledger, lanes: Lanes, reporter: Reporter, dispatches: Collection[str] | None, *, wait_s: float = 60.0,
+    workers: int = 16,
+) -> dict[str, Any]:
+    """Cancel ``dispatches`` (and their copies), or every active one (``None``: ``--all``), wait
+    for live walkers to stop, and release what they hold with one inventory per lane.
+
+    A dispatch that already ended (or failed) is not rewritten: it says so, and anything it
+    still holds is released all the same."""
+    if dispatches is None:
+        roots = [r for r in ledger.dispatches(states=ACTIVE_STATES) if r.parent is None]
+    else:
+        roots = []
+        for d in dispatches:
+            row = ledger.dispatch(d)
+            if row is None:
+                raise JobError("unknown_dispatch", f"no dispatch {d!r} in the ledger", None)
+            roots.append(row)
+    targets = {r.id: r for root in roots for r in (root, *ledger.children(root.id))}
+    report: dict[str, Any] = {"cancelled": [], "finished": []}
+    for r in targets.values():
+        if r.state in (DispatchState.ENDED, DispatchState.FAILED):
+            report["finished"].append(f"{r.id}: already {r.state.value}; nothing to cancel")
+            continue
+        ledger.set_dispatch(r.id, DispatchState.CANCELLED, message="cancelled by eps cancel")
+        report["cancelled"].append(r.id)
+    for d in targets:  # a live walker sees the mark at its next step and stops
+        poll_until(partial(_walker_gone, ledger, d), timeout_s=wait_s, interval_s=0.2)
+    only = None if dispatches is None else set(targets)
+    part = Reconciler(ledger, lanes, reporter, workers=workers).reconcile(only)
+    report.update({k: part[k] for k in ("released", "errors", "skipped", "unchecked")})
+    return report
+
+
+def status(ledger: Ledger, dispatch: str | None, *, limit: int | None = 20) -> list[dict[str, Any]]:
+    """The status rows: one dispatch, or the active ones plus the ``limit`` newest (all: ``None``)."""
+    if dispatch is not None:
+        row = ledger.dispatch(dispatch)
+        if row is None:
+            raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+        rows = [row]
+    else:
+        rows = ledger.recent(ACTIVE_STATES, limit)
     out = []
     for r in rows:
-        if r is None:
-            raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
         attempts = ledger.attempts(r.id)
         out.append(
             {

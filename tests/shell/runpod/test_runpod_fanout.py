@@ -174,7 +174,7 @@ def test_a_cancelled_fan_out_releases_the_pods_it_made(fake: FakeRunpod, tmp_pat
         threading.Event().wait(0.1)
         deadline -= 1
     other = Ledger(h.settings.state_dir)  # as a second eps process would: the walkers' locks are theirs
-    report = cancel(other, h.lanes, h.reporter, dispatch)
+    report = cancel(other, h.lanes, h.reporter, [dispatch])
     other.close()
     thread.join(timeout=30)
     assert not thread.is_alive()

@@ -1,0 +1,54 @@
+"""Many eps processes at once against the local GCP server (issue 11, finding 1): parallel
+executes each run a reconcile of their own while the others create machines.  No reconcile
+may judge a machine that was created after its inventory as gone, and ``cancel --all``
+afterwards leaves no machine running."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faults_support import Eps, GcpTrap, RunpodTrap
+
+
+def test_twenty_parallel_executes_all_stay_started_and_cancel_all_leaves_nothing(
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
+) -> None:
+    gcp: Any = gtrap.fake
+    children = [eps.start("execute", "--json", "cpu-small", "--duration", "30m", "--", "true") for _ in range(20)]
+    codes = [c.wait(180) for c in children]
+    assert codes == [0] * 20, [c.err for c in children if c.proc.returncode]
+    running = {name for (_, name), inst in gcp.instances.items() if inst["status"] == "RUNNING"}
+    assert len(running) == 20
+    ids = eps.dispatch_ids()
+    assert len(ids) == 20
+    for d in ids:  # read the ledger directly: status would reconcile first
+        row = eps.dispatch(d)
+        assert row["state"] == "started", (d, row)
+        assert row["handle"]["id"] in running
+    # Reconciles (status, another execute's) never turn a running machine into preempted/interrupted.
+    rc, _, err = eps.run("status", "--json")
+    assert rc == 0, err
+    assert {eps.dispatch(d)["state"] for d in ids} == {"started"}
+    rc, out, err = eps.run("cancel", "--all", "--json", timeout_s=180)
+    assert rc == 0, (out, err)
+    assert gcp.instances == {}
+    assert {eps.dispatch(d)["state"] for d in ids} == {"cancelled"}
+
+
+def test_a_wrongly_judged_dispatch_is_put_right_by_the_next_reconcile(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
+    gcp: Any = gtrap.fake
+    rc, events, err = eps.execute("cpu-small", "--duration", "30m", "--", "true")
+    assert rc == 0, err
+    d = events[-1]["dispatch"]
+    import sqlite3
+
+    db = sqlite3.connect(eps.state / "ledger.sqlite3")  # what the old race wrote: a running VM judged preempted
+    db.execute("UPDATE dispatches SET state='preempted' WHERE id=?", (d,))
+    db.execute("UPDATE attempts SET state='gone', outcome='preempted' WHERE dispatch=?", (d,))
+    db.commit()
+    db.close()
+    rc, _, err = eps.run("reconcile", "--json")
+    assert rc == 0, err
+    assert eps.dispatch(d)["state"] == "started"
+    assert [a["state"] for a in eps.attempts(d)] == ["running"]
+    assert len(gcp.instances) == 1
