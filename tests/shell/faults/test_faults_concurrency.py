@@ -5,6 +5,7 @@ afterwards leaves no machine running."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from faults_support import Eps, GcpTrap, RunpodTrap
@@ -35,13 +36,13 @@ def test_twenty_parallel_executes_all_stay_started_and_cancel_all_leaves_nothing
     assert {eps.dispatch(d)["state"] for d in ids} == {"cancelled"}
 
 
-def test_a_wrongly_judged_dispatch_is_put_right_by_the_next_reconcile(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
+def test_a_wrongly_judged_dispatch_is_put_right_by_the_next_reconcile(
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
+) -> None:
     gcp: Any = gtrap.fake
     rc, events, err = eps.execute("cpu-small", "--duration", "30m", "--", "true")
     assert rc == 0, err
     d = events[-1]["dispatch"]
-    import sqlite3
-
     db = sqlite3.connect(eps.state / "ledger.sqlite3")  # what the old race wrote: a running VM judged preempted
     db.execute("UPDATE dispatches SET state='preempted' WHERE id=?", (d,))
     db.execute("UPDATE attempts SET state='gone', outcome='preempted' WHERE dispatch=?", (d,))
