@@ -89,14 +89,15 @@ class Settlement(NamedTuple):
 def settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[str], resuming: bool) -> Settlement:
     """The settlement of one dispatch (see the module docstring for the rules)."""
     attempts = view.attempts
-    unseen = tuple(sorted({a.rung.lane for a in attempts if a.rung.lane in blind}))
+    # Lanes that could not be read and may hold something of this dispatch (a live attempt there).
+    unseen = tuple(sorted({a.rung.lane for a in attempts if a.rung.lane in blind and a.state in LIVE_ATTEMPT_STATES}))
     if view.state in RELEASE_ONLY:
         # Keeps nothing: release what can be seen; a lane that could not be read is
         # reported, and what it may hold is released by the next reconcile.
         if items:
             return Settlement(Verdict.RELEASE, release=tuple(items), blind=unseen)
         return Settlement(Verdict.NOTHING, blind=unseen)
-    if unseen and any(a.state in LIVE_ATTEMPT_STATES for a in attempts if a.rung.lane in blind):
+    if unseen:
         return Settlement(Verdict.BLIND, blind=unseen)
     if not items:
         return _nothing_live(view, resuming=resuming)

@@ -1,5 +1,9 @@
 """The one interface every lane implements, and the knobs tests turn.
 
+Whether a lane is set up here at all (configured, credentials present) is answered
+by the registry (:meth:`eps.shell.lanes.registry.Lanes.down`) without building the
+adapter.
+
 A lane carries out what the core decided on one kind of provider and reports
 what happened; it never decides what comes next.  Every operation that can fail
 returns ``returns.result.Result`` with a :class:`~eps.core.outcome.LaneFailure`
@@ -15,7 +19,7 @@ from typing import Any, Protocol
 from attrs import frozen
 from returns.result import Result
 
-from eps.core.model import Job, LaneDown, LaneKind, Rung
+from eps.core.model import Job, LaneKind, Rung
 from eps.core.outcome import Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.walk import AttemptRecord
@@ -26,11 +30,6 @@ class Lane(Protocol):
 
     name: str
     kind: LaneKind
-
-    def down(self) -> LaneDown | None:
-        """Why this lane cannot be used from here (not configured, no credentials, no
-        client), or ``None``.  Cheap: no provider call."""
-        ...
 
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
         """The deterministic provider-side name of attempt ``seq`` of ``dispatch`` on ``rung``:

@@ -10,6 +10,7 @@ This is the only place that maps a lane kind to its adapter.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Callable, Mapping
 
@@ -40,7 +41,6 @@ def _slurm(lanes: Lanes, name: str) -> Lane:
         SlurmClient(runner=opts.slurm_runner or subprocess_runner, prefix=access.login),
         login=access.login,
         output_dir=os.path.join(lanes.settings.state_dir, "logs"),
-        local_client=opts.slurm_runner is not None,
         cancel_timeout_s=opts.slurm_cancel_timeout_s,
         clock=lanes.clock,
         sleep=lanes.sleep,
@@ -71,6 +71,42 @@ def _runpod(lanes: Lanes, name: str) -> Lane:
     return RunpodLane(settings, lanes.env, key=lanes.options.runpod_api_key, name=name)
 
 
+def _vm_down(lanes: Lanes, name: str) -> LaneDown | None:
+    return None
+
+
+def _slurm_down(lanes: Lanes, name: str) -> LaneDown | None:
+    if lanes.settings.cluster_access(name).login or lanes.options.slurm_runner is not None:
+        return None
+    if shutil.which("sbatch") is None:
+        return LaneDown(name, f"no SLURM client here and no login prefix for {name}")
+    return None
+
+
+def _gcp_down(lanes: Lanes, name: str) -> LaneDown | None:
+    if not lanes.settings.gcp.project:
+        return LaneDown(name, "no GCP project configured (gcp.project in the eps config)")
+    return None
+
+
+def _runpod_down(lanes: Lanes, name: str) -> LaneDown | None:
+    if lanes.options.runpod_api_key is not None or lanes.env.get("RUNPOD_API_KEY", "").strip():
+        return None
+    if os.path.exists(os.path.expanduser("~/.runpod/config.toml")):
+        return None
+    return LaneDown(name, "no RunPod API key (RUNPOD_API_KEY or ~/.runpod/config.toml)")
+
+
+#: Why a lane of each kind cannot be used here, answered without importing its adapter
+#: (the RunPod and GCP clients cost over 100 ms to import; ``eps status`` must not pay that
+#: for a lane that is not set up).
+DOWN_CHECKS: Mapping[LaneKind, Callable[[Lanes, str], LaneDown | None]] = {
+    LaneKind.VM: _vm_down,
+    LaneKind.SLURM: _slurm_down,
+    LaneKind.GCP: _gcp_down,
+    LaneKind.RUNPOD: _runpod_down,
+}
+
 #: How each kind of lane is built.  Tests replace single lanes with ``overrides``.
 FACTORIES: Mapping[LaneKind, Callable[[Lanes, str], Lane]] = {
     LaneKind.VM: _vm,
@@ -100,6 +136,7 @@ class Lanes:
         self.clock = clock or time.monotonic
         self.sleep = sleep or time.sleep
         self._built: dict[str, Lane] = dict(overrides or {})
+        self._overrides = frozenset(overrides or {})
         self._lock = threading.Lock()
 
     @property
@@ -123,12 +160,21 @@ class Lanes:
     def for_rung(self, rung: Rung) -> Lane:
         return self.get(rung.lane)
 
+    def down(self, name: str) -> LaneDown | None:
+        """Why lane ``name`` cannot be used here, or ``None``; builds nothing that is not set up."""
+        if name in self._overrides:  # a test's stand-in is set up by definition
+            return None
+        kind = self.policy.lane_kind(name)
+        if kind is None:
+            raise KeyError(f"unknown lane {name!r}")
+        return DOWN_CHECKS[kind](self, name)
+
     def usable(self) -> list[Lane]:
-        """The lanes that are set up here (their :meth:`Lane.down` is ``None``)."""
-        return [lane for lane in (self.get(n) for n in self.names()) if lane.down() is None]
+        """The lanes that are set up here, built (only those)."""
+        return [self.get(n) for n in self.names() if self.down(n) is None]
 
     def unavailable(self, names: tuple[str, ...] = ("gcp", "runpod")) -> tuple[LaneDown, ...]:
-        return tuple(d for d in (self.get(n).down() for n in names) if d is not None)
+        return tuple(d for d in (self.down(n) for n in names) if d is not None)
 
     def discover_grants(self, defaults: QosGrants) -> tuple[QosGrants, tuple[LaneDown, ...]]:
         """Live grants for every configured cluster; a cluster that does not answer is unavailable."""
@@ -137,11 +183,12 @@ class Lanes:
         clusters = []
         down = []
         for cluster in self.policy.clusters:
+            why = self.down(cluster.name)
+            if why is not None:
+                down.append(why)
+                continue
             lane = self.get(cluster.name)
-            why = lane.down()
-            if why is not None or not isinstance(lane, SlurmLane):
-                if why is not None:
-                    down.append(why)
+            if not isinstance(lane, SlurmLane):  # a test's stand-in: no grants to ask for
                 continue
             user = self.settings.cluster_access(cluster.name).user
             user = user or self.env.get("USER") or self.env.get("LOGNAME") or "root"

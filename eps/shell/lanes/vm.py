@@ -16,7 +16,7 @@ import subprocess
 
 from returns.result import Failure, Result, Success
 
-from eps.core.model import Job, LaneDown, LaneKind, Rung, evolve
+from eps.core.model import Job, LaneKind, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
@@ -43,8 +43,6 @@ class VmLane:
     def rc_path(self, dispatch_id: str) -> str:
         return os.path.join(self.logs, f"{dispatch_id}.rc")
 
-    def down(self) -> LaneDown | None:
-        return None
 
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
         return f"pid:{dispatch}"

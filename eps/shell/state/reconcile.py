@@ -103,11 +103,15 @@ class Reconciler:
                 return str(f.message)
         return None
 
-    def reconcile(self, only: Collection[str] | None = None, *, resuming: bool = False) -> dict[str, Any]:
+    def reconcile(
+        self, only: Collection[str] | None = None, *, owners: bool = False, resuming: bool = False
+    ) -> dict[str, Any]:
         """Settle every active dispatch and every dispatch that owns something live (or only
-        those in ``only``).  Returns the report: adopted, released, foreign, interrupted,
-        ended, preempted, skipped (busy or changed meanwhile), errors and unchecked lanes."""
+        those in ``only``, and with ``owners`` every owner of something live as well).
+        Returns the report: adopted, released, foreign, interrupted, ended, preempted,
+        skipped (busy or changed meanwhile), errors and unchecked lanes."""
         ids = {r.id for r in self.ledger.dispatches(states=ACTIVE_STATES)} if only is None else set(only)
+        restrict = only is not None and not owners
         taken_at = self.wall()  # rows first, then the inventory: see the module docstring
         by_dispatch: dict[str, list[LiveItem]] = {}
         for item in self.inventory():
@@ -115,7 +119,7 @@ class Reconciler:
         report: dict[str, Any] = {k: [] for k in _REPORT_KEYS}
         report["unchecked"] = self.unchecked
         for d, items in by_dispatch.items():
-            if only is not None and d not in ids:
+            if restrict and d not in ids:
                 continue
             if self.ledger.dispatch(d) is None:
                 report["foreign"].extend(f"{i.handle.lane}:{i.handle.id}" for i in items)
@@ -270,8 +274,8 @@ def cancel(
         report["cancelled"].append(r.id)
     for d in targets:  # a live walker sees the mark at its next step and stops
         poll_until(partial(_walker_gone, ledger, d), timeout_s=wait_s, interval_s=0.2)
-    only = None if dispatches is None else set(targets)
-    part = Reconciler(ledger, lanes, reporter, workers=workers).reconcile(only)
+    rec = Reconciler(ledger, lanes, reporter, workers=workers)
+    part = rec.reconcile(set(targets), owners=dispatches is None)  # --all: and whatever else is live
     report.update({k: part[k] for k in ("released", "errors", "skipped", "unchecked")})
     return report
 

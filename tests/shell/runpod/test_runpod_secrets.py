@@ -122,8 +122,7 @@ def test_lane_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert load_api_key().failure().kind is FailureKind.AUTH
     monkeypatch.setenv("RUNPOD_API_KEY", KEY)
     lane = RunpodLane(RunpodSettings(), {"RUNPOD_API_KEY": KEY})
-    assert lane.down() is None
     client = lane.client()
     assert isinstance(client, Success)
     assert KEY not in repr(client)
-    assert RunpodLane(RunpodSettings(), {}).down() is not None
+    assert isinstance(RunpodLane(RunpodSettings(), {}).client(), Failure)  # no key anywhere: AUTH

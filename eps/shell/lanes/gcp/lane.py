@@ -10,7 +10,7 @@ from typing import Any
 
 from returns.result import Failure, Result, Success
 
-from eps.core.model import Job, LaneDown, LaneKind, Rung, evolve
+from eps.core.model import Job, LaneKind, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
@@ -32,10 +32,6 @@ class GcpLane:
         self._client: GcpClient | None = None
         self._lock = threading.Lock()
 
-    def down(self) -> LaneDown | None:
-        if not self.settings.project:
-            return LaneDown(self.name, "no GCP project configured (gcp.project in the eps config)")
-        return None
 
     def client(self) -> GcpClient:
         with self._lock:

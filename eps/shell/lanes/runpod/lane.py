@@ -7,13 +7,12 @@ RunPod's standard ``~/.runpod/config.toml`` and never leaves the client.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 
 from returns.result import Failure, Result, Success
 
-from eps.core.model import Job, LaneDown, LaneKind, Rung, evolve
+from eps.core.model import Job, LaneKind, Rung, evolve
 from eps.core.names import dispatch_of_pod, pod_name, pod_prefix
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
@@ -21,7 +20,6 @@ from eps.core.states import HandleState
 from eps.core.walk import AttemptRecord
 from eps.shell.lanes.runpod.client import RungAttempt, RunpodClient
 from eps.shell.lanes.runpod.wire import (
-    CONFIG_FILE,
     POD_STATES,
     ApiKey,
     PodInfo,
@@ -48,12 +46,6 @@ class RunpodLane:
         self._failure: LaneFailure | None = None
         self._lock = threading.Lock()
 
-    def down(self) -> LaneDown | None:
-        if self._key is not None:
-            return None
-        if os.path.exists(os.path.expanduser(str(CONFIG_FILE))):
-            return None
-        return LaneDown(self.name, "no RunPod API key (RUNPOD_API_KEY or ~/.runpod/config.toml)")
 
     def client(self) -> Result[RunpodClient, LaneFailure]:
         with self._lock:

@@ -12,13 +12,12 @@ and the cancel is kept and reported as started.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Callable
 
 from returns.result import Failure, Result, Success
 
-from eps.core.model import ClusterConfig, Job, LaneDown, LaneKind, Rung, evolve
+from eps.core.model import ClusterConfig, Job, LaneKind, Rung, evolve
 from eps.core.names import PREFIX, dispatch_of_job, job_name
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.sbatch import SbatchRenderError, render_sbatch
@@ -61,7 +60,6 @@ class SlurmLane:
         *,
         login: tuple[str, ...] = (),
         output_dir: str | None = None,
-        local_client: bool = True,
         cancel_timeout_s: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -71,15 +69,10 @@ class SlurmLane:
         self.client = client
         self._login = login
         self._output_dir = output_dir
-        self._local_client = local_client
         self._cancel_timeout_s = cancel_timeout_s
         self._clock = clock
         self._sleep = sleep
 
-    def down(self) -> LaneDown | None:
-        if not self._login and not self._local_client and shutil.which("sbatch") is None:
-            return LaneDown(self.name, f"no SLURM client here and no login prefix for {self.name}")
-        return None
 
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
         return job_name(dispatch)

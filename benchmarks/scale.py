@@ -1,0 +1,119 @@
+"""Scale: ``eps status`` on a ledger of 100,000 dispatches, and ``eps cancel --all`` of 1,000 pods.
+
+    python benchmarks/scale.py [--rows 100000] [--pods 1000] [--latency 0.1]
+
+Each figure is the wall time of a real ``eps`` process (interpreter start included):
+
+- status: the ledger holds ``--rows`` finished dispatches and a few active ones; the
+  default view (active ones plus the newest 20) is printed, after a reconcile that
+  settles only what is active or owns something live.  Goal: under 150 ms here.
+- cancel: ``--pods`` RunPod CPU pods started by ``eps execute --count`` against the local
+  RunPod server, then the server's latency is raised to ``--latency`` per call and
+  ``eps cancel --all`` releases every one: one listing, then parallel terminations.
+  Goal: under 60 s for 1,000 pods at 100 ms.
+Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "bench-key-not-a-secret"
+ENTRY = "from eps.shell.cli import entry; entry()"
+
+
+def _fake_runpod() -> object:
+    spec = importlib.util.spec_from_file_location("runpod_fake", ROOT / "tests" / "shell" / "runpod" / "fake_server.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["runpod_fake"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def eps(env: dict[str, str], *argv: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    began = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", ENTRY, *argv], env=env, capture_output=True, text=True, check=False)
+    return time.perf_counter() - began, proc
+
+
+def status_figure(rows: int, tmp: Path) -> None:
+    from eps.core.model import Job
+    from eps.shell.state.ledger import Ledger
+
+    state = tmp / "status-state"
+    Ledger(str(state)).close()  # the schema, at the current version
+    job = json.dumps({"intent": "cpu-small", "duration_s": 60, "restartable": False, "footprint_gb": 0.0,
+                      "gradient_fit": False, "count": 1, "pin": None, "command": ["true"]})  # fmt: skip
+    now = time.time()
+    with sqlite3.connect(state / "ledger.sqlite3") as db:
+        db.executemany(
+            "INSERT INTO dispatches (id, parent, intent, job, state, message, created_at, updated_at)"
+            " VALUES (?, NULL, 'cpu-small', ?, 'ended', 'exit code 0', ?, ?)",
+            ((f"e{i:010x}", job, now - rows + i, now - rows + i) for i in range(rows)),
+        )
+    led = Ledger(str(state))
+    led.new_dispatch("eactive0001", Job("cpu-small", 60, command=("true",)))
+    led.close()
+    env = {**os.environ, "EPS_STATE_DIR": str(state), "HOME": str(tmp), "EPS_CONFIG": str(tmp / "none.toml")}
+    env.pop("EPS_CONFIG")
+    times = []
+    for _ in range(5):
+        wall, proc = eps(env, "status", "--json")
+        assert proc.returncode == 0, proc.stderr
+        times.append(wall)
+    shown = len(json.loads(proc.stdout))
+    size = (state / "ledger.sqlite3").stat().st_size / 2**20
+    print(f"eps status --json, {rows} dispatches ({size:.0f} MB ledger): median {sorted(times)[2] * 1000:.0f} ms"
+          f" over 5 runs, {shown} shown (interpreter start included)")  # fmt: skip
+    began = time.perf_counter()
+    _, proc = eps(env, "status", "--all", "--json")
+    print(f"eps status --all --json: {time.perf_counter() - began:.2f} s, {len(proc.stdout) / 2**20:.1f} MB printed")
+
+
+def cancel_figure(pods: int, latency: float, tmp: Path) -> None:
+    fake_module = _fake_runpod()
+    fake = fake_module.FakeRunpod(api_key=KEY, gets_to_running=1)  # type: ignore[attr-defined]
+    fake.start()
+    try:
+        config = tmp / "cancel.toml"
+        config.write_text(f'[runpod]\nbase_url = "{fake.url}"\npoll_interval_s = 0.05\nconcurrency = 64\n'
+                          "[fanout]\nconcurrency = 64\n")  # fmt: skip
+        env = {**os.environ, "EPS_STATE_DIR": str(tmp / "cancel-state"), "EPS_CONFIG": str(config),
+               "RUNPOD_API_KEY": KEY, "HOME": str(tmp)}  # fmt: skip
+        wall, proc = eps(env, "execute", "cpu-small", "--pin", "runpod", "--duration", "30m",
+                         "--count", str(pods), "--json", "--", "true")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        print(f"eps execute --count {pods} --pin runpod (no latency): {wall:.1f} s, {len(fake.live_pods())} pods live")
+        fake.latency_s = latency
+        wall, proc = eps(env, "cancel", "--all")
+        print(f"eps cancel --all at {latency * 1000:.0f} ms per call: {wall:.1f} s, exit {proc.returncode},"
+              f" {len(fake.live_pods())} pods left, {fake.count('GET', '/v2/pods')} listings")  # fmt: skip
+    finally:
+        fake.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--latency", type=float, default=0.1)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        status_figure(args.rows, Path(tmp))
+        cancel_figure(args.pods, args.latency, Path(tmp))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
