@@ -109,6 +109,8 @@ def _dispatch_command(
     if ns.cmd == "status":
         Reconciler(ledger, lanes, reporter, workers=workers).reconcile({ns.dispatch} if ns.dispatch else None)
         rows = status(ledger, ns.dispatch, limit=None if ns.all else ns.limit)
+        for d, why in sorted(ledger.quarantined.items()):
+            sys.stderr.write(f"eps: warning: dispatch {d}: its ledger row cannot be read ({why}); left as it is\n")
         if ns.json:
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         else:

@@ -21,6 +21,7 @@ Nothing secret is ever stored: rows hold lanes, targets, handles and reasons.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -52,6 +53,32 @@ class LedgerError(RuntimeError):
 
 class DispatchBusy(RuntimeError):
     """Another eps process owns this dispatch right now."""
+
+
+class QuarantinedRow(LedgerError):
+    """A dispatch whose rows cannot be read: it is left alone and reported."""
+
+    def __init__(self, dispatch: str, why: str) -> None:
+        super().__init__(f"dispatch {dispatch}: its ledger rows cannot be read ({why}); it is left as it is")
+        self.dispatch = dispatch
+
+
+#: The first bytes of every SQLite file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_file(path: str) -> None:
+    """An existing ledger file must be SQLite: an empty (truncated) or foreign file is refused,
+    never silently replaced by an empty ledger that would forget what runs where."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        return
+    if not head:
+        raise LedgerError(f"{path}: the ledger file is empty (truncated?); restore it or move it aside")
+    if head != _SQLITE_MAGIC:
+        raise LedgerError(f"{path}: the ledger file is corrupt or not an eps ledger (move it aside)")
 
 
 @frozen
@@ -113,16 +140,15 @@ class Ledger:
         self.logs = os.path.join(state_dir, "logs")
         self._clock = clock
         self._lock = threading.RLock()
+        self.quarantined: dict[str, str] = {}  # dispatch id -> why its rows cannot be read
         try:
             os.makedirs(os.path.join(state_dir, "locks"), exist_ok=True)
             os.makedirs(self.logs, exist_ok=True)
+            _check_file(self.path)
+            if not os.path.exists(self.path):
+                self._create()
             # One connection shared by the fan-out's threads, serialized by self._lock.
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA busy_timeout = 30000")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.execute("PRAGMA foreign_keys = ON")
+            self._db = self._connect(self.path)
             self._migrate()
             self._db.execute("SELECT count(*) FROM attempts").fetchone()
         except sqlite3.DatabaseError as exc:
@@ -133,6 +159,40 @@ class Ledger:
             raise LedgerError(f"state directory {state_dir}: {exc.strerror or exc}") from None
         self._locks: dict[str, IO[str]] = {}
 
+    @staticmethod
+    def _connect(path: str) -> sqlite3.Connection:
+        db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA busy_timeout = 30000")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute("PRAGMA foreign_keys = ON")
+        return db
+
+    def _create(self) -> None:
+        """A new ledger appears whole or not at all: it is made aside and linked into place,
+        so an empty ledger file always means one that was cut short, never a new one."""
+        tmp = f"{self.path}.new-{os.getpid()}-{threading.get_ident()}"
+        db = self._connect(tmp)
+        try:
+            self._db = db
+            self._migrate()
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            db.close()
+        try:
+            os.link(tmp, self.path)
+        except FileExistsError:
+            pass  # another eps process made it first
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp + suffix)
+
+    def _foreign_tables(self) -> list[str]:
+        names = [r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return [n for n in names if n not in ("meta", "dispatches", "attempts", "sqlite_sequence")]
+
     def _migrate(self) -> None:
         """Bring the schema to :data:`SCHEMA_VERSION`, one migration at a time, each in its
         own transaction (a crash mid-way leaves the ledger at the last finished version)."""
@@ -140,6 +200,8 @@ class Ledger:
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
         if version > SCHEMA_VERSION:
             raise LedgerError(f"{self.path}: ledger schema {version} is newer than this eps ({SCHEMA_VERSION})")
+        if version == 0 and (foreign := self._foreign_tables()):
+            raise LedgerError(f"{self.path}: not an eps ledger (it holds tables {', '.join(foreign[:3])})")
         for target in range(version + 1, SCHEMA_VERSION + 1):
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -273,8 +335,19 @@ class Ledger:
             return applied
 
     def dispatch(self, dispatch: str) -> DispatchRow | None:
-        row = self._query("SELECT * FROM dispatches WHERE id=?", (dispatch,))
-        return _dispatch_row(row[0]) if row else None
+        """The row of ``dispatch``; ``None`` when there is none or it cannot be read (then it
+        is in :attr:`quarantined`, with the reason, and every other row keeps working)."""
+        found = self._rows(self._query("SELECT * FROM dispatches WHERE id=?", (dispatch,)))
+        return found[0] if found else None
+
+    def _rows(self, rows: list[sqlite3.Row]) -> list[DispatchRow]:
+        found = []
+        for r in rows:
+            try:
+                found.append(_dispatch_row(r))
+            except (codec.CodecError, ValueError) as exc:
+                self.quarantined[str(r["id"])] = str(exc)
+        return found
 
     def dispatches(self, *, states: tuple[DispatchState, ...] | None = None) -> list[DispatchRow]:
         if states:
@@ -285,7 +358,7 @@ class Ledger:
             )
         else:
             rows = self._query("SELECT * FROM dispatches ORDER BY created_at", ())
-        return [_dispatch_row(r) for r in rows]
+        return self._rows(rows)
 
     def recent(self, states: tuple[DispatchState, ...], limit: int | None) -> list[DispatchRow]:
         """Dispatches in ``states`` and the ``limit`` newest others (every one: ``None``), oldest
@@ -299,10 +372,10 @@ class Ledger:
             " SELECT * FROM (SELECT * FROM dispatches ORDER BY created_at DESC LIMIT ?) ORDER BY created_at",
             (*values, limit),
         )
-        return sorted((_dispatch_row(r) for r in rows), key=lambda r: r.created_at)
+        return sorted(self._rows(rows), key=lambda r: r.created_at)
 
     def children(self, parent: str) -> list[DispatchRow]:
-        return [_dispatch_row(r) for r in self._query("SELECT * FROM dispatches WHERE parent=? ORDER BY id", (parent,))]
+        return self._rows(self._query("SELECT * FROM dispatches WHERE parent=? ORDER BY id", (parent,)))
 
     # --- attempts -----------------------------------------------------------------------------
 
@@ -356,9 +429,15 @@ class Ledger:
         return _attempt_row(rows[0]) if rows else None
 
     def attempts(self, dispatch: str) -> list[AttemptRow]:
-        return [
-            _attempt_row(r) for r in self._query("SELECT * FROM attempts WHERE dispatch=? ORDER BY seq", (dispatch,))
-        ]
+        """The attempts of ``dispatch`` in order.  One that cannot be read quarantines the whole
+        dispatch (:class:`LedgerError`): judging a dispatch on part of its story could release
+        what it still needs."""
+        rows = self._query("SELECT * FROM attempts WHERE dispatch=? ORDER BY seq", (dispatch,))
+        try:
+            return [_attempt_row(r) for r in rows]
+        except (ValueError, TypeError) as exc:
+            self.quarantined[dispatch] = f"an attempt row cannot be read: {exc}"
+            raise QuarantinedRow(dispatch, self.quarantined[dispatch]) from None
 
     def live_attempts(self) -> list[AttemptRow]:
         marks = ",".join("?" * len(LIVE_ATTEMPT_STATES))

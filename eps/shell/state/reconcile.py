@@ -43,7 +43,7 @@ from eps.shell.cli.progress import Reporter
 from eps.shell.lanes import Lanes
 from eps.shell.polling import poll_until
 from eps.shell.state import codec
-from eps.shell.state.ledger import DispatchRow, Ledger
+from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
 
 #: Dispatches that may hold something and are not settled yet.
 ACTIVE_STATES: tuple[DispatchState, ...] = (
@@ -121,10 +121,12 @@ class Reconciler:
         for d, items in by_dispatch.items():
             if restrict and d not in ids:
                 continue
-            if self.ledger.dispatch(d) is None:
-                report["foreign"].extend(f"{i.handle.lane}:{i.handle.id}" for i in items)
-            else:
+            if self.ledger.dispatch(d) is not None:
                 ids.add(d)
+            elif d in self.ledger.quarantined:
+                report["errors"].append(f"dispatch {d}: its ledger row cannot be read; its machines are left alone")
+            else:
+                report["foreign"].extend(f"{i.handle.lane}:{i.handle.id}" for i in items)
         work = partial(self._settle_one, by_dispatch=by_dispatch, taken_at=taken_at, resuming=resuming)
         with ThreadPoolExecutor(max_workers=min(self.workers, max(1, len(ids)))) as pool:
             parts = list(pool.map(work, sorted(ids)))
@@ -144,10 +146,13 @@ class Reconciler:
             row = self.ledger.dispatch(dispatch)
             if row is None:
                 return part
-            if row.state not in RELEASE_ONLY and _last_change(row, self.ledger) >= taken_at:
-                part["skipped"].append(f"{dispatch}: changed while the providers were read; settled next time")
-                return part
-            self._settle(row, by_dispatch.get(dispatch, []), part, resuming=resuming)
+            try:
+                if row.state not in RELEASE_ONLY and _last_change(row, self.ledger) >= taken_at:
+                    part["skipped"].append(f"{dispatch}: changed while the providers were read; settled next time")
+                    return part
+                self._settle(row, by_dispatch.get(dispatch, []), part, resuming=resuming)
+            except QuarantinedRow as exc:
+                part["errors"].append(str(exc))
         return part
 
     def _settle(self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]], *, resuming: bool) -> None:
@@ -291,7 +296,10 @@ def status(ledger: Ledger, dispatch: str | None, *, limit: int | None = 20) -> l
         rows = ledger.recent(ACTIVE_STATES, limit)
     out = []
     for r in rows:
-        attempts = ledger.attempts(r.id)
+        try:
+            attempts = ledger.attempts(r.id)
+        except QuarantinedRow:
+            attempts = []
         out.append(
             {
                 "dispatch": r.id,

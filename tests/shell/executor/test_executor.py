@@ -3,6 +3,7 @@ GCP and RunPod servers: the walk, the ledger, failover, fan-out, crash recovery.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -303,3 +304,19 @@ def test_an_exited_pod_is_terminated(eps: Any, gcp: Any, runpod: Any) -> None:
     [row] = eps.status(d)
     assert row["state"] == "ended"
     assert all(p["desiredStatus"] == "TERMINATED" or p.get("status") == "TERMINATED" for p in runpod.live_pods())
+
+
+def test_one_unreadable_ledger_row_does_not_stop_status_or_reconcile(eps: Any) -> None:
+    rc, events = eps.events("cpu-small", "--duration", "30s", "--", "true")
+    assert rc == 0
+    good = events[-1]["dispatch"]
+    rc, events = eps.events("cpu-small", "--duration", "30s", "--", "true")
+    bad = events[-1]["dispatch"]
+    with sqlite3.connect(eps.state / "ledger.sqlite3") as db:
+        db.execute("UPDATE dispatches SET handle='{\"half' WHERE id=?", (bad,))
+    rc, out, err = eps("status", "--json")
+    assert rc == 0, err
+    assert [r["dispatch"] for r in json.loads(out)] == [good]
+    assert f"dispatch {bad}: its ledger row cannot be read" in err
+    rc, out, err = eps("reconcile")
+    assert rc == 0, (out, err)

@@ -83,3 +83,47 @@ def test_rows_are_typed_and_moves_follow_the_tables(tmp_path: Path) -> None:
     assert ledger.set_dispatch("ed00000001", DispatchState.STARTED) is None  # cancel is final: a lost race
     assert ledger.dispatch("ed00000001").state is DispatchState.CANCELLED  # type: ignore[union-attr]
     ledger.close()
+
+
+def test_an_empty_or_foreign_ledger_file_is_refused_not_replaced(tmp_path: Path) -> None:
+    from eps.shell.state.ledger import LedgerError
+
+    (tmp_path / "ledger.sqlite3").write_bytes(b"")
+    with pytest.raises(LedgerError, match="empty"):
+        Ledger(str(tmp_path))
+    assert (tmp_path / "ledger.sqlite3").read_bytes() == b""  # nothing written over it
+    other = tmp_path / "other"
+    other.mkdir()
+    db = sqlite3.connect(other / "ledger.sqlite3")
+    db.execute("CREATE TABLE photos (id INTEGER)")
+    db.commit()
+    db.close()
+    with pytest.raises(LedgerError, match="not an eps ledger"):
+        Ledger(str(other))
+
+
+def test_a_new_ledger_appears_whole(tmp_path: Path) -> None:
+    Ledger(str(tmp_path)).close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ledger")) in (
+        ["ledger.sqlite3"],
+        ["ledger.sqlite3", "ledger.sqlite3-shm", "ledger.sqlite3-wal"],
+    )
+
+
+def test_a_row_that_cannot_be_read_is_quarantined_and_the_others_work(tmp_path: Path) -> None:
+    from eps.shell.state.ledger import QuarantinedRow
+
+    ledger = Ledger(str(tmp_path))
+    job = Job("cpu-small", 60, command=("true",))
+    for d in ("egood00001", "ebad000001", "egood00002"):
+        ledger.new_dispatch(d, job)
+    rung = Rung("gcp", LaneKind.GCP, Provisioning.SPOT, "", machine="e2-standard-4", zone="us-central1-a")
+    ledger.begin_attempt("egood00002", rung, "eps-x")
+    with ledger._tx() as db:
+        db.execute("UPDATE dispatches SET job='{not json' WHERE id='ebad000001'")
+        db.execute("UPDATE attempts SET state='exploded' WHERE dispatch='egood00002'")
+    assert [r.id for r in ledger.dispatches()] == ["egood00001", "egood00002"]
+    assert "ebad000001" in ledger.quarantined
+    with pytest.raises(QuarantinedRow, match="egood00002"):
+        ledger.attempts("egood00002")
+    ledger.close()
