@@ -227,6 +227,7 @@ class FakeCompute:
         self._request_ids: dict[str, str] = {}  # requestId -> operation name
         self._zones: dict[str, _Zone] = {}
         self._faults: list[_Fault] = []
+        self._truncations: list[list[Any]] = []
         self._counter = 0  # instance ids
         self._op_counter = 0  # operation names: operation-1, operation-2, ...
         self._nics = 0
@@ -251,6 +252,12 @@ class FakeCompute:
         takes effect first (the answer is lost on the way back)."""
         with self._lock:
             self._faults.append(_Fault(method, re.compile(path_regex), reply, times, after))
+
+    def truncate(self, method: str, path_regex: str, times: int = 1) -> None:
+        """The next ``times`` requests matching take effect, and their answer is cut short
+        (half of the JSON body, status 200): a connection dropped mid-answer."""
+        with self._lock:
+            self._truncations.append([method, re.compile(path_regex), times])
 
     def preempt(self, zone: str, name: str) -> None:
         """Take a spot VM back as GCE does: action DELETE removes it, STOP leaves it TERMINATED."""
@@ -344,6 +351,10 @@ class FakeCompute:
             status, payload = self._route(method, parts.path, query, body)
             if fault is not None:
                 return fault.reply.status, dumps(fault.reply.body())
+            for cut in self._truncations:
+                if cut[2] > 0 and cut[0] == method and cut[1].search(parts.path):
+                    cut[2] -= 1
+                    return status, payload[: len(payload) // 2]
             return status, payload
 
     def _take_fault(self, method: str, path: str) -> _Fault | None:

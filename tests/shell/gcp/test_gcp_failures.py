@@ -246,3 +246,19 @@ def test_unknown_zone_is_an_invalid_request(server, lane, gcp_rung, job):
     failure = failure_of(lane.create(job, gcp_rung(zone="us-central1-z"), "d1", 1))
     assert failure.kind is FailureKind.INVALID_REQUEST
     assert failure.code == "notFound"
+
+
+def test_a_truncated_insert_answer_is_retried_into_one_machine(server, lane, gcp_rung, job):
+    """The VM is made, its answer is cut short: the same insert (same request id) is sent again
+    and answers with the same operation; one machine, no crash (issue 11)."""
+    server.truncate("POST", r"/instances$")
+    result = lane.create(job, gcp_rung(), "dtrunc01", 0)
+    assert isinstance(result, Success), result
+    assert len(server.instances) == 1
+    assert len(server.recorded("POST", r"/instances$")) == 2
+
+
+def test_answers_that_stay_unreadable_are_a_transient_failure(server, lane, gcp_rung, job):
+    server.truncate("GET", r"/aggregated/instances", times=100)
+    failure = lane.list_by_label(None).failure()
+    assert failure.kind is FailureKind.TRANSIENT and failure.code == "bad_response"

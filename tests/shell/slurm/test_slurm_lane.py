@@ -212,3 +212,14 @@ def test_cluster_script_is_idempotent_and_fast_when_up(slurm_cluster) -> None:
     assert time.monotonic() - started < 15
     proc = subprocess.run(["bash", str(slurm_cluster), "status"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_a_state_dir_with_a_space_works(client, grants, policy, recorder, tmp_path) -> None:
+    """Issue 11: a state dir whose path holds a space made every SLURM dispatch crash mid-walk."""
+    state = tmp_path / "my state dir"
+    job = Job(intent="gpu-1", duration_s=600, command=("echo", "hello from slurm"))
+    outcome = ladder(state, policy, grants, hook=recorder, poll_interval_s=0.2).walk(job, recorder.dispatch_id)
+    assert _landed(outcome)
+    assert outcome.handle is not None
+    out = state / "logs" / f"{recorder.dispatch_id}-{outcome.handle.id}.out"
+    wait_until(lambda: out.exists() and "hello from slurm" in out.read_text(), 30, f"{out} written")

@@ -234,10 +234,18 @@ def errors() -> tuple[ModuleType, ModuleType, ModuleType]:
     return api, auth, requests
 
 
+def unreadable_answers() -> tuple[type[Exception], ...]:
+    """What the client raises for an answer that is not the JSON document it expects (a
+    truncated body, a proxy's HTML page): protobuf's ParseError, or a plain ValueError."""
+    from google.protobuf.json_format import ParseError
+
+    return (ParseError, ValueError)
+
+
 def expected_errors() -> tuple[type[Exception], ...]:
     """The exceptions a Compute call is expected to raise; anything else is a bug."""
     api, auth, requests = errors()
-    return (api.GoogleAPICallError, auth.GoogleAuthError, requests.RequestException)
+    return (api.GoogleAPICallError, auth.GoogleAuthError, requests.RequestException, *unreadable_answers())
 
 
 def retryable(exc: Exception) -> bool:
@@ -245,6 +253,8 @@ def retryable(exc: Exception) -> bool:
     api, auth, requests = errors()
     if isinstance(exc, requests.RequestException | auth.TransportError):
         return True
+    if isinstance(exc, unreadable_answers()) and not isinstance(exc, api.GoogleAPICallError):
+        return True  # the answer was lost on the way: the same call (same request id) is safe
     if isinstance(exc, auth.RefreshError):
         return bool(getattr(exc, "retryable", False))
     if isinstance(exc, api.GoogleAPICallError):
@@ -270,6 +280,11 @@ def classify_exception(exc: Exception) -> LaneFailure:
     api, auth, requests = errors()
     if isinstance(exc, requests.RequestException | auth.TransportError):
         return LaneFailure(FailureKind.TRANSIENT, _clip(f"GCP unreachable: {type(exc).__name__}: {exc}"))
+    if isinstance(exc, unreadable_answers()) and not isinstance(exc, api.GoogleAPICallError):
+        return LaneFailure(
+            FailureKind.TRANSIENT, _clip(f"GCP sent an answer eps could not read ({type(exc).__name__})"),
+            code="bad_response",
+        )  # fmt: skip
     if isinstance(exc, auth.RefreshError) and getattr(exc, "retryable", False):
         return LaneFailure(FailureKind.TRANSIENT, f"GCP token refresh kept failing ({type(exc).__name__})")
     if isinstance(exc, auth.GoogleAuthError):

@@ -115,9 +115,11 @@ class SlurmClient:
 
     # --- jobs ----------------------------------------------------------------------------
 
-    def submit(self, script: str) -> Result[str, LaneFailure]:
-        """``sbatch --parsable`` reading ``script`` on stdin; the job id on success."""
-        rc, out, err = self._run(["sbatch", "--parsable"], script)
+    def submit(self, script: str, options: Sequence[str] = ()) -> Result[str, LaneFailure]:
+        """``sbatch --parsable [OPTIONS]`` reading ``script`` on stdin; the job id on success.
+        ``options`` go on the command line, where any path is one argument (an ``#SBATCH``
+        line cannot hold a blank)."""
+        rc, out, err = self._run(["sbatch", "--parsable", *options], script)
         if rc == 0:
             job_id = out.strip().splitlines()[-1].split(";")[0] if out.strip() else ""
             if job_id.isdigit():

@@ -86,11 +86,14 @@ class SlurmLane:
 
     def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
         try:
-            script = render_sbatch(job, self.cluster, rung, dispatch_id=dispatch, output=self.output(dispatch))
+            script = render_sbatch(job, self.cluster, rung, dispatch_id=dispatch)
         except SbatchRenderError as exc:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, str(exc), code="sbatch_render"))
+        output = self.output(dispatch)  # on sbatch's command line: a path may hold blanks
+        options = [f"--output={output}"] if output is not None else []
         queued = Handle(self.name, LaneKind.SLURM, "", rung.key, qos=rung.qos, machine=rung.machine)
-        return self.client.submit(script).map(lambda job_id: evolve(queued, id=job_id, state=HandleState.PENDING))
+        submitted = self.client.submit(script, options)
+        return submitted.map(lambda job_id: evolve(queued, id=job_id, state=HandleState.PENDING))
 
     def _with(self, handle: Handle, status: JobStatus) -> Handle:
         state = handle_state(status.state)
