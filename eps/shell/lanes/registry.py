@@ -18,6 +18,7 @@ from returns.result import Failure, Success
 
 from eps.core.model import LaneDown, LaneKind, Policy, QosGrants, Rung
 from eps.shell.lanes.base import Lane, LaneOptions
+from eps.shell.secrets import secret_problem
 from eps.shell.settings import Settings
 
 
@@ -90,8 +91,10 @@ def _gcp_down(lanes: Lanes, name: str) -> LaneDown | None:
 
 
 def _runpod_down(lanes: Lanes, name: str) -> LaneDown | None:
-    if lanes.options.runpod_api_key is not None or lanes.env.get("RUNPOD_API_KEY", "").strip():
-        return None
+    key = lanes.options.runpod_api_key or lanes.env.get("RUNPOD_API_KEY", "").strip()
+    if key:
+        problem = secret_problem(key)
+        return None if problem is None else LaneDown(name, f"the RunPod API key in RUNPOD_API_KEY {problem}")
     if os.path.exists(os.path.expanduser("~/.runpod/config.toml")):
         return None
     return LaneDown(name, "no RunPod API key (RUNPOD_API_KEY or ~/.runpod/config.toml)")

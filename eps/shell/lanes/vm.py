@@ -24,6 +24,8 @@ from eps.core.walk import AttemptRecord
 from eps.shell.polling import poll_until
 
 MARKER = "EPS_DISPATCH"
+#: The variables of eps's own environment a VM job inherits (besides ``LC_*``).
+JOB_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR", "TZ"})
 #: The rung key of every VM attempt (one local rung).
 VM_RUNG = "vm/-/-/local"
 
@@ -55,7 +57,9 @@ class VmLane:
         rc_file = self.rc_path(dispatch)
         # sh -c 'CMD; echo $? > rc': the exit code is kept even after eps itself has exited.
         inner = f"{shlex.join(command)}; echo $? > {shlex.quote(rc_file)}"
-        env = dict(os.environ)
+        # The job gets what a login shell would need, not eps's own environment (its
+        # credentials and settings stay with eps).
+        env = {k: v for k, v in os.environ.items() if k in JOB_ENV or k.startswith("LC_")}
         env[MARKER] = dispatch
         try:
             with open(self.log_path(dispatch), "ab") as log:

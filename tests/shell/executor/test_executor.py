@@ -320,3 +320,32 @@ def test_one_unreadable_ledger_row_does_not_stop_status_or_reconcile(eps: Any) -
     assert f"dispatch {bad}: its ledger row cannot be read" in err
     rc, out, err = eps("reconcile")
     assert rc == 0, (out, err)
+
+
+def test_a_vm_job_does_not_inherit_eps_secrets(eps: Any) -> None:
+    rc, events = eps.events(
+        "cpu-small", "--duration", "30s", "--", "sh", "-c", 'echo "key=[${RUNPOD_API_KEY:-}] path=[${PATH:+set}]"'
+    )
+    assert rc == 0
+    d = events[-1]["dispatch"]
+    log = eps.state / "logs" / f"{d}.log"
+    deadline = time.monotonic() + 10
+    while "path=" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log.read_text().strip() == "key=[] path=[set]"
+
+
+def test_a_runpod_key_with_a_control_character_is_refused_and_never_shown(eps: Any) -> None:
+    bad = "rpa_SECRETKEY123\nX-Injected: 1"
+    rc, out, err = eps("execute", "--json", "cpu-small", "--duration", "30m", "--pin", "runpod", "--", "true",
+                       env={"RUNPOD_API_KEY": bad})  # fmt: skip
+    assert rc == 1
+    assert "control character" in out
+    for text in (out, err, *(p.read_text() for p in (eps.state / "logs").glob("*"))):
+        for form in (bad, "rpa_SECRETKEY123", repr(bad)[1:-1]):
+            assert form not in text
+    import sqlite3
+
+    with sqlite3.connect(eps.state / "ledger.sqlite3") as db:
+        dump = "\n".join(db.iterdump())
+    assert "SECRETKEY" not in dump

@@ -237,7 +237,7 @@ def errors() -> tuple[ModuleType, ModuleType, ModuleType]:
 def unreadable_answers() -> tuple[type[Exception], ...]:
     """What the client raises for an answer that is not the JSON document it expects (a
     truncated body, a proxy's HTML page): protobuf's ParseError, or a plain ValueError."""
-    from google.protobuf.json_format import ParseError
+    from google.protobuf.json_format import ParseError  # type: ignore[import-untyped]
 
     return (ParseError, ValueError)
 

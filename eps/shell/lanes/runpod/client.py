@@ -18,6 +18,7 @@ hold no slot.
 
 from __future__ import annotations
 
+import json
 import math
 import queue
 import ssl
@@ -145,8 +146,16 @@ class RunpodClient:
     # -- messages never carry the key, even if the provider echoes it --
 
     def _safe(self, text: str) -> str:
+        """``text`` with the key gone in every form a message could carry it: plain, as repr or
+        JSON escape it, percent-encoded."""
         key = self._key.reveal()
-        return text.replace(key, "<redacted>") if key else text
+        if not key:
+            return text
+        from urllib.parse import quote
+
+        for form in sorted({key, repr(key)[1:-1], json.dumps(key)[1:-1], quote(key, safe="")}, key=len, reverse=True):
+            text = text.replace(form, "<redacted>")
+        return text
 
     def _failure(
         self, kind: FailureKind, message: str, code: str | None, retry_after_s: float | None = None

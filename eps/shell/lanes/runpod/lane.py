@@ -25,6 +25,7 @@ from eps.shell.lanes.runpod.wire import (
     PodInfo,
     PodStatus,
     RunpodSettings,
+    checked_key,
     load_api_key,
 )
 
@@ -41,9 +42,15 @@ class RunpodLane:
         self.settings = settings
         # Only the key is kept (in an ApiKey, whose repr hides it), never the environment.
         given = key if key is not None else env.get("RUNPOD_API_KEY", "").strip()
-        self._key = ApiKey(given) if given else None
+        self._key: ApiKey | None = None
         self._client: RunpodClient | None = None
         self._failure: LaneFailure | None = None
+        if given:
+            match checked_key(given, "RUNPOD_API_KEY"):
+                case Success(k):
+                    self._key = k
+                case Failure(f):
+                    self._failure = f
         self._lock = threading.Lock()
 
 

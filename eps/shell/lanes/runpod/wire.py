@@ -47,6 +47,7 @@ from eps.core.outcome import FailureKind, LaneFailure
 from eps.core.states import HandleState
 from eps.core.tables import RUNPOD_CPU_FLAVORS
 from eps.shell.retry import RetryPolicy
+from eps.shell.secrets import secret_problem
 
 T = TypeVar("T")
 
@@ -139,13 +140,22 @@ class PodInfo:
 # --- credentials -----------------------------------------------------------------------------
 
 
+def checked_key(value: str, source: str) -> Result[ApiKey, LaneFailure]:
+    """The key, unless it cannot be one: a control character (a pasted newline) would go into an
+    HTTP header and from there into error messages; refuse it up front, naming only the source."""
+    problem = secret_problem(value)
+    if problem is not None:
+        return Failure(LaneFailure(FailureKind.AUTH, f"the RunPod API key in {source} {problem}", code="bad_key"))
+    return Success(ApiKey(value))
+
+
 def load_api_key(env: Mapping[str, str] | None = None, config_file: Path | None = None) -> Result[ApiKey, LaneFailure]:
     """``RUNPOD_API_KEY``, else RunPod's standard ``~/.runpod/config.toml``: runpodctl writes a
     top-level ``apikey`` (viper, keys case-insensitive), runpod-python ``[default] api_key``."""
     env = os.environ if env is None else env
     value = env.get("RUNPOD_API_KEY", "").strip()
     if value:
-        return Success(ApiKey(value))
+        return checked_key(value, "RUNPOD_API_KEY")
     path = (config_file or CONFIG_FILE).expanduser()
     missing = LaneFailure(
         FailureKind.AUTH,
@@ -161,10 +171,10 @@ def load_api_key(env: Mapping[str, str] | None = None, config_file: Path | None 
         return Failure(LaneFailure(FailureKind.AUTH, f"cannot read {path}: {type(exc).__name__}", code="no_key"))
     for name, item in data.items():
         if name.lower() == "apikey" and isinstance(item, str) and item.strip():
-            return Success(ApiKey(item.strip()))
+            return checked_key(item.strip(), str(path))
     profile = data.get("default")
     if isinstance(profile, dict) and isinstance(profile.get("api_key"), str) and profile["api_key"].strip():
-        return Success(ApiKey(profile["api_key"].strip()))
+        return checked_key(profile["api_key"].strip(), str(path))
     return Failure(missing)
 
 
