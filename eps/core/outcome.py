@@ -45,6 +45,7 @@ class FailureKind(StrEnum):
     UNREACHABLE = "unreachable"  # SLURM login node / CLI not reachable
     PREEMPTED = "preempted"  # a started spot VM was taken back
     PARK_TIMEOUT = "park_timeout"  # a queued job parked out its cap and was withdrawn (P8); code: pending reason
+    UNKNOWN_FATE = "unknown_fate"  # a create whose answer never came: the machine may exist or yet appear
 
 
 #: Failures after which no other rung of the same lane can succeed.
@@ -61,8 +62,12 @@ def stops_dispatch(failure: LaneFailure) -> bool:
     has no dollar caps, RunPod does) and requests eps built wrong (INVALID_REQUEST),
     except a plain 400, which RunPod's API document answers with "try the next
     candidate".  Everything else (capacity, quota, 403, rate limits, 5xx after
-    retries) moves on: the failure is absorbed and the core plans the next rung."""
-    if failure.kind in (FailureKind.AUTH, FailureKind.INSUFFICIENT_BALANCE):
+    retries) moves on: the failure is absorbed and the core plans the next rung.
+
+    A create whose fate is unknown (its answer never came, after waiting it out) also
+    stops: moving on could leave two machines of one dispatch; reconcile releases the
+    first one if it ever appears."""
+    if failure.kind in (FailureKind.AUTH, FailureKind.INSUFFICIENT_BALANCE, FailureKind.UNKNOWN_FATE):
         return True
     return failure.kind is FailureKind.INVALID_REQUEST and failure.code != "400"
 

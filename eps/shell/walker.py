@@ -20,7 +20,7 @@ from returns.result import Failure, Success
 
 from eps.core.model import CapacitySnapshot, Job, JobError, Policy, QosGrants, RoutePlan, Rung, evolve
 from eps.core.names import BadName, check_dispatch_id, copy_id
-from eps.core.outcome import Handle
+from eps.core.outcome import FailureKind, Handle
 from eps.core.router import plan
 from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
 from eps.core.walk import (
@@ -228,8 +228,15 @@ class Walker:
         )  # fmt: skip
         match lane.start(job, rung, dispatch, name):
             case Failure(failure):
+                # A create whose fate is unknown may still make its machine: the attempt stays
+                # on record under its name, where reconcile finds and releases it.
+                unknown = failure.kind is FailureKind.UNKNOWN_FATE
                 self.ledger.update_attempt(
-                    attempt.id, AttemptState.FAILED, outcome=failure.kind.value, reason=failure.message
+                    attempt.id,
+                    AttemptState.SUBMITTED if unknown else AttemptState.FAILED,
+                    handle=name if unknown else None,
+                    outcome=failure.kind.value,
+                    reason=failure.message,
                 )
                 self.reporter.emit(
                     "failed", dispatch=dispatch, rung=rung.key, kind=failure.kind.value, code=failure.code,

@@ -192,7 +192,9 @@ def test_503_on_get_is_bounded_by_our_retry_policy(server, make_lane, gcp_rung, 
     assert len(server.recorded("GET", r"/instances/[^/]+$")) == 2
 
 
-def test_operation_that_never_finishes_times_out_as_transient(server, make_lane, gcp_rung, job):
+def test_operation_that_never_finishes_leaves_the_machines_fate_unknown(server, make_lane, gcp_rung, job):
+    """The insert was accepted and its operation never finished: the VM may yet appear, so the
+    walk must not move on to another rung (issue 11): UNKNOWN_FATE stops the dispatch."""
     now = [0.0]
 
     def sleep(seconds: float) -> None:
@@ -201,7 +203,7 @@ def test_operation_that_never_finishes_times_out_as_transient(server, make_lane,
     server.program("us-central1-a", fs.Created(polls=1_000))
     lane = make_lane(sleep=sleep, clock=lambda: now[0], operation_timeout_s=10.0, poll_interval_s=2.0)
     failure = failure_of(lane.create(job, gcp_rung(), "d1", 1))
-    assert failure.kind is FailureKind.TRANSIENT
+    assert failure.kind is FailureKind.UNKNOWN_FATE
     assert failure.code == "OPERATION_TIMEOUT"
     assert len(server.recorded("POST", r"/wait$")) == 5
 

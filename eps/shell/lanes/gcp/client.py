@@ -49,6 +49,7 @@ from eps.shell.lanes.gcp.wire import (
     instance_state,
     is_gpu_machine,
     label_value,
+    lost,
     retryable,
     startup_script,
 )
@@ -65,6 +66,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _WAIT_CALL_TIMEOUT_S = 150.0  # zoneOperations.wait blocks up to 2 minutes server-side
+
+
+def _fate_unknown(failure: LaneFailure, name: str) -> LaneFailure:
+    return LaneFailure(
+        FailureKind.UNKNOWN_FATE,
+        f"{failure.message}; instance {name} may still appear: eps reconcile releases it if it does",
+        code=failure.code,
+    )
 
 
 class GcpClient:
@@ -176,9 +185,11 @@ class GcpClient:
                 return self._adopt(rung, dispatch_id, name)
             failure = self._finish(zone, op, f"insert of {name} in {zone}")
             if failure is not None:
-                return Failure(failure)
+                return Failure(_fate_unknown(failure, name) if failure.code == "OPERATION_TIMEOUT" else failure)
         except expected_errors() as exc:
-            return Failure(classify_exception(exc))
+            # Every retry re-sent the same request id (GCE answers a repeat with the first
+            # insert's operation), so an insert that never answered may still make the VM.
+            return Failure(_fate_unknown(classify_exception(exc), name) if lost(exc) else classify_exception(exc))
         return Success(self._handle(rung.lane, rung.key, name, zone, rung.machine or "", HandleState.RUNNING))
 
     def status(self, handle: Handle) -> Result[Handle, LaneFailure]:

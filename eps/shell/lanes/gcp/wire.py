@@ -16,6 +16,7 @@ of google's exception modules (it never calls out).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shlex
 import uuid
@@ -236,16 +237,30 @@ def errors() -> tuple[ModuleType, ModuleType, ModuleType]:
 
 def unreadable_answers() -> tuple[type[Exception], ...]:
     """What the client raises for an answer that is not the JSON document it expects (a
-    truncated body, a proxy's HTML page): protobuf's ParseError, or a plain ValueError."""
+    truncated body, a proxy's HTML page): protobuf's ParseError, or a JSON decode error.
+    (Not every ValueError: google-auth's credential errors are ValueErrors too.)"""
     from google.protobuf.json_format import ParseError  # type: ignore[import-untyped]
 
-    return (ParseError, ValueError)
+    return (ParseError, json.JSONDecodeError)
 
 
 def expected_errors() -> tuple[type[Exception], ...]:
     """The exceptions a Compute call is expected to raise; anything else is a bug."""
     api, auth, requests = errors()
     return (api.GoogleAPICallError, auth.GoogleAuthError, requests.RequestException, *unreadable_answers())
+
+
+def lost(exc: Exception) -> bool:
+    """The request may have reached Compute and its answer was lost on the way back (a read
+    timeout, a connection dropped mid-answer, an unreadable body), as opposed to refused
+    or never sent (connection refused, connect timeout)."""
+    api, _, requests = errors()
+    if isinstance(exc, requests.exceptions.ReadTimeout):
+        return True
+    if isinstance(exc, requests.exceptions.ConnectionError) and not isinstance(exc, requests.exceptions.ConnectTimeout):
+        text = str(exc)
+        return "Connection aborted" in text or "RemoteDisconnected" in text
+    return isinstance(exc, unreadable_answers()) and not isinstance(exc, api.GoogleAPICallError)
 
 
 def retryable(exc: Exception) -> bool:

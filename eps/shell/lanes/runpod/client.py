@@ -103,11 +103,13 @@ class RunpodClient:
         settings: RunpodSettings | None = None,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.settings = settings or RunpodSettings()
         self._key = api_key
         self._sleep = sleep
+        self._clock = clock
         # httpcore's pool does O(connections^2) bookkeeping on every request event, which
         # dominates at a few dozen connections; several small pools keep that cost flat.  A
         # request takes a free slot (a pool with a free connection) and gives it back after.
@@ -169,6 +171,7 @@ class RunpodClient:
     # -- one request: stamina for 5xx/transport, bounded Retry-After waits for 429 --
 
     def _send(self, method: str, path: str, body: Any = None) -> Reply:
+        """One request, unretried, on a free pooled connection."""
         shard = self._free.get()
         try:
             response = self._pools[shard].request(method, path, json=body)
@@ -176,20 +179,15 @@ class RunpodClient:
             self._free.put_nowait(shard)
         return _reply(response)
 
-    def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        probe: Callable[[], Reply | None] | None = None,
-    ) -> Reply | LaneFailure:
+    def _call(self, method: str, path: str) -> Reply | LaneFailure:
+        """An idempotent call (GET, DELETE): transport errors and 5xx retried with backoff,
+        429 waited out by ``Retry-After``, a bounded number of times each."""
         what = f"RunPod {method} {path}"
         waits = 0
         attempts = self.settings.retry.attempts
         while True:
             try:
-                reply = self._with_retries(method, path, body, probe)
+                reply = self._with_retries(method, path)
             except _ServerError as exc:
                 return self._failure(
                     FailureKind.TRANSIENT,
@@ -215,11 +213,8 @@ class RunpodClient:
             waits += 1
             self._sleep(wait)
 
-    def _with_retries(
-        self, method: str, path: str, body: Any, probe: Callable[[], Reply | None] | None
-    ) -> Reply:
+    def _with_retries(self, method: str, path: str) -> Reply:
         r = self.settings.retry
-        maybe_done = False  # an earlier attempt may have reached the server
         for attempt in stamina.retry_context(
             on=_retryable,
             attempts=r.attempts,
@@ -229,36 +224,107 @@ class RunpodClient:
             wait_jitter=r.wait_jitter_s,
         ):
             with attempt:
-                if maybe_done and probe is not None:
-                    found = probe()
-                    if found is not None:
-                        return found
-                try:
-                    reply = self._send(method, path, body)
-                except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
-                    raise  # never reached the server
-                except httpx.TransportError:
-                    maybe_done = True
-                    raise
+                reply = self._send(method, path)
                 if reply.status >= 500:
-                    maybe_done = True
                     raise _ServerError(reply)
                 return reply
         raise AssertionError("stamina re-raises the last error when attempts run out")
 
-    # -- operations --
+    def _backoff(self, n: int) -> float:
+        r = self.settings.retry
+        return float(min(r.wait_max_s, r.wait_initial_s * 2 ** max(0, n - 1)))
 
-    def _find_by_name(self, name: str) -> Reply | None:
-        """One unretried look-up: a pod named ``name``, as if its create had answered 201."""
-        reply = self._send("GET", "/v2/pods")
-        if reply.status >= 500:
-            raise _ServerError(reply)
-        if reply.status != 200 or not isinstance(reply.body, dict):
-            return None
-        for pod in reply.body.get("pods") or ():
-            if isinstance(pod, dict) and pod.get("name") == name:
-                return Reply(201, pod)
-        return None
+    # -- creating a pod: never twice --
+
+    def _post(self, body: Any, name: str) -> Reply | LaneFailure:
+        """POST /v2/pods, sent again only when RunPod surely made nothing: the request never
+        reached it (connect errors), it refused it (429), or it failed (5xx) and a look-up by
+        name shows no pod.  After an answer that was lost on the way back, only look-ups."""
+        what = "RunPod POST /v2/pods"
+        sends = rate_waits = 0
+        while True:
+            sends += 1
+            try:
+                reply = self._send("POST", "/v2/pods", body)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                if sends >= self.settings.retry.attempts:
+                    return self._failure(FailureKind.TRANSIENT, f"{what}: {type(exc).__name__} ({exc})", "transport")
+                self._sleep(self._backoff(sends))
+                continue
+            except httpx.TransportError as exc:  # it was sent; the answer was lost
+                return self._after_lost(name, f"{what}: {type(exc).__name__}")
+            if reply.status == 429:  # refused, nothing made: safe to send again after the wait
+                if rate_waits >= self.settings.max_rate_limit_waits:
+                    message = f"{what}: rate limited after {rate_waits} waits: {problem(reply)}"
+                    return self._failure(FailureKind.RATE_LIMITED, message, "429", self._rate_wait(reply))
+                rate_waits += 1
+                sends -= 1
+                self._sleep(self._rate_wait(reply))
+                continue
+            if reply.status >= 500:
+                found = self._lookup(name)
+                if found is not None:
+                    return found
+                if sends >= self.settings.retry.attempts:
+                    message = f"{what}: still failing after {sends} attempts: {problem(reply)}"
+                    return self._failure(FailureKind.TRANSIENT, message, str(reply.status))
+                self._sleep(self._backoff(sends))
+                continue
+            if reply.status in (200, 201) and not isinstance(reply.body, dict):
+                return self._after_lost(name, f"{what}: the answer could not be read")
+            return reply
+
+    def _rate_wait(self, reply: Reply) -> float:
+        return min(retry_after_s(reply, self.settings.default_retry_after_s), self.settings.max_retry_after_s)
+
+    def _lookup(self, name: str) -> Reply | LaneFailure | None:
+        """The pod named ``name`` (as if its create had answered 201), ``None`` when RunPod
+        lists no such pod, or UNKNOWN_FATE when RunPod will not say: the look-up was refused
+        (401, 403) or kept failing.  A 429 is waited out and asked again."""
+        tries = rate_waits = 0
+        why = "no answer"
+        while True:
+            try:
+                reply: Reply | None = self._send("GET", "/v2/pods")
+            except httpx.TransportError as exc:
+                reply, why = None, type(exc).__name__
+            if reply is not None and reply.status == 200 and isinstance(reply.body, dict):
+                pods = reply.body.get("pods") or ()
+                return next((Reply(201, p) for p in pods if isinstance(p, dict) and p.get("name") == name), None)
+            if reply is not None and reply.status == 429 and rate_waits < self.settings.max_rate_limit_waits:
+                rate_waits += 1
+                self._sleep(self._rate_wait(reply))
+                continue
+            if reply is not None:
+                why = f"HTTP {reply.status}"
+                if reply.status in (401, 403):
+                    return self._unknown(name, f"the look-up was refused ({why})")
+            tries += 1
+            if tries >= self.settings.retry.attempts:
+                return self._unknown(name, f"the look-up kept failing ({why})")
+            self._sleep(self._backoff(tries))
+
+    def _after_lost(self, name: str, what: str) -> Reply | LaneFailure:
+        """A create was sent and its answer lost: look for the pod by its name until it shows
+        or ``lost_create_patience_s`` has passed; never send the create again."""
+        deadline = self._clock() + self.settings.lost_create_patience_s
+        while True:
+            found = self._lookup(name)
+            if found is not None:
+                return found
+            if self._clock() >= deadline:
+                patience = self.settings.lost_create_patience_s
+                return self._unknown(name, f"{what}; no pod of that name after {patience:g} s")
+            self._sleep(self.settings.poll_interval_s)
+
+    def _unknown(self, name: str, why: str) -> LaneFailure:
+        return self._failure(
+            FailureKind.UNKNOWN_FATE,
+            f"the create of pod {name} may have happened ({why}); eps reconcile releases it if it exists",
+            "unknown_fate",
+        )
+
+    # -- operations --
 
     def create_pod(
         self, rung: Rung, name: str, *, job: Job | None = None, dispatch_id: str | None = None
@@ -267,17 +333,9 @@ class RunpodClient:
         body = pod_request(rung, name, self.settings, job=job, dispatch_id=dispatch_id)
         if isinstance(body, LaneFailure):
             return Failure(body)
-        reply = self._call("POST", "/v2/pods", body=body, probe=lambda: self._find_by_name(name))
+        reply = self._post(body, name)
         if isinstance(reply, LaneFailure):
-            if reply.kind is not FailureKind.TRANSIENT:
-                return Failure(reply)
-            try:  # the last answer was lost: the pod may exist anyway
-                found = self._find_by_name(name)
-            except (httpx.TransportError, _ServerError):
-                found = None
-            if found is None:
-                return Failure(reply)
-            reply = found
+            return Failure(reply)
         if reply.status not in (200, 201):
             return Failure(self._classify(reply, f"create {rung.machine}"))
         doc = structure(reply.body, PodDoc)

@@ -120,6 +120,7 @@ class RunpodSettings:
     max_rate_limit_waits: int = 5
     default_retry_after_s: float = 5.0
     max_retry_after_s: float = 120.0
+    lost_create_patience_s: float = 60.0  # after a create's answer was lost: look for the pod this long
     retry: RetryPolicy = field(factory=lambda: RetryPolicy(attempts=4, wait_max_s=8.0, wait_jitter_s=0.5))
     cpu_flavors: tuple[RunpodCpuFlavor, ...] = RUNPOD_CPU_FLAVORS  # disk limits per vCPU
 
