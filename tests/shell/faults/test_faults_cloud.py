@@ -264,6 +264,28 @@ def test_gcp_insert_timeout_is_retried_without_a_second_machine(eps: Eps, gtrap:
     _check(eps, gtrap, rtrap, d)
 
 
+def test_a_gcp_insert_that_never_answers_ends_the_walk_without_a_second_machine(
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
+) -> None:
+    """Every send of the insert (same request id) hangs past the client's patience, then lands
+    late (issue 11, finding 2): the walk must not fail over while the VM may yet appear.  It
+    stops; the one VM that appears is released by the next reconcile."""
+    for _ in range(4):
+        gtrap.arm("POST", rf"/zones/{ZONES[0]}/instances$", "delay:3", lambda: None)
+    d = _id()
+    rc, events, err = eps.execute("--dispatch-id", d, *CPU, "--", "true", entry=ENTRY_FAST_TIMEOUTS)
+    assert rc == 1, (events, err)
+    assert [e["kind"] for e in events if e["event"] == "failed"] == ["unknown_fate"]
+    assert len({(e.get("rung") or "") for e in events if e["event"] == "attempt"}) == 1  # no other rung tried
+    assert rtrap.fake.created_bodies() == []
+    wait_until(lambda: gtrap.live(d), 15, "the late insert to make its VM")
+    assert len(gtrap.materialized) == 1
+    assert eps.dispatch(d)["state"] == "failed"
+    rc, out, err = eps.run("reconcile", "--json")
+    assert rc == 0, (out, err)
+    assert gtrap.live(d) == []
+
+
 def test_runpod_create_timeout_finds_the_pod_instead_of_making_another(
     eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
 ) -> None:

@@ -262,3 +262,47 @@ def test_a_pod_that_cannot_be_terminated_is_reported_as_leftover(fake: FakeRunpo
     assert attempt.leftover is not None
     assert attempt.leftover.id == fake.live_pods()[0]["id"]
     assert "left for reconcile" in failure_of(attempt).message
+
+
+# --- a create whose answer was lost: never sent twice (issues 11 and 13) ------------------------
+
+
+def _lost_create_settings(fake: FakeRunpod) -> RunpodSettings:
+    # the create takes longer than the client waits for its answer; the pod is made all the same
+    fake.queue("POST", "/v2/pods", Fault(delay_s=0.6, process=True))
+    return fast_settings(fake.url, request_timeout_s=0.3, lost_create_patience_s=2.0, poll_interval_s=0.05)
+
+
+def test_a_lost_create_answer_finds_the_pod_by_name(fake: FakeRunpod, sleeper) -> None:
+    attempt = start(_lost_create_settings(fake), sleeper)
+    assert isinstance(attempt.result, Success), attempt
+    assert fake.count("POST", "/v2/pods") == 1
+    assert len(fake.live_pods()) == 1
+
+
+def test_a_lost_create_whose_lookup_is_rate_limited_waits_and_looks_again(fake: FakeRunpod, sleeper) -> None:
+    settings = _lost_create_settings(fake)
+    fake.queue("GET", "/v2/pods", Fault(429, retry_after=1), Fault(429, retry_after=1))
+    attempt = start(settings, sleeper)
+    assert isinstance(attempt.result, Success), attempt
+    assert fake.count("POST", "/v2/pods") == 1
+    assert 1.0 in sleeper.waits  # Retry-After was waited out
+    assert len(fake.live_pods()) == 1
+
+
+@pytest.mark.parametrize("status", [401, 403, 500])
+def test_a_lost_create_whose_lookup_fails_is_never_sent_again(fake: FakeRunpod, sleeper, status: int) -> None:
+    settings = _lost_create_settings(fake)
+    fake.queue("GET", "/v2/pods", *[Fault(status)] * 20)
+    failure = failure_of(start(settings, sleeper))
+    assert failure.kind is FailureKind.UNKNOWN_FATE
+    assert fake.count("POST", "/v2/pods") == 1  # one create, whatever the look-ups said
+    assert len(fake.live_pods()) == 1  # left for reconcile, which finds it by its name
+
+
+def test_a_5xx_create_is_sent_again_only_when_no_pod_was_made(fake: FakeRunpod, settings, sleeper) -> None:
+    fake.queue("POST", "/v2/pods", Fault(500, process=True))  # answered 500, but made the pod
+    attempt = start(settings, sleeper)
+    assert isinstance(attempt.result, Success), attempt
+    assert fake.count("POST", "/v2/pods") == 1
+    assert len(fake.live_pods()) == 1
