@@ -147,11 +147,10 @@ def render_pending_reasons(facts: PolicyFacts) -> list[str]:
     return table(("pending reason", "what eps does"), rows)
 
 
-def render_lint_rules(facts: PolicyFacts) -> list[str]:
-    from eps.lint.rules import RULES
-
-    rows = [(f"`{r.code}`", r.name, r.summary()) for r in RULES]
-    return table(("code", "rule", "checks"), rows)
+def render_lint_rules(rule_rows: Sequence[tuple[str, str, str]]) -> list[str]:
+    """The rule registry (code, name, what it checks), passed in: the registry's rules read
+    these blocks, so this module cannot import them."""
+    return table(("code", "rule", "checks"), [(f"`{code}`", name, checks) for code, name, checks in rule_rows])
 
 
 RENDERERS: dict[str, Renderer] = {
@@ -159,16 +158,24 @@ RENDERERS: dict[str, Renderer] = {
     "lane-orders": render_lane_orders,
     "qos-ladder": render_qos_ladder,
     "pending-reasons": render_pending_reasons,
-    "lint-rules": render_lint_rules,
 }
+#: Every block name a document may hold.
+BLOCK_NAMES: frozenset[str] = frozenset({*RENDERERS, "lint-rules"})
 
 
-def stale_blocks(doc: Doc, facts: PolicyFacts) -> list[tuple[int, str, list[str], list[str]]]:
+def _renderers(rule_rows: Sequence[tuple[str, str, str]]) -> dict[str, Renderer]:
+    return {**RENDERERS, "lint-rules": lambda _facts: render_lint_rules(rule_rows)}
+
+
+def stale_blocks(
+    doc: Doc, facts: PolicyFacts, rule_rows: Sequence[tuple[str, str, str]]
+) -> list[tuple[int, str, list[str], list[str]]]:
     """(begin line index, name, current body, rendered body) of each known block whose text differs."""
     blocks, _ = doc.blocks()
+    renderers = _renderers(rule_rows)
     out = []
     for b in blocks:
-        render = RENDERERS.get(b.name)
+        render = renderers.get(b.name)
         if render is None:
             continue
         want = render(facts)
@@ -178,15 +185,16 @@ def stale_blocks(doc: Doc, facts: PolicyFacts) -> list[tuple[int, str, list[str]
     return out
 
 
-def fix_file(path: Path, doc: Doc, facts: PolicyFacts) -> list[str]:
+def fix_file(path: Path, doc: Doc, facts: PolicyFacts, rule_rows: Sequence[tuple[str, str, str]]) -> list[str]:
     """Rewrite every stale known block of ``doc`` (read from ``path``) in place; return the block names."""
     blocks, errors = doc.blocks()
     if errors:
         return []
+    renderers = _renderers(rule_rows)
     lines = list(doc.lines)
     changed = []
     for b in reversed(blocks):
-        render = RENDERERS.get(b.name)
+        render = renderers.get(b.name)
         if render is None:
             continue
         want = render(facts)

@@ -26,7 +26,7 @@ from typing import NoReturn, TextIO
 
 from eps.lint.blocks import fix_file, stale_blocks
 from eps.lint.facts import FactsError, PolicyFacts, load_facts
-from eps.lint.rules import RULES, Context, run_rules
+from eps.lint.rules import RULES, Context, rule_rows, run_rules
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -72,16 +72,16 @@ def main(argv: Sequence[str] | None = None, *, facts: PolicyFacts | None = None,
         if facts is None:
             facts = load_facts(Path(ns.tables) if ns.tables else None)
         if ns.fix:
-            for doc in Context(root, facts).policy_docs:
-                for name in fix_file(root / doc.path, doc, facts):
+            for doc in Context(root, facts, rule_rows()).policy_docs:
+                for name in fix_file(root / doc.path, doc, facts, rule_rows()):
                     out.write(f"{doc.path}: regenerated block {name!r}\n")
-        ctx = Context(root, facts)
+        ctx = Context(root, facts, rule_rows())
         findings = run_rules(ctx)
         for f in findings:
             out.write(f"{f}\n")
         if ns.diff:
             for doc in ctx.policy_docs:
-                for _, name, have, want in stale_blocks(doc, facts):
+                for _, name, have, want in stale_blocks(doc, facts, rule_rows()):
                     out.writelines(
                         line + "\n"
                         for line in difflib.unified_diff(
