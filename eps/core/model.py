@@ -246,6 +246,12 @@ class Job(NamedTuple):
     count: int = 1  # type: ignore[assignment]  # shadows tuple.count on purpose
     pin: str | None = None
     command: tuple[str, ...] = ()
+    workdir: str | None = None  # shipped to the machine; the command runs in it
+    setup: str | None = None  # a shell line run once before the command
+    env_names: tuple[str, ...] = ()  # variables passed to the job (names only: values never stored)
+    time_limit_s: int | None = None  # the enforced limit (None: the duration times the table's margin)
+    task_index: int = 0  # copy i of a --count N fan-out (EPS_TASK_INDEX)
+    task_count: int = 1  # N (EPS_TASK_COUNT)
 
 
 class Rung(NamedTuple):

@@ -64,13 +64,14 @@ def render_sbatch(
     dispatch_id: str,
     output: str | None = None,
     env: Mapping[str, str] | None = None,
+    time_s: int | None = None,
 ) -> str:
     """The batch script for ``job`` on ``rung`` of ``cluster``.
 
     ``#SBATCH`` lines, in this order: ``--job-name=eps-<dispatch_id>``;
     ``--qos`` only when the rung names one; ``--gres=gpu:N`` only when it has
-    GPUs; ``--time`` from the job's duration (``D-HH:MM:SS``, whole minutes,
-    rounded up); ``--output`` when given; ``--account`` and ``--partition`` when
+    GPUs; ``--time`` from ``time_s`` or else the job's duration (``D-HH:MM:SS``,
+    whole minutes, rounded up); ``--output`` when given; ``--account`` and ``--partition`` when
     the cluster configures them.  Then ``export`` lines for ``env`` (sorted by
     name), then the command.
 
@@ -89,7 +90,7 @@ def render_sbatch(
         options.append(("qos", rung.qos))
     if rung.gpus > 0:
         options.append(("gres", f"gpu:{rung.gpus}"))
-    options.append(("time", format_slurm_time(job.duration_s)))
+    options.append(("time", format_slurm_time(time_s if time_s is not None else job.duration_s)))
     if output is not None:
         options.append(("output", output))
     if cluster.account is not None:

@@ -92,7 +92,7 @@ def _is_sequence(t: Any) -> bool:
 def _converter() -> cattrs.Converter:
     # The records are written with postponed annotations; resolve them so cattrs
     # sees real types instead of strings.
-    for cls in (_TierDoc, _ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _ConfigDoc):
+    for cls in (_TierDoc, _ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _JobsDoc, _ConfigDoc):
         attrs.resolve_types(cls)
     conv = cattrs.Converter(forbid_extra_keys=True)
     # The core's records are NamedTuples: structure them from dicts, strictly, too.
@@ -200,6 +200,8 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "runpod.poll_interval_s": (0, 3600, True),
     "runpod.concurrency": (1, 256, False),
     "fanout.concurrency": (1, 256, False),
+    "jobs.linger_s": (0, 7 * 86_400, False),
+    "jobs.wait_poll_s": (0, 3600, True),
     "vm.vcpus": (0, 10**5, False),
     "vm.mem_gb": (0, 10**7, False),
     "vm.free_disk_gb": (0, 10**9, False),
@@ -334,6 +336,7 @@ class _ClusterDoc:
     name: str
     login: list[str] | None = None
     user: str | None = None
+    work_root: str | None = None
     partition: str | None = None
     account: str | None = None
     qos_ladder: list[str] | None = None
@@ -367,6 +370,13 @@ class _RunpodDoc:
 
 
 @frozen
+class _JobsDoc:
+    keeper: bool | None = None
+    linger_s: int | None = None
+    wait_poll_s: float | None = None
+
+
+@frozen
 class _FanoutDoc:
     concurrency: int | None = None  # --count N: copies walked at once, on every lane
 
@@ -374,6 +384,7 @@ class _FanoutDoc:
 @frozen
 class _ConfigDoc:
     fanout: _FanoutDoc | None = None
+    jobs: _JobsDoc | None = None
     thresholds: _ThresholdsDoc | None = None
     gcp: _GcpDoc | None = None
     runpod: _RunpodDoc | None = None
@@ -468,7 +479,7 @@ def _clusters(
         else:
             clusters[existing] = updated
         access = [a for a in access if a.name != c.name]
-        access.append(ClusterAccess(c.name, tuple(c.login or ()), c.user))
+        access.append(ClusterAccess(c.name, tuple(c.login or ()), c.user, c.work_root))
     return evolve(policy, clusters=tuple(clusters)), access
 
 
@@ -496,7 +507,13 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
     if doc.fanout is not None:
         _section(doc.fanout, "fanout", source)
         fanout = doc.fanout.concurrency or fanout
+    jobs = base.jobs
+    if doc.jobs is not None:
+        _section(doc.jobs, "jobs", source)
+        jobs = _set(jobs, keeper=doc.jobs.keeper, linger_s=doc.jobs.linger_s, wait_poll_s=doc.jobs.wait_poll_s)
     access = list(base.access)
     if doc.clusters is not None:
         policy, access = _clusters(policy, access, doc.clusters, source)
-    return evolve(base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout)
+    return evolve(
+        base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout, jobs=jobs
+    )

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from eps.core.model import Policy
+from eps.core.tables import JOB_LIFECYCLE
 
 
 class ConfigError(ValueError):
@@ -26,6 +27,7 @@ class ClusterAccess(NamedTuple):
     name: str
     login: tuple[str, ...] = ()
     user: str | None = None
+    work_root: str | None = None  # where dispatch roots go, on the filesystem the nodes share
 
 
 class GcpSettings(NamedTuple):
@@ -45,6 +47,14 @@ class RunpodSettings(NamedTuple):
     poll_interval_s: float = 2.0  # GET /v2/pods/{id} until RUNNING
 
 
+class JobsSettings(NamedTuple):
+    """A job's life after it started."""
+
+    keeper: bool = True  # `eps execute` without --wait leaves `eps wait` running to pull and release
+    linger_s: int = JOB_LIFECYCLE.linger_s  # a finished job's machine waits this long for the pull
+    wait_poll_s: float = 2.0  # how often `eps wait` looks
+
+
 class Settings(NamedTuple):
     policy: Policy
     access: tuple[ClusterAccess, ...] = ()
@@ -53,6 +63,7 @@ class Settings(NamedTuple):
     state_dir: str = "."
     config_path: str | None = None
     fanout_concurrency: int = 32  # --count N: copies walked at once, on every lane
+    jobs: JobsSettings = JobsSettings()
 
     def cluster_access(self, name: str) -> ClusterAccess:
         for a in self.access:

@@ -47,6 +47,7 @@ from eps.core.walk import (
 )
 from eps.shell.cli.progress import Reporter
 from eps.shell.lanes import Lanes
+from eps.shell.lanes.jobs import JobFiles, read_env_values, select_files
 from eps.shell.settings import Settings
 from eps.shell.state.ledger import AttemptRow, Ledger
 from eps.shell.state.reconcile import Reconciler
@@ -86,8 +87,10 @@ class Walker:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         wall: Callable[[], float] = time.time,
+        files: JobFiles | None = None,
     ) -> None:
         self.settings = settings
+        self.files = files or JobFiles()  # the workdir's file list and the --env values
         self.ledger = ledger
         self.lanes = lanes
         self.reporter = reporter
@@ -127,15 +130,21 @@ class Walker:
         self.ledger.acquire(parent)
         if first.count <= 1:
             return [self._guarded(parent, job, ResumeFrom(Walk(job, self.snapshot, self.grants)))]
-        children = [copy_id(parent, i) for i in range(1, first.count + 1)]
-        one = evolve(job, count=1)
-        for child in children:
-            self.ledger.new_dispatch(child, one, parent=parent)
+        n = first.count
+        children = [copy_id(parent, i) for i in range(1, n + 1)]
+        # Copy i of N runs with EPS_TASK_INDEX=i-1, EPS_TASK_COUNT=N, the same workdir (P5).
+        copies = [evolve(job, count=1, task_index=i, task_count=n) for i in range(n)]
+        for child, copy in zip(children, copies, strict=True):
+            self.ledger.new_dispatch(child, copy, parent=parent)
         self.reporter.emit("fanout", dispatch=parent, children=children)
         workers = max(1, min(len(children), self.settings.fanout_concurrency))
-        start = ResumeFrom(Walk(one, self.snapshot, self.grants))
+
+        def walk_copy(pair: tuple[str, Job]) -> WalkResult:
+            child, copy = pair
+            return self._guarded(child, copy, ResumeFrom(Walk(copy, self.snapshot, self.grants)))
+
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(lambda c: self._guarded(c, one, start), children))
+            results = list(pool.map(walk_copy, zip(children, copies, strict=True)))
         started = sum(r.handle is not None for r in results)
         state = DispatchState.STARTED if started == len(results) else DispatchState.FAILED
         self.ledger.set_dispatch(parent, state, message=f"{started}/{len(results)} started")
@@ -157,6 +166,13 @@ class Walker:
             self.ledger.release(dispatch)
             return WalkResult(dispatch, None, failure=f"dispatch {dispatch} is {row.state}; nothing to resume")
         job = row.job
+        env = read_env_values(self.ledger.state_dir, dispatch, *([row.parent] if row.parent else []))
+        match select_files(job, env):
+            case Success(files):
+                self.files = files
+            case Failure(f):
+                self.ledger.release(dispatch)
+                return WalkResult(dispatch, None, failure=f"cannot ship the job's files again: {f.message}")
         Reconciler(self.ledger, self.lanes, self.reporter).reconcile({dispatch}, resuming=True)
         attempts = self.ledger.attempts(dispatch)
         start = resume(job, self.snapshot, self.grants, [a.record() for a in attempts])
@@ -226,7 +242,7 @@ class Walker:
             "attempt", dispatch=dispatch, rung=rung.key, qos=rung.qos, reason=rung.reason,
             price_per_hour=rung.price_per_hour,
         )  # fmt: skip
-        match lane.start(job, rung, dispatch, name):
+        match lane.start(job, rung, dispatch, name, self.files):
             case Failure(failure):
                 # A create whose fate is unknown may still make its machine: the attempt stays
                 # on record under its name, where reconcile finds and releases it.

@@ -25,10 +25,21 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def add_parsers(sub: Any, add_job_options: Callable[[argparse.ArgumentParser], None]) -> None:
-    e = sub.add_parser("execute", help="walk the plan for real: submit, park, fail over; -- COMMAND...")
+    from eps.shell.cli.lifecycle import EXECUTE_EPILOG, add_execute_options
+    from eps.shell.cli.lifecycle import add_parsers as add_lifecycle
+
+    e = sub.add_parser(
+        "execute",
+        help="walk the plan for real: submit, park, fail over; -- COMMAND...",
+        usage="eps execute INTENT [options] -- COMMAND...",
+        epilog=EXECUTE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_job_options(e)
+    add_execute_options(e)
     e.add_argument("--resume", metavar="DISPATCH", help="continue the walk of a dispatch after a crash")
     e.add_argument("--dispatch-id", metavar="ID", help="use this dispatch id (default: a new one)")
+    add_lifecycle(sub)
 
     s = sub.add_parser("status", help="what is running where")
     s.add_argument("dispatch", nargs="?", help="one dispatch id (default: the active ones and the newest)")
@@ -134,7 +145,36 @@ def _dispatch_command(
         report = Reconciler(ledger, lanes, reporter, workers=workers).reconcile()
         sys.stdout.write(json.dumps(report, indent=2) + "\n" if ns.json else _reconcile_text(report))
         return EXIT_FAILED if report["errors"] else EXIT_OK
+    if ns.cmd in ("logs", "pull", "wait", "ssh"):
+        return _lifecycle(ns, settings, command, ledger, lanes, reporter)
     return _execute(ns, settings, command, make_job, ledger, lanes, reporter)
+
+
+def _lifecycle(
+    ns: argparse.Namespace, settings: Settings, command: Sequence[str], ledger: Ledger, lanes: Lanes, reporter: Reporter
+) -> int:
+    from eps.shell.cli import lifecycle as life
+
+    if ns.cmd != "ssh" and command:
+        raise JobError("usage", f"eps {ns.cmd} takes no command after --", None)
+    if ns.cmd == "logs":
+        return life.logs(ledger, lanes, ns.dispatch, follow=ns.follow)
+    if ns.cmd == "pull":
+        return life.pull(ledger, lanes, ns.dispatch, ns.to)
+    if ns.cmd == "wait":
+        return life.wait(ledger, lanes, reporter, ns.dispatch, poll_s=settings.jobs.wait_poll_s)
+    argv = life.ssh_argv(ledger, lanes, ns.dispatch, command)
+    sys.stdout.flush()
+    if not sys.stdin.isatty() and not command:
+        raise JobError("usage", "eps ssh: an interactive shell needs a terminal (or give -- COMMAND)", None)
+    return subprocess_call(argv)
+
+
+def subprocess_call(argv: Sequence[str]) -> int:
+    """Run ``argv`` in the foreground with this terminal; its exit code."""
+    import subprocess
+
+    return subprocess.call(list(argv))
 
 
 def _execute(
@@ -146,19 +186,30 @@ def _execute(
     lanes: Lanes,
     reporter: Reporter,
 ) -> int:
+    from eps.shell.cli import lifecycle as life
+    from eps.shell.lanes.jobs import JobFiles, drop_env_values, write_env_values
     from eps.shell.state.reconcile import Reconciler
     from eps.shell.walker import Walker
 
     job = None if ns.resume else make_job(ns, command)
     snapshot, grants = _files(ns)
+    files = JobFiles()
+    values: dict[str, str] = {}
     if job is not None:  # every input error is found before anything happens (no reconcile, no call)
+        job, values = life.job_options(ns, job, lanes.env)
         Walker.check(job, ns.dispatch_id, snapshot, grants, settings.policy)
+        files = life.check_files(job, values)
     Reconciler(ledger, lanes, reporter).reconcile()
     snapshot, grants = _gather(ns, lanes, job, snapshot, grants)
-    walker = Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot)
+    walker = Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot, files=files)
+    dispatch = ns.resume or ns.dispatch_id or walker.new_dispatch_id()
+    if job is not None:
+        write_env_values(settings.state_dir, dispatch, values)  # a resume ships them again; mode 0600
     reporter.start_live()
-    results = [walker.resume(ns.resume)] if job is None else walker.execute(job, ns.dispatch_id)
+    results = [walker.resume(ns.resume)] if job is None else walker.execute(job, dispatch)
     reporter.stop_live()
+    if not any(r.handle is not None for r in results):
+        drop_env_values(settings.state_dir, dispatch)
     for r in results:
         if r.handle is not None:
             h = r.handle
@@ -168,7 +219,42 @@ def _execute(
             sys.stdout.write(f"{r.dispatch} {h.lane} {where} {h.machine or ''} {h.id} {h.state}\n".replace("  ", " "))
         elif not reporter.json_lines:
             sys.stdout.write(f"{r.dispatch} failed: {r.failure}\n")
-    return EXIT_OK if all(r.handle is not None for r in results) else EXIT_FAILED
+    started = all(r.handle is not None for r in results)
+    if not any(r.handle is not None for r in results):
+        return EXIT_FAILED
+    if getattr(ns, "wait", False) or getattr(ns, "follow", False):
+        follow = _follower(ledger, lanes) if ns.follow else None
+        code = life.wait(ledger, lanes, reporter, dispatch, poll_s=settings.jobs.wait_poll_s, follow=follow)
+        return code if started else max(code, EXIT_FAILED)
+    if not reporter.json_lines:
+        sys.stdout.write(f"follow it: eps logs -f {dispatch}; wait for it: eps wait {dispatch}\n")
+    if settings.jobs.keeper:
+        _keep(settings, dispatch, lanes.env)
+    return EXIT_OK if started else EXIT_FAILED
+
+
+def _follower(ledger: Ledger, lanes: Lanes) -> Callable[[Any], None]:
+    """Stream a started job's log to stdout while ``eps execute --follow`` waits for it."""
+    from eps.shell.cli import lifecycle as life
+
+    def follow(row: Any) -> None:
+        life.logs(ledger, lanes, row.id, follow=True)
+
+    return follow
+
+
+def _keep(settings: Settings, dispatch: str, env: Any) -> None:
+    """Leave ``eps wait DISPATCH`` running in its own session: when the job ends it pulls the
+    outputs and releases the machine, whether or not anyone runs eps again."""
+    import os
+    import subprocess
+
+    log = os.path.join(settings.state_dir, "logs", f"{dispatch}.keeper.log")
+    with open(log, "ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-c", "from eps.shell.cli import entry; entry()", "wait", dispatch],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=dict(env),
+        )  # fmt: skip
 
 
 def _files(ns: argparse.Namespace) -> tuple[CapacitySnapshot, QosGrants]:

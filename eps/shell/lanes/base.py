@@ -23,6 +23,7 @@ from eps.core.model import Job, LaneKind, Rung
 from eps.core.outcome import Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.walk import AttemptRecord
+from eps.shell.lanes.jobs import JobFiles, Site
 
 
 class Lane(Protocol):
@@ -36,8 +37,20 @@ class Lane(Protocol):
         written to the ledger before the call, so a crash can be recovered by name."""
         ...
 
-    def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
-        """Create the machine or submit the job; its handle (``PENDING`` when queued)."""
+    def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        """Start the job on ``rung``: ship its files and run it under its wrapper (a queued
+        SLURM job runs it when it starts).  The handle is ``PENDING`` while queued.  A
+        machine made for a job that then could not be started is released again."""
+        ...
+
+    def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
+        """Where the job's files and records are (its dispatch root, and how to reach it)."""
+        ...
+
+    def shell_inner(self, handle: Handle) -> list[str] | None:
+        """The prefix that puts ``eps ssh``'s shell (or command) where the job runs rather
+        than at its site (SLURM: a step in the job's allocation, ``srun --jobid=ID
+        --overlap``), or ``None``."""
         ...
 
     def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
@@ -60,11 +73,6 @@ class Lane(Protocol):
 
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         """Whether the provider's history shows ``attempt``'s call happened."""
-        ...
-
-    def keep_output(self, handle: Handle, dispatch: str, logs_dir: str) -> str | None:
-        """Before a finished machine is released: copy what it left that would be lost
-        (e.g. a VM's console) to ``logs_dir``; a short note on how the job ended."""
         ...
 
     def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:

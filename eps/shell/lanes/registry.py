@@ -41,7 +41,7 @@ def _slurm(lanes: Lanes, name: str) -> Lane:
         cluster,
         SlurmClient(runner=opts.slurm_runner or subprocess_runner, prefix=access.login),
         login=access.login,
-        output_dir=os.path.join(lanes.settings.state_dir, "logs"),
+        work_root=access.work_root,
         cancel_timeout_s=opts.slurm_cancel_timeout_s,
         clock=lanes.clock,
         sleep=lanes.sleep,

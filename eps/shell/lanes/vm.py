@@ -1,27 +1,29 @@
-"""The VM lane: trivial ops run here, as a local subprocess in its own session.
+"""The VM lane: trivial ops run here, on the shared VM, under the job wrapper.
 
-The command's output goes to ``<state_dir>/logs/<dispatch>.log``; its exit
-code to ``<dispatch>.rc`` when it ends (a tiny wrapper shell writes it, so the
-code survives eps exiting).  The child carries ``EPS_DISPATCH=<id>`` in its
-environment, which is how reconcile finds it again after a crash.
+The job's files, log and record live in its dispatch root under the state
+directory (``runs/<dispatch>/<task>``); the wrapper records the exit code there,
+so it survives eps exiting.  The job's session carries ``EPS_DISPATCH=<id>`` in
+its environment, which is how reconcile finds it again after a crash.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import subprocess
 
 from returns.result import Failure, Result, Success
 
+from eps.core.jobscript import LAYOUT
 from eps.core.model import Job, LaneKind, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
 from eps.core.walk import AttemptRecord
+from eps.shell.lanes.jobs import JobFiles, Site, site_root, stage
 from eps.shell.polling import poll_until
+from eps.shell.remote.ssh import Remote
 
 MARKER = "EPS_DISPATCH"
 #: The variables of eps's own environment a VM job inherits (besides ``LC_*``).
@@ -31,63 +33,54 @@ VM_RUNG = "vm/-/-/local"
 
 
 class VmLane:
-    """The shared VM (this machine) as a :class:`~eps.shell.lanes.base.Lane`."""
+    """The shared VM (this machine) as a :class:`~eps.shell.lanes.base.Lane`.  A job's
+    dispatch root is ``<state dir>/runs/<dispatch>/<task>``; its workdir is copied there
+    (rsync) and its wrapper runs detached in its own session, which carries the marker."""
 
     kind = LaneKind.VM
 
     def __init__(self, state_dir: str, name: str = "vm") -> None:
         self.name = name
-        self.logs = os.path.join(state_dir, "logs")
-
-    def log_path(self, dispatch_id: str) -> str:
-        return os.path.join(self.logs, f"{dispatch_id}.log")
-
-    def rc_path(self, dispatch_id: str) -> str:
-        return os.path.join(self.logs, f"{dispatch_id}.rc")
-
+        self.work_root = os.path.join(os.path.abspath(state_dir), "runs")
 
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
         return f"pid:{dispatch}"
 
-    def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
-        command = job.command
-        if not command:
+    def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
+        return Success(Site(Remote.local(), site_root(self.work_root, dispatch, job)))
+
+    def shell_inner(self, handle: Handle) -> list[str] | None:
+        return None
+
+    def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        if not job.command:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, "no command to run"))
-        os.makedirs(self.logs, exist_ok=True)
-        rc_file = self.rc_path(dispatch)
-        # sh -c 'CMD; echo $? > rc': the exit code is kept even after eps itself has exited.
-        inner = f"{shlex.join(command)}; echo $? > {shlex.quote(rc_file)}"
+        site = self.site(None, dispatch, job).unwrap()
+        staged = stage(site, job, dispatch, files)
+        if isinstance(staged, Failure):
+            return staged
         # The job gets what a login shell would need, not eps's own environment (its
-        # credentials and settings stay with eps).
+        # credentials and settings stay with eps); the marker lets reconcile find it.
         env = {k: v for k, v in os.environ.items() if k in JOB_ENV or k.startswith("LC_")}
         env[MARKER] = dispatch
         try:
-            with open(self.log_path(dispatch), "ab") as log:
-                proc = subprocess.Popen(
-                    ["/bin/sh", "-c", inner],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    env=env,
-                )
-        except OSError as exc:
-            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"cannot start: {exc.strerror or exc}"))
-        return Success(Handle(self.name, LaneKind.VM, str(proc.pid), rung.key, machine="local"))
-
-    def exit_code(self, dispatch_id: str) -> str | None:
-        """The exit code the wrapper wrote when the command ended, or ``None``."""
-        try:
-            with open(self.rc_path(dispatch_id)) as fh:
-                return fh.read().strip()
-        except OSError:
-            return None
+            done = subprocess.run(
+                ["bash", LAYOUT.under(site.root).script, "start"],
+                stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=60, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"cannot start the job: {exc}"))
+        pid = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        if done.returncode != 0 or not pid.isdigit():
+            why = " ".join((done.stderr or done.stdout).split())[:200] or f"exit {done.returncode}"
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"the job did not start: {why}"))
+        return Success(Handle(self.name, LaneKind.VM, pid, rung.key, machine="local"))
 
     def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
         dispatch = _marker(int(handle.id)) if handle.id.isdigit() else None
         if dispatch is not None and _alive(int(handle.id), dispatch):
             return Success(evolve(handle, state=HandleState.RUNNING))
-        return Success(evolve(handle, state=HandleState.GONE))
+        return Success(evolve(handle, state=HandleState.FINISHED))
 
     def release(
         self, handle: Handle, *, pending_only: bool = False, grace_s: float = 5.0
@@ -123,12 +116,8 @@ class VmLane:
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         return Success(False)
 
-    def keep_output(self, handle: Handle, dispatch: str, logs_dir: str) -> str | None:
-        return None
-
     def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
-        code = self.exit_code(dispatch)
-        return f"exit code {code}" if code is not None else "process gone"
+        return None  # the job's own record (exit-code in its dispatch root) tells
 
     def close(self) -> None:
         return None

@@ -93,6 +93,10 @@ class DispatchRow:
     handle: Handle | None
     created_at: float
     updated_at: float
+    exit_code: int | None = None  # the job's own exit code, as its wrapper recorded it
+    job_status: str | None = None  # how it ended (eps.core.jobscript.JobEnd)
+    ended_at: float | None = None
+    pulled_at: float | None = None  # when its outputs and log were copied back
 
 
 @frozen
@@ -334,6 +338,19 @@ class Ledger:
             )  # fmt: skip
             return applied
 
+    def record_end(self, dispatch: str, exit_code: int | None, job_status: str | None, ended_at: float) -> None:
+        """What the job's wrapper recorded when it ended (first record wins: it is the truth)."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE dispatches SET exit_code=coalesce(exit_code, ?), job_status=coalesce(job_status, ?),"
+                " ended_at=coalesce(ended_at, ?), updated_at=? WHERE id=?",
+                (exit_code, job_status, ended_at, self._clock(), dispatch),
+            )
+
+    def mark_pulled(self, dispatch: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE dispatches SET pulled_at=?, updated_at=? WHERE id=?", (self._clock(),) * 2 + (dispatch,))
+
     def dispatch(self, dispatch: str) -> DispatchRow | None:
         """The row of ``dispatch``; ``None`` when there is none or it cannot be read (then it
         is in :attr:`quarantined`, with the reason, and every other row keeps working)."""
@@ -476,6 +493,10 @@ def _dispatch_row(r: sqlite3.Row) -> DispatchRow:
         handle=codec.handle_from_json(r["handle"]) if r["handle"] else None,
         created_at=r["created_at"],
         updated_at=r["updated_at"],
+        exit_code=r["exit_code"],
+        job_status=r["job_status"],
+        ended_at=r["ended_at"],
+        pulled_at=r["pulled_at"],
     )
 
 

@@ -85,5 +85,11 @@ def _v2(db: sqlite3.Connection) -> None:
     db.execute("DROP TABLE IF EXISTS meta")
 
 
-MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2}
+def _v3(db: sqlite3.Connection) -> None:
+    """What the job itself did, as its wrapper recorded it, and when its outputs came back."""
+    for column in ("exit_code INTEGER", "job_status TEXT", "ended_at REAL", "pulled_at REAL"):
+        db.execute(f"ALTER TABLE dispatches ADD COLUMN {column}")
+
+
+MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3}
 SCHEMA_VERSION = max(MIGRATIONS)

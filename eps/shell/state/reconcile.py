@@ -24,6 +24,7 @@ from typing import Any
 
 from returns.result import Failure, Success
 
+from eps.core.lifecycle import result_word
 from eps.core.model import JobError, evolve
 from eps.core.settle import (
     RELEASE_ONLY,
@@ -37,12 +38,14 @@ from eps.core.settle import (
     settle,
     vanished,
 )
-from eps.core.states import AttemptState, DispatchState, Outcome
+from eps.core.states import SETTLED_DISPATCH_STATES, AttemptState, DispatchState, HandleState, Outcome
 from eps.core.walk import AttemptRecord
 from eps.shell.cli.progress import Reporter
 from eps.shell.lanes import Lanes
+from eps.shell.lanes.jobs import drop_env_values
 from eps.shell.polling import poll_until
 from eps.shell.state import codec
+from eps.shell.state.finish import Finisher
 from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
 
 #: Dispatches that may hold something and are not settled yet.
@@ -146,14 +149,43 @@ class Reconciler:
             row = self.ledger.dispatch(dispatch)
             if row is None:
                 return part
+            children = self.ledger.children(dispatch)
+            if children:  # a --count parent: it has ended when every copy has
+                self._settle_parent(row, children, part)
+                return part
             try:
                 if row.state not in RELEASE_ONLY and _last_change(row, self.ledger) >= taken_at:
                     part["skipped"].append(f"{dispatch}: changed while the providers were read; settled next time")
                     return part
-                self._settle(row, by_dispatch.get(dispatch, []), part, resuming=resuming)
+                self._settle(row, self._job_ended(row, by_dispatch.get(dispatch, [])), part, resuming=resuming)
             except QuarantinedRow as exc:
                 part["errors"].append(str(exc))
         return part
+
+    def _settle_parent(self, row: DispatchRow, children: list[DispatchRow], report: dict[str, list[str]]) -> None:
+        if row.state not in (DispatchState.STARTED, DispatchState.FAILED) or any(
+            c.state not in SETTLED_DISPATCH_STATES for c in children
+        ):
+            return
+        ok = sum(1 for c in children if result_word(c.state, c.job_status, c.exit_code) == "succeeded")
+        if row.state is DispatchState.STARTED:
+            self.ledger.set_dispatch(row.id, DispatchState.ENDED, message=f"{ok}/{len(children)} copies succeeded")
+            report["ended"].append(row.id)
+        drop_env_values(self.ledger.state_dir, row.id)
+
+    def _job_ended(self, row: DispatchRow, items: list[LiveItem]) -> list[LiveItem]:
+        """A machine lingers after its job ended (for the pull): for a started dispatch whose
+        machine still runs, ask the job's own record, and call the machine finished if the
+        job has ended."""
+        if row.state is not DispatchState.STARTED or len(items) != 1 or row.handle is None:
+            return items
+        (item,) = items
+        if item.handle.state is not HandleState.RUNNING:
+            return items
+        progress = Finisher(self.ledger, self.lanes).progress(evolve(row, handle=item.handle)).value_or(None)
+        if progress is not None and progress.ended:
+            return [evolve(item, handle=evolve(item.handle, state=HandleState.FINISHED))]
+        return items
 
     def _settle(self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]], *, resuming: bool) -> None:
         view = view_of(row, self.ledger)
@@ -166,10 +198,9 @@ class Reconciler:
             case Verdict.RELEASE:
                 self._release_all(view, s.release, report)
             case Verdict.FINISHED:
-                note = s.message or ""
-                for item in s.release:
-                    adapter = self.lanes.get(item.handle.lane)
-                    note = adapter.keep_output(item.handle, row.id, self.ledger.logs) or note
+                # Outputs and log first, then the machine: nothing is lost before it is pulled.
+                handle = s.release[0].handle if s.release else row.handle
+                _, note = Finisher(self.ledger, self.lanes).collect(evolve(row, handle=handle))
                 self._ended(view, note)  # the job's story is "ended"; releasing its machine is upkeep
                 self._release_all(view, s.release, report, mark=False)
                 report["ended"].append(row.id)
@@ -192,10 +223,11 @@ class Reconciler:
                     self.ledger.set_dispatch(row.id, s.dispatch_state, message=s.message)
                     report["interrupted"].append(row.id)
             case Verdict.ENDED:
-                how = None
-                if row.handle is not None:
+                pulled, note = Finisher(self.ledger, self.lanes).collect(row)
+                if not pulled and row.handle is not None:
                     how = self.lanes.get(row.handle.lane).how_it_ended(row.handle, row.id)
-                self._ended(view, how or "no longer at the provider")
+                    note = f"the machine was gone before its outputs were pulled ({how or 'no longer at the provider'})"
+                self._ended(view, note)
                 report["ended"].append(row.id)
 
     def _adopt(self, row: DispatchRow, s: Settlement, report: dict[str, list[str]]) -> None:
@@ -220,6 +252,7 @@ class Reconciler:
             if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
                 self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=Outcome.ENDED.value, reason=note)
         self.ledger.set_dispatch(view.id, DispatchState.ENDED, message=note)
+        drop_env_values(self.ledger.state_dir, view.id)
 
     def _vanished(self, dispatch: str, a: AttemptRecord) -> tuple[Outcome, str]:
         if not needs_history(a):
@@ -281,6 +314,8 @@ def cancel(
         poll_until(partial(_walker_gone, ledger, d), timeout_s=wait_s, interval_s=0.2)
     rec = Reconciler(ledger, lanes, reporter, workers=workers)
     part = rec.reconcile(set(targets), owners=dispatches is None)  # --all: and whatever else is live
+    for d in report["cancelled"]:
+        drop_env_values(ledger.state_dir, d)
     report.update({k: part[k] for k in ("released", "errors", "skipped", "unchecked")})
     return report
 

@@ -51,6 +51,7 @@ class Eps:
         self.state = tmp / "state"
         self.config = tmp / "config.toml"
         self.config.write_text(
+            "[jobs]\nkeeper = false\nwait_poll_s = 0.05\n"
             f'[gcp]\nproject = "{PROJECT}"\nendpoint = "{gcp.endpoint}"\nzones = ["us-central1-a", "us-central1-b"]\n'
             f'[runpod]\nbase_url = "{runpod.url}"\n'
         )

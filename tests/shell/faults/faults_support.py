@@ -193,6 +193,7 @@ class Eps:
         self.config.write_text(
             f'[gcp]\nproject = "{PROJECT}"\nendpoint = "{gcp.endpoint}"\nzones = [{zones}]\npoll_interval_s = 0.05\n'
             f'[runpod]\nbase_url = "{runpod.url}"\npoll_interval_s = 0.05\n'
+            "[jobs]\nkeeper = false\nwait_poll_s = 0.05\n"
             f'[[clusters]]\nname = "fellows"\nlogin = {login}\n'
         )
         self.env = {

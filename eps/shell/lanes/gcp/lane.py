@@ -17,6 +17,7 @@ from eps.core.states import HandleState
 from eps.core.walk import AttemptRecord
 from eps.shell.lanes.gcp.client import GcpClient
 from eps.shell.lanes.gcp.wire import instance_name
+from eps.shell.lanes.jobs import JobFiles, Site
 from eps.shell.settings import GcpSettings
 
 
@@ -42,7 +43,13 @@ class GcpLane:
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
         return instance_name(dispatch, rung)
 
-    def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
+    def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
+        return Failure(LaneFailure(FailureKind.UNREACHABLE, f"{self.name}: job files are not shipped to it yet"))
+
+    def shell_inner(self, handle: Handle) -> list[str] | None:
+        return None
+
+    def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         # attempt=0: the request id is fixed per (dispatch, rung), so a retried create is a no-op
         return self.client().create(job, rung, dispatch, 0)
 

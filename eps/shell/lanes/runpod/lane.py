@@ -18,6 +18,7 @@ from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
 from eps.core.walk import AttemptRecord
+from eps.shell.lanes.jobs import JobFiles, Site
 from eps.shell.lanes.runpod.client import RungAttempt, RunpodClient
 from eps.shell.lanes.runpod.wire import (
     POD_STATES,
@@ -70,7 +71,13 @@ class RunpodLane:
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
         return pod_name(dispatch, seq)
 
-    def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
+    def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
+        return Failure(LaneFailure(FailureKind.UNREACHABLE, f"{self.name}: job files are not shipped to it yet"))
+
+    def shell_inner(self, handle: Handle) -> list[str] | None:
+        return None
+
+    def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         match self.client():
             case Failure(f):
                 return Failure(f)
@@ -139,9 +146,6 @@ class RunpodLane:
 
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         return Success(False)
-
-    def keep_output(self, handle: Handle, dispatch: str, logs_dir: str) -> str | None:
-        return None
 
     def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
         return None

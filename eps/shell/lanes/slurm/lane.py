@@ -17,15 +17,20 @@ from collections.abc import Callable
 
 from returns.result import Failure, Result, Success
 
+from eps.core.jobscript import LAYOUT
+from eps.core.lifecycle import batch_time_s
 from eps.core.model import ClusterConfig, Job, LaneKind, Rung, evolve
 from eps.core.names import PREFIX, dispatch_of_job, job_name
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.sbatch import SbatchRenderError, render_sbatch
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
+from eps.core.tables import remote_work_root
 from eps.core.walk import AttemptRecord
+from eps.shell.lanes.jobs import JobFiles, Site, site_root, stage
 from eps.shell.lanes.slurm.cli import GONE, JobStatus, SlurmClient
 from eps.shell.polling import poll_until
+from eps.shell.remote.ssh import Remote
 
 #: squeue/sacct states in the handle vocabulary every lane shares.
 SLURM_STATES: dict[str, HandleState] = {
@@ -59,7 +64,7 @@ class SlurmLane:
         client: SlurmClient,
         *,
         login: tuple[str, ...] = (),
-        output_dir: str | None = None,
+        work_root: str | None = None,
         cancel_timeout_s: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -68,29 +73,41 @@ class SlurmLane:
         self.cluster = cluster
         self.client = client
         self._login = login
-        self._output_dir = output_dir
+        default = remote_work_root(LaneKind.SLURM).root
+        # Behind a login prefix a relative root is under the login's home (where ssh and
+        # sbatch run); on this machine it is made absolute, so the batch step finds it.
+        root = work_root or default
+        if not login and not os.path.isabs(root) and not root.startswith("~"):
+            root = f"~/{root}"
+        self.work_root = root if login else os.path.abspath(os.path.expanduser(root))
         self._cancel_timeout_s = cancel_timeout_s
         self._clock = clock
         self._sleep = sleep
 
-
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
         return job_name(dispatch)
 
-    def output(self, dispatch: str) -> str | None:
-        """The job's output file: beside the ledger's logs when the cluster is this machine;
-        SLURM's default (``slurm-<id>.out`` in the login directory) behind a login prefix."""
-        if self._login or self._output_dir is None:
-            return None
-        return os.path.join(os.path.abspath(self._output_dir), f"{dispatch}-%j.out")
+    def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
+        return Success(Site(Remote.via(self._login), site_root(self.work_root, dispatch, job)))
 
-    def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
+    def shell_inner(self, handle: Handle) -> list[str] | None:
+        return ["srun", f"--jobid={handle.id}", "--overlap"]
+
+    def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        """Ship the job's files to its dispatch root on the shared filesystem, then submit a
+        batch script whose one step runs the wrapper in the foreground."""
+        site = self.site(None, dispatch, job).unwrap()
+        staged = stage(site, job, dispatch, files)
+        if isinstance(staged, Failure):
+            return staged
+        lay = LAYOUT.under(site.root)
+        step = evolve(job, command=("bash", lay.script, "run"))
         try:
-            script = render_sbatch(job, self.cluster, rung, dispatch_id=dispatch)
+            script = render_sbatch(step, self.cluster, rung, dispatch_id=dispatch, time_s=batch_time_s(job))
         except SbatchRenderError as exc:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, str(exc), code="sbatch_render"))
-        output = self.output(dispatch)  # on sbatch's command line: a path may hold blanks
-        options = [f"--output={output}"] if output is not None else []
+        # on sbatch's command line, not in the script: a path may hold blanks
+        options = [f"--output={site.root}/sbatch.out"]
         queued = Handle(self.name, LaneKind.SLURM, "", rung.key, qos=rung.qos, machine=rung.machine)
         submitted = self.client.submit(script, options)
         return submitted.map(lambda job_id: evolve(queued, id=job_id, state=HandleState.PENDING))
@@ -153,9 +170,6 @@ class SlurmLane:
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         seen = self.client.history_by_name(job_name(dispatch), attempt.started_at - 60)
         return seen.map(lambda jobs: any(j.qos == attempt.rung.qos for j in jobs))
-
-    def keep_output(self, handle: Handle, dispatch: str, logs_dir: str) -> str | None:
-        return None
 
     def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
         final = self.client.poll(handle.id)  # squeue forgot it; sacct knows how it ended

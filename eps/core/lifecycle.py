@@ -1,0 +1,82 @@
+"""A job's life after it started: the time limit it runs under, the wrapper spec it runs
+as, and what its end is called (pure).
+
+The status words (never one word for every end): ``succeeded``, ``failed (exit N)``,
+``failed (setup, exit N)``, ``timed out``, ``cancelled``, ``preempted``, ``running``,
+``queued``, and ``ended (exit code unknown)`` when the machine vanished before the
+job's record could be read (a preempted spot VM, a pod gone).
+"""
+
+from __future__ import annotations
+
+from eps.core.jobscript import JobEnd, JobSpec
+from eps.core.model import Job
+from eps.core.states import DispatchState
+from eps.core.tables import JOB_LIFECYCLE, JobLifecycle, job_time_limit_s
+
+
+def time_limit_s(job: Job, lifecycle: JobLifecycle = JOB_LIFECYCLE) -> int:
+    """The limit the job is stopped at: ``--time-limit``, else the duration times the margin."""
+    if job.time_limit_s is not None:
+        return job.time_limit_s
+    return max(60, job_time_limit_s(job.duration_s, lifecycle))
+
+
+def batch_time_s(job: Job, lifecycle: JobLifecycle = JOB_LIFECYCLE) -> int:
+    """What SLURM is told (``--time``): the wrapper's own limit plus its kill grace and a
+    minute, so the wrapper stops the job first and records ``timed_out`` itself."""
+    return time_limit_s(job, lifecycle) + lifecycle.kill_grace_s + 60
+
+
+def job_spec(job: Job, dispatch: str) -> JobSpec:
+    """The wrapper spec of ``job`` run as ``dispatch``."""
+    return JobSpec(
+        command=job.command,
+        dispatch_id=dispatch,
+        time_limit_s=time_limit_s(job),
+        setup=job.setup,
+        env_names=job.env_names,
+        task_index=job.task_index,
+        task_count=job.task_count,
+    )
+
+
+def result_word(state: DispatchState, job_status: str | None, exit_code: int | None) -> str:
+    """What ``eps status`` calls the dispatch's outcome so far."""
+    if state is DispatchState.CANCELLED:
+        return "cancelled"
+    if state is DispatchState.PREEMPTED:
+        return "preempted"
+    if state is DispatchState.HELD:
+        return "queued"
+    if state in (DispatchState.WALKING, DispatchState.INTERRUPTED):
+        return state.value
+    if state is DispatchState.FAILED:
+        return "nothing started"
+    if state is DispatchState.STARTED:
+        return "running"
+    match job_status:
+        case JobEnd.TIMED_OUT:
+            return "timed out"
+        case JobEnd.KILLED:
+            return "cancelled"
+        case JobEnd.SETUP_FAILED:
+            return f"failed (setup, exit {exit_code})"
+        case JobEnd.ERROR:
+            return f"failed (could not start, exit {exit_code})"
+    if exit_code is None:
+        return "ended (exit code unknown)"
+    return "succeeded" if exit_code == 0 else f"failed (exit {exit_code})"
+
+
+def exit_status(state: DispatchState, job_status: str | None, exit_code: int | None) -> int:
+    """The exit status ``eps wait`` / ``execute --wait`` leave with: the job's own code;
+    124 for a time limit; 1 when nothing started or the code is unknown; 130 if cancelled."""
+    word = result_word(state, job_status, exit_code)
+    if word == "timed out":
+        return 124
+    if word == "cancelled":
+        return 130
+    if exit_code is not None and state is DispatchState.ENDED:
+        return exit_code if 0 <= exit_code <= 255 else 1
+    return 1

@@ -1,0 +1,150 @@
+"""A job's files and life on its machine, the same for every lane: where its dispatch root
+is (a :class:`Site`), shipping it (wrapper, env file, workdir), starting it detached,
+reading its record, following its log, pulling its outputs, stopping it.
+
+A lane says where the site is (this machine, the cluster's login node, a VM or pod over
+ssh); everything else is here and in :mod:`eps.shell.remote`.  The job's truth is the
+files its wrapper writes (:data:`eps.core.jobscript.LAYOUT`): they outlive eps.
+
+The values of ``--env`` never enter the ledger, a log or any output: they live in a
+mode-0600 file of the state directory (:func:`write_env_values`) while the dispatch
+runs, and in the job's own mode-0600 ``env`` file on its machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from attrs import frozen
+from returns.result import Failure, Result, Success
+
+from eps.core.jobscript import JobProgress, dispatch_root
+from eps.core.lifecycle import job_spec
+from eps.core.model import Job
+from eps.core.outcome import FailureKind, LaneFailure
+from eps.shell.remote.errors import RemoteFailure
+from eps.shell.remote.ignore import Workdir, select_workdir
+from eps.shell.remote.job import follow_log, probe_job, pull_log, pull_outputs, stage_job, start_job
+from eps.shell.remote.ssh import BRIEF, Patience, Remote
+
+
+class Site(NamedTuple):
+    """Where one dispatch's job lives: the target and the dispatch root on it."""
+
+    remote: Remote
+    root: str
+
+
+@frozen
+class JobFiles:
+    """What a job takes to its machine besides the wrapper: the workdir's file list (after
+    the ignore rules) and the values of its ``--env`` names."""
+
+    workdir: Workdir | None = None
+    env: Mapping[str, str] | None = None
+
+
+def site_root(work_root: str, dispatch: str, job: Job) -> str:
+    return dispatch_root(work_root, dispatch, job.task_index)
+
+
+def _lane(failure: RemoteFailure) -> LaneFailure:
+    return failure.lane_failure()
+
+
+def select_files(job: Job, env: Mapping[str, str] | None) -> Result[JobFiles, LaneFailure]:
+    """The job's files: the workdir listed under its ignore rules and checked against the
+    size limit (one line naming the biggest files when it is over)."""
+    workdir = None
+    if job.workdir is not None:
+        match select_workdir(job.workdir):
+            case Failure(f):
+                return Failure(_lane(f))
+            case Success(listed):
+                workdir = listed
+    return Success(JobFiles(workdir, env if job.env_names else None))
+
+
+def stage(
+    site: Site, job: Job, dispatch: str, files: JobFiles, *, patience: Patience = BRIEF
+) -> Result[None, LaneFailure]:
+    """Ship the wrapper, the env file and the workdir to the site (idempotent: rsync)."""
+    spec = job_spec(job, dispatch)
+    env = dict(files.env or {}) if job.env_names else None
+    if env is not None:
+        missing = [n for n in job.env_names if n not in env]
+        if missing:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"no value for --env {', '.join(missing)}"))
+        env = {n: env[n] for n in job.env_names}
+    done = stage_job(site.remote, site.root, spec, workdir=files.workdir, env=env, patience=patience)
+    return done.alt(_lane)
+
+
+def launch(site: Site) -> Result[int, LaneFailure]:
+    """Start the staged job detached; the wrapper's pid.  Twice starts it once."""
+    return start_job(site.remote, site.root).alt(_lane)
+
+
+def probe(site: Site) -> Result[JobProgress, LaneFailure]:
+    return probe_job(site.remote, site.root).alt(_lane)
+
+
+def follow(site: Site, sink: Callable[[bytes], None]) -> Result[int, LaneFailure]:
+    return follow_log(site.remote, site.root, sink).alt(_lane)
+
+
+def pull(site: Site, out_dir: str, log_path: str) -> Result[None, LaneFailure]:
+    """Bring the job's outputs to ``out_dir`` and its whole log to ``log_path``."""
+    os.makedirs(out_dir, exist_ok=True)
+    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    got = pull_outputs(site.remote, site.root, out_dir).alt(_lane)
+    if isinstance(got, Failure):
+        return got
+    return pull_log(site.remote, site.root, log_path).alt(_lane)
+
+
+# --- the values of --env, kept aside while the dispatch lives -------------------------------------
+
+
+def _env_path(state_dir: str, dispatch: str) -> str:
+    return os.path.join(state_dir, "env", f"{dispatch}.env")
+
+
+def write_env_values(state_dir: str, dispatch: str, values: Mapping[str, str]) -> None:
+    """Keep ``values`` for ``dispatch`` (a resume or a copy of a fan-out ships them again);
+    mode 0600, never in the ledger.  Removed by :func:`drop_env_values`."""
+    if not values:
+        return
+    folder = os.path.join(state_dir, "env")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    os.chmod(folder, stat.S_IRWXU)
+    path = _env_path(state_dir, dispatch)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        for name, value in sorted(values.items()):
+            fh.write(f"{name}={value.encode('unicode_escape').decode('ascii')}\n")
+
+
+def read_env_values(state_dir: str, *dispatches: str) -> dict[str, str] | None:
+    """The values kept for the first of ``dispatches`` that has any (a copy reads its parent's)."""
+    for dispatch in dispatches:
+        try:
+            with open(_env_path(state_dir, dispatch), encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        except FileNotFoundError:
+            continue
+        values = {}
+        for line in lines:
+            name, _, value = line.partition("=")
+            values[name] = value.encode("ascii").decode("unicode_escape")
+        return values
+    return None
+
+
+def drop_env_values(state_dir: str, dispatch: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_env_path(state_dir, dispatch))

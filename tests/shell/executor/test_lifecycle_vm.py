@@ -1,0 +1,167 @@
+"""A job runs for real on the VM lane (issue 12): its workdir goes with it, its output comes
+back, its exit code is the truth.  Everything through ``eps`` commands, the way a user runs it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = """\
+import os, sys
+data = open("data/input.txt").read()
+out = os.environ["EPS_OUTPUT_DIR"]
+with open(os.path.join(out, "result.txt"), "w") as fh:
+    fh.write(data.upper() * 1000)
+for i in range(100_000):
+    print(f"line {i}")
+print("secret seen:", os.environ.get("MY_TOKEN") == "s3cr3t-value", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+def _workdir(tmp: Path) -> Path:
+    wd = tmp / "project"
+    (wd / "data").mkdir(parents=True)
+    (wd / "job.py").write_text(SCRIPT)
+    (wd / "data" / "input.txt").write_text("hello from the data file\n")
+    (wd / ".gitignore").write_text("big/\n*.tmp\n")
+    (wd / "big").mkdir()
+    (wd / "big" / "blob.bin").write_bytes(b"x" * 1000)
+    (wd / "scratch.tmp").write_text("ignored")
+    return wd
+
+
+def test_a_real_job_on_the_vm_end_to_end(eps: Any, tmp_path: Path) -> None:
+    wd = _workdir(tmp_path)
+    rc, out, err = eps(
+        "execute", "cpu-small", "--duration", "30s", "--workdir", str(wd), "--env", "MY_TOKEN",
+        "--wait", "--", "python3", "job.py",
+        env={"MY_TOKEN": "s3cr3t-value"},
+    )  # fmt: skip
+    assert rc == 3, (out, err)  # the job's own exit code
+    [row] = eps.status()
+    d = row["dispatch"]
+    assert row["state"] == "ended" and row["message"].startswith("failed (exit 3)")
+    # the whole log, every line
+    rc, log, err = eps("logs", d)
+    assert rc == 0, err
+    lines = log.splitlines()
+    assert [x for x in lines if x.startswith("line ")] == [f"line {i}" for i in range(100_000)]
+    assert "secret seen: True" in log
+    # the outputs came back, byte for byte
+    result = eps.state / "outputs" / d / "result.txt"
+    assert result.read_bytes() == b"HELLO FROM THE DATA FILE\n" * 1000
+    rc, out, err = eps("pull", d, "--to", str(tmp_path / "again"))
+    assert rc == 0, err
+    assert hashlib.sha256((tmp_path / "again" / "result.txt").read_bytes()).digest() == hashlib.sha256(
+        result.read_bytes()
+    ).digest()
+    # the ignore rules held; the machine (here a process) is gone
+    shipped = eps.state / "runs" / d / "0" / "work"
+    assert (shipped / "job.py").exists() and not (shipped / "big").exists() and not (shipped / "scratch.tmp").exists()
+    # the value of --env is nowhere eps writes: not the ledger, not its logs, not its output
+    with sqlite3.connect(eps.state / "ledger.sqlite3") as db:
+        assert "s3cr3t-value" not in "\n".join(db.iterdump())
+    for f in (eps.state / "logs").iterdir():
+        assert "s3cr3t-value" not in f.read_text(errors="replace")
+    assert "s3cr3t-value" not in out + err
+    assert not list((eps.state / "env").glob("*.env"))  # the kept values went with the dispatch
+
+
+def test_a_shell_line_runs_through_bash_and_an_argv_runs_as_is(eps: Any, tmp_path: Path) -> None:
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--wait", "--",
+                       "echo piped | tr a-z A-Z > $EPS_OUTPUT_DIR/a.txt")  # fmt: skip
+    assert rc == 0, err
+    d1 = eps.status()[0]["dispatch"]
+    assert (eps.state / "outputs" / d1 / "a.txt").read_text() == "PIPED\n"
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--wait", "--",
+                       "sh", "-c", 'printf "%s" "$1" > "$EPS_OUTPUT_DIR/b.txt"', "sh", "a | b; $(x)")  # fmt: skip
+    assert rc == 0, err
+    d2 = next(r["dispatch"] for r in eps.status() if r["dispatch"] != d1)
+    assert (eps.state / "outputs" / d2 / "b.txt").read_text() == "a | b; $(x)"
+
+
+def test_copies_get_their_index_and_wait_reports_which_failed(eps: Any, tmp_path: Path) -> None:
+    line = 'echo "$EPS_TASK_INDEX/$EPS_TASK_COUNT" > "$EPS_OUTPUT_DIR/i"; [ "$EPS_TASK_INDEX" != 1 ]'
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--count", "3", "--wait", "--", line)
+    assert rc == 1, (out, err)
+    assert "failed (exit 1)" in err
+    parent = next(r["dispatch"] for r in eps.status() if r["parent"] is None)
+    rc, out, err = eps("pull", parent, "--to", str(tmp_path / "all"))
+    assert rc == 0, err
+    got = sorted((p.parent.name, p.read_text().strip()) for p in (tmp_path / "all").glob("*/i"))
+    assert got == [(f"{parent}n1", "0/3"), (f"{parent}n2", "1/3"), (f"{parent}n3", "2/3")]
+
+
+def test_the_time_limit_stops_the_job_and_says_timed_out(eps: Any) -> None:
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--time-limit", "2s", "--wait", "--", "sleep 60")
+    assert rc == 124, (out, err)
+    [row] = eps.status()
+    assert row["message"].startswith("timed out")
+
+
+def test_wait_and_logs_and_ssh_on_a_running_job(eps: Any) -> None:
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--", "echo started; sleep 2; echo done")
+    assert rc == 0, err
+    d = eps.status()[0]["dispatch"]
+    rc, out, err = eps("pull", d)
+    assert rc == 2 and "has not ended yet" in err  # nothing to pull yet: one line, exit 2
+    rc, out, err = eps("ssh", d, "--", "pwd")
+    assert rc == 0, err
+    rc, out, err = eps("logs", d, "-f")
+    assert rc == 0 and "started" in out and "done" in out
+    rc, out, err = eps("wait", d)
+    assert rc == 0, err
+    assert eps.status(d)[0]["message"].startswith("succeeded")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "needle"),
+    [
+        (["execute", "cpu-small", "--workdir", "/nonexistent/wd", "--", "true"], {}, "no such directory"),
+        (["execute", "cpu-small", "--env", "NOT_SET_ANYWHERE", "--", "true"], {}, "not set in your environment"),
+        (["execute", "cpu-small", "--env", "1BAD", "--", "true"], {}, "not a variable name"),
+        (["execute", "cpu-small", "--time-limit", "soon", "--", "true"], {}, "--time-limit"),
+        (["execute", "cpu-small", "--setup", " ", "--", "true"], {}, "--setup is empty"),
+        (["wait", "enosuch000"], {}, "no dispatch"),
+        (["logs", "enosuch000"], {}, "no dispatch"),
+        (["pull", "enosuch000"], {}, "no dispatch"),
+        (["ssh", "enosuch000"], {}, "no dispatch"),
+    ],
+)
+def test_bad_lifecycle_input_is_one_line_and_changes_nothing(
+    eps: Any, gcp: Any, runpod: Any, argv: list[str], env: dict[str, str], needle: str
+) -> None:
+    rc, out, err = eps(*argv, env=env)
+    assert rc == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1 and needle in err, err
+    assert gcp.requests == [] and runpod.requests == []
+    assert not (eps.state / "ledger.sqlite3").exists() or eps.status() == []
+
+
+def test_a_workdir_over_the_limit_names_its_biggest_files(eps: Any, tmp_path: Path) -> None:
+    wd = tmp_path / "huge"
+    wd.mkdir()
+    with open(wd / "weights.bin", "wb") as fh:  # sparse: 3 GiB on paper, nothing on disk
+        fh.truncate(3 * 2**30)
+    (wd / "small.txt").write_text("x")
+    rc, out, err = eps("execute", "cpu-small", "--workdir", str(wd), "--", "true")
+    assert rc == 2, (out, err)
+    assert "weights.bin" in err and len(err.strip().splitlines()) == 1
+    assert eps.status() == []
+
+
+def test_execute_json_and_wait_json_agree(eps: Any) -> None:
+    rc, events = eps.events("cpu-small", "--duration", "30s", "--", "exit 0")
+    assert rc == 0
+    d = events[-1]["dispatch"]
+    time.sleep(0.2)
+    rc, out, err = eps("wait", d, "--json")
+    assert rc == 0, err
+    assert any(json.loads(line).get("event") == "ended" for line in out.splitlines() if line.startswith("{"))
