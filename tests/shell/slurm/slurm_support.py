@@ -7,19 +7,20 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from attrs import frozen
-from returns.result import Result, Success
+from returns.result import Failure, Result, Success
 
 from eps.core.model import CapacitySnapshot, Job, LaneDown, LaneKind, Policy, QosGrants, Rung
-from eps.core.outcome import Handle, LaneFailure
+from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.walk import AttemptRecord
 from eps.shell.cli.progress import Reporter
 from eps.shell.lanes import LaneOptions, Lanes
 from eps.shell.lanes.slurm.cli import LIVE_STATES
-from eps.shell.settings import Settings
+from eps.shell.settings import ClusterAccess, Settings
 from eps.shell.state.ledger import Ledger
 from eps.shell.walker import Walker, WalkResult
 
@@ -122,12 +123,18 @@ class PaidLane:
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
         return f"vm-{dispatch}-{seq}"
 
-    def start(self, job: Job, rung: Rung, dispatch: str, name: str) -> Result[Handle, LaneFailure]:
+    def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: Any) -> Result[Handle, LaneFailure]:
         self.started.append(rung)
         return Success(Handle(self.name, LaneKind.GCP, name, rung.key, zone=rung.zone, machine=rung.machine))
 
     def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
         return Success(handle)
+
+    def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Any, LaneFailure]:
+        return Failure(LaneFailure(FailureKind.UNREACHABLE, "a stand-in has no files"))
+
+    def shell_inner(self, handle: Handle) -> list[str] | None:
+        return None
 
     def release(self, handle: Handle, *, pending_only: bool = False) -> Result[Handle, LaneFailure]:
         return Success(handle)
@@ -140,9 +147,6 @@ class PaidLane:
 
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         return Success(False)
-
-    def keep_output(self, handle: Handle, dispatch: str, logs_dir: str) -> str | None:
-        return None
 
     def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
         return None
@@ -176,7 +180,9 @@ def ladder(
     sleep: Callable[[float], None] | None = None,
     wall: Callable[[], float] | None = None,
 ) -> Ladder:
-    settings = Settings(policy=policy, state_dir=str(state_dir))
+    # dispatch roots under the test's own directory, not the user's home
+    access = tuple(ClusterAccess(c.name, work_root=str(state_dir / "runs")) for c in policy.clusters)
+    settings = Settings(policy=policy, state_dir=str(state_dir), access=access)
     options = LaneOptions(
         slurm_runner=runner, slurm_poll_interval_s=poll_interval_s, slurm_cancel_timeout_s=cancel_timeout_s, env={}
     )

@@ -220,6 +220,8 @@ def test_a_state_dir_with_a_space_works(client, grants, policy, recorder, tmp_pa
     job = Job(intent="gpu-1", duration_s=600, command=("echo", "hello from slurm"))
     outcome = ladder(state, policy, grants, hook=recorder, poll_interval_s=0.2).walk(job, recorder.dispatch_id)
     assert _landed(outcome)
-    assert outcome.handle is not None
-    out = state / "logs" / f"{recorder.dispatch_id}-{outcome.handle.id}.out"
-    wait_until(lambda: out.exists() and "hello from slurm" in out.read_text(), 30, f"{out} written")
+    log = state / "runs" / recorder.dispatch_id / "0" / "job.log"  # the job wrapper's whole log
+    wait_until(lambda: log.exists() and "hello from slurm" in log.read_text(), 30, f"{log} written")
+    code = state / "runs" / recorder.dispatch_id / "0" / "exit-code"
+    wait_until(code.exists, 30, "the job's exit code recorded")
+    assert code.read_text().strip() == "0"
