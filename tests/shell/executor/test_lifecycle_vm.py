@@ -75,12 +75,12 @@ def test_a_real_job_on_the_vm_end_to_end(eps: Any, tmp_path: Path) -> None:
 
 
 def test_a_shell_line_runs_through_bash_and_an_argv_runs_as_is(eps: Any, tmp_path: Path) -> None:
-    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--wait", "--",
+    rc, _, err = eps("execute", "cpu-small", "--duration", "30s", "--wait", "--",
                        "echo piped | tr a-z A-Z > $EPS_OUTPUT_DIR/a.txt")  # fmt: skip
     assert rc == 0, err
     d1 = eps.status()[0]["dispatch"]
     assert (eps.state / "outputs" / d1 / "a.txt").read_text() == "PIPED\n"
-    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--wait", "--",
+    rc, _, err = eps("execute", "cpu-small", "--duration", "30s", "--wait", "--",
                        "sh", "-c", 'printf "%s" "$1" > "$EPS_OUTPUT_DIR/b.txt"', "sh", "a | b; $(x)")  # fmt: skip
     assert rc == 0, err
     d2 = next(r["dispatch"] for r in eps.status() if r["dispatch"] != d1)
