@@ -153,7 +153,22 @@ def render_lint_rules(rule_rows: Sequence[tuple[str, str, str]]) -> list[str]:
     return table(("code", "rule", "checks"), [(f"`{code}`", name, checks) for code, name, checks in rule_rows])
 
 
+def render_job_lifecycle(facts: PolicyFacts) -> list[str]:
+    """The numbers of a job's life (eps.core.tables.JOB_LIFECYCLE), as CLAUDE.md states them."""
+    life = facts.lifecycle
+    gib = life.workdir_max_bytes / 2**30
+    rows = [
+        ("time limit (`--time-limit`)", f"{life.time_limit_pct / 100:g} x `--duration` unless given"),
+        ("after the time limit", f"SIGTERM, then SIGKILL {life.kill_grace_s} s later; status `timed out`"),
+        ("linger after the job ended", f"{life.linger_s} s (`[jobs] linger_s`): the machine waits for the pull"),
+        ("workdir limit", f"{gib:g} GiB after `.gitignore`/`.epsignore` (the {life.workdir_biggest_named} biggest "
+                          "files named when over)"),
+    ]  # fmt: skip
+    return table(("what", "value"), rows)
+
+
 RENDERERS: dict[str, Renderer] = {
+    "job-lifecycle": render_job_lifecycle,
     "intents": render_intents,
     "lane-orders": render_lane_orders,
     "qos-ladder": render_qos_ladder,

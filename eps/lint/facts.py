@@ -37,7 +37,7 @@ from typing import Any
 from attrs import frozen
 
 from eps.core.model import ClusterConfig, Intent, Policy, QosGrants, QosTier, Resource
-from eps.core.tables import park_cap_env
+from eps.core.tables import JOB_LIFECYCLE, JobLifecycle, park_cap_env
 
 #: The standing asks of SPEC.md.  Each must be stated in the docs and named by a test.
 ASKS: tuple[str, ...] = tuple(f"P{i}" for i in range(1, 14))
@@ -69,6 +69,8 @@ class PolicyFacts:
     #: Terminal and skip codes some code path can produce (see :func:`produced_codes`);
     #: ``None`` when unknown (facts built by hand), and then EPS114 checks nothing.
     produced: frozenset[str] | None = None
+    #: The numbers of a job's life on its machine (time-limit margin, linger, workdir limit).
+    lifecycle: JobLifecycle = JOB_LIFECYCLE
 
     def worst_case_s(self, cluster: str) -> int | None:
         return dict(self.worst_case).get(cluster)
@@ -198,4 +200,5 @@ def load_facts(tables: Path | None = None) -> PolicyFacts:
         skip_codes=tuple(getattr(source, "SKIP_CODES", tuple(s.value for s in model.SkipCode))),
         tables_path=None if tables is None else tables.resolve(),
         produced=produced_codes(scanned),
+        lifecycle=getattr(source, "JOB_LIFECYCLE", real.JOB_LIFECYCLE),
     )

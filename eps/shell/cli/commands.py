@@ -296,7 +296,7 @@ def _print_status(rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("dispatch", "intent", "state", "lane", "where", "id", "attempts", "note"):
+    for col in ("dispatch", "intent", "result", "lane", "where", "id", "attempts", "note"):
         table.add_column(col)
     for r in rows:
         h = r["handle"] or {}
@@ -304,7 +304,7 @@ def _print_status(rows: list[dict[str, Any]]) -> None:
         table.add_row(
             r["dispatch"],
             r["intent"],
-            r["state"],
+            r["result"],
             h.get("lane", ""),
             where,
             h.get("id", ""),

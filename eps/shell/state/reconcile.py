@@ -341,6 +341,8 @@ def status(ledger: Ledger, dispatch: str | None, *, limit: int | None = 20) -> l
                 "parent": r.parent,
                 "intent": r.intent,
                 "state": r.state.value,
+                "result": result_word(r.state, r.job_status, r.exit_code),
+                "exit_code": r.exit_code,
                 "terminal": r.terminal,
                 "message": r.message,
                 "handle": codec.to_data(r.handle) if r.handle else None,
