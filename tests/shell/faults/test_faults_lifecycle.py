@@ -32,7 +32,7 @@ def test_kill_wait_while_it_pulls_then_wait_again(eps: Eps, gtrap: GcpTrap, rtra
     assert rc == 0, (out, err)
     d = out.split()[0]
     root = eps.state / "runs" / d / "0"
-    wait_until(lambda: (root / "exit-code").exists(), 60, "the job to end")
+    wait_until((root / "exit-code").exists, 60, "the job to end")
     waiter = eps.start("wait", d)
     target = eps.state / "outputs" / d
     wait_until(lambda: target.exists() and any(target.rglob("*")), 60, "the pull to begin")
