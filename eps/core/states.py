@@ -85,6 +85,7 @@ class Outcome(StrEnum):
     REFUSED = "refused"
     PARK_TIMEOUT = "park_timeout"
     NOT_SUBMITTED = "not_submitted"  # the walk died between the record and the call
+    NOT_LAUNCHED = "not_launched"  # the machine came up, the walk died before the job was launched on it
     GONE = "gone"
     PREEMPTED = "preempted"
     ENDED = "ended"
@@ -126,6 +127,10 @@ ATTEMPT_MOVES: Mapping[AttemptState, frozenset[AttemptState]] = {
 
 #: Attempts that may hold something at a provider (or whose call may have happened).
 LIVE_ATTEMPT_STATES: frozenset[AttemptState] = frozenset({_A.INTENT, _A.SUBMITTED, _A.PENDING, _A.RUNNING})
+
+#: Outcomes of attempts a dead walk left through no fault of the rung: a resume tries
+#: those rungs again (P7: never demoted past a tier it never really used).
+RETRYABLE_OUTCOMES: frozenset[str] = frozenset({Outcome.NOT_SUBMITTED.value, Outcome.NOT_LAUNCHED.value})
 
 #: Attempts the walk has left behind: their rungs are not tried again in this dispatch.
 LEFT_ATTEMPT_STATES: frozenset[AttemptState] = frozenset({_A.FAILED, _A.ADVANCED, _A.CANCELLED, _A.GONE})

@@ -292,6 +292,9 @@ class JobLifecycle(NamedTuple):
     #: A finished job's machine stays up this long for `eps pull` / `eps ssh`,
     #: then is released (nothing keeps billing after a job ended plus a linger).
     linger_s: int = 600
+    #: A machine eps made (GCP VM, RunPod pod) on which no job recorded its start this
+    #: long after it came up stops itself: eps died between making it and launching.
+    launch_grace_s: int = 1800
     #: A workdir bigger than this (the files eps would ship, after .gitignore and
     #: .epsignore) is refused: data belongs in a bucket or the shared filesystem.
     workdir_max_bytes: int = 2 * GIB

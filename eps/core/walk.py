@@ -45,7 +45,7 @@ from eps.core.model import (
 )
 from eps.core.outcome import FailureKind, Handle, LaneFailure, absorb, stops_dispatch
 from eps.core.router import plan
-from eps.core.states import LEFT_ATTEMPT_STATES, AttemptState, HandleState, Outcome
+from eps.core.states import LEFT_ATTEMPT_STATES, RETRYABLE_OUTCOMES, AttemptState, HandleState, Outcome
 from eps.core.tables import DEFAULT_POLICY
 
 #: Lanes whose create may have made a machine even when its answer was lost.
@@ -283,11 +283,12 @@ def resume(
     """The walk of a dispatch whose walker died, rebuilt from its attempts.
 
     Rungs the dead walk left (failed, parked out, released, gone) are not tried
-    again, except an attempt that was never submitted: a dead walk must not
+    again, except an attempt that was never submitted, or whose machine never got its
+    job (released by reconcile): a dead walk must not
     demote a job past a tier it never reached (P7).  A preempted spot VM teaches
     what a live preemption teaches (P11: no spot again unless restartable)."""
     left = [
-        a.rung.key for a in attempts if a.state in LEFT_ATTEMPT_STATES and a.outcome != Outcome.NOT_SUBMITTED.value
+        a.rung.key for a in attempts if a.state in LEFT_ATTEMPT_STATES and a.outcome not in RETRYABLE_OUTCOMES
     ]
     snap = evolve(snapshot, attempted=tuple(dict.fromkeys((*snapshot.attempted, *left))))
     for a in attempts:

@@ -161,6 +161,8 @@ def render_job_lifecycle(facts: PolicyFacts) -> list[str]:
         ("time limit (`--time-limit`)", f"{life.time_limit_pct / 100:g} x `--duration` unless given"),
         ("after the time limit", f"SIGTERM, then SIGKILL {life.kill_grace_s} s later; status `timed out`"),
         ("linger after the job ended", f"{life.linger_s} s (`[jobs] linger_s`): the machine waits for the pull"),
+        ("a machine with no job", f"stops itself {life.launch_grace_s} s after it came up (eps died before the "
+                                  "launch)"),
         ("workdir limit", f"{gib:g} GiB after `.gitignore`/`.epsignore` (the {life.workdir_biggest_named} biggest "
                           "files named when over)"),
     ]  # fmt: skip

@@ -25,7 +25,7 @@ from typing import Any
 from returns.result import Failure, Success
 
 from eps.core.lifecycle import result_word
-from eps.core.model import JobError, evolve
+from eps.core.model import JobError, LaneKind, evolve
 from eps.core.settle import (
     RELEASE_ONLY,
     DispatchView,
@@ -38,7 +38,14 @@ from eps.core.settle import (
     settle,
     vanished,
 )
-from eps.core.states import SETTLED_DISPATCH_STATES, AttemptState, DispatchState, HandleState, Outcome
+from eps.core.states import (
+    LIVE_ATTEMPT_STATES,
+    SETTLED_DISPATCH_STATES,
+    AttemptState,
+    DispatchState,
+    HandleState,
+    Outcome,
+)
 from eps.core.walk import AttemptRecord
 from eps.shell.cli.progress import Reporter
 from eps.shell.lanes import Lanes
@@ -56,6 +63,8 @@ ACTIVE_STATES: tuple[DispatchState, ...] = (
     DispatchState.INTERRUPTED,
     DispatchState.PREEMPTED,
 )
+#: Lanes whose machines eps makes and then launches the job on over ssh (a gap in between).
+MADE_MACHINES = frozenset({LaneKind.GCP, LaneKind.RUNPOD})
 _REPORT_KEYS = ("adopted", "released", "foreign", "interrupted", "ended", "preempted", "errors", "skipped")
 
 
@@ -157,7 +166,8 @@ class Reconciler:
                 if row.state not in RELEASE_ONLY and _last_change(row, self.ledger) >= taken_at:
                     part["skipped"].append(f"{dispatch}: changed while the providers were read; settled next time")
                     return part
-                self._settle(row, self._job_ended(row, by_dispatch.get(dispatch, [])), part, resuming=resuming)
+                items = self._never_launched(row, by_dispatch.get(dispatch, []), part)
+                self._settle(row, self._job_ended(row, items), part, resuming=resuming)
             except QuarantinedRow as exc:
                 part["errors"].append(str(exc))
         return part
@@ -172,6 +182,39 @@ class Reconciler:
             self.ledger.set_dispatch(row.id, DispatchState.ENDED, message=f"{ok}/{len(children)} copies succeeded")
             report["ended"].append(row.id)
         drop_env_values(self.ledger.state_dir, row.id)
+
+    def _never_launched(self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]]) -> list[LiveItem]:
+        """A machine eps made (GCP VM, RunPod pod) that runs with no job on it, while no eps
+        process owns its dispatch (we hold the lock): the walk died between making it and
+        launching the job.  Nobody will launch it now: release it (its rung may be tried
+        again by a resume, P7), and settle the dispatch with what is left."""
+        if row.state in RELEASE_ONLY or not items:
+            return items
+        kept = []
+        for item in items:
+            h = item.handle
+            if h.kind not in MADE_MACHINES or h.state is not HandleState.RUNNING:
+                kept.append(item)
+                continue
+            progress = Finisher(self.ledger, self.lanes).progress(evolve(row, handle=h)).value_or(None)
+            if progress is None or progress.exists:  # unreachable (its watcher guards it) or a job is there
+                kept.append(item)
+                continue
+            err = self.release(item)
+            if err is not None:
+                report["errors"].append(f"{row.id}: {err}")
+                kept.append(item)
+                continue
+            owner = attempt_for(item, view_of(row, self.ledger).attempts)
+            if owner is None:
+                owner = next((a for a in reversed(view_of(row, self.ledger).attempts) if a.rung.lane == h.lane), None)
+            if owner is not None and owner.state in LIVE_ATTEMPT_STATES:
+                self.ledger.update_attempt(
+                    owner.id, AttemptState.CANCELLED, handle=h.id, outcome=Outcome.NOT_LAUNCHED.value,
+                    reason="the machine came up, but eps stopped before the job was launched on it; released",
+                )  # fmt: skip
+            report["released"].append(f"{row.id}:{h.lane}:{h.id}")
+        return kept
 
     def _job_ended(self, row: DispatchRow, items: list[LiveItem]) -> list[LiveItem]:
         """A machine lingers after its job ended (for the pull): for a started dispatch whose
