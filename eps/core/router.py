@@ -268,7 +268,9 @@ def _vm_misfit(job: Job, intent: Intent, room: VmCapacity, margin_gb: int) -> st
     by side on the VM), is within the VM's memory, and its footprint, once per copy,
     plus ``margin_gb`` is within the VM's free disk: the cheap CPU machines exist
     because the shared VM once stalled the whole fleet on disk pressure."""
-    copies = job.count
+    # A copy of a fan-out (count 1, task i of N) is walked alone but runs beside the other
+    # N - 1: it fits only where all N fit, as the plan of the whole --count said.
+    copies = max(job.count, job.task_count)
     each = f" ({copies} copies side by side)" if copies > 1 else ""
     mem = intent.mem_gb * copies
     if room.mem_gb is not None and mem > room.mem_gb:

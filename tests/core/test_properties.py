@@ -489,7 +489,8 @@ vm_sizes = st.builds(
 @settings(**COMMON)
 @given(cpu_jobs.filter(lambda j: j.pin is None), vm_sizes, vm_sizes)
 def test_p2_a_trivial_op_stays_on_the_vm_only_when_it_fits(job: Job, measured: VmCapacity, default: VmCapacity) -> None:
-    """P2 (issue 14.5): a trivial op stays on the VM exactly when its memory (per copy) and its
+    """P2 (issue 14.5): a trivial op stays on the VM exactly when its memory (per copy, a fan-out's
+    copy counting all N) and its
     footprint (per copy) plus the margin fit the VM's size (the snapshot's, else the policy's);
     an unknown size keeps it there; otherwise it takes the normal CPU route, and says why."""
     pol = evolve(POLICY, vm=default)
@@ -500,8 +501,9 @@ def test_p2_a_trivial_op_stays_on_the_vm_only_when_it_fits(job: Job, measured: V
     disk = measured.free_disk_gb if measured.free_disk_gb is not None else default.free_disk_gb
     intent = POLICY.intent(p.resolved_intent)
     assert intent is not None
-    fits = (mem is None or intent.mem_gb * job.count <= mem) and (
-        disk is None or job.footprint_gb * job.count + th.vm_disk_margin_gb <= disk
+    copies = max(job.count, job.task_count)  # a copy of a fan-out runs beside the other N - 1
+    fits = (mem is None or intent.mem_gb * copies <= mem) and (
+        disk is None or job.footprint_gb * copies + th.vm_disk_margin_gb <= disk
     )
     on_vm = [r.lane for r in p.rungs] == ["vm"]
     assert on_vm == (trivial and fits)

@@ -37,3 +37,12 @@ def test_p2_memory_and_disk_with_margin() -> None:
     why = vm_misfit(Job("cpu-small", 30, count=2), SMALL, vm, 10)
     assert why is not None and "32 GB" in why and "2 copies side by side" in why
     assert "\n" not in why
+
+
+def test_p2_a_copy_of_a_fan_out_fits_only_where_all_copies_fit() -> None:
+    """The executor walks each copy of --count N alone (count 1, task i of N); the copy must
+    not land on the VM where the plan of all N said they do not fit together."""
+    vm = VmCapacity(vcpus=2, mem_gb=16, free_disk_gb=100)
+    assert vm_misfit(Job("cpu-small", 30, count=1), SMALL, vm, 10) is None
+    why = vm_misfit(Job("cpu-small", 30, count=1, task_index=1, task_count=2), SMALL, vm, 10)
+    assert why is not None and "2 copies side by side" in why
