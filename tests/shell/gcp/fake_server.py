@@ -148,6 +148,7 @@ class _Operation:
 class _Zone:
     script: deque[Reply] = field(default_factory=deque)
     otherwise: Reply = field(default_factory=Created)
+    deletes: deque[OpError] = field(default_factory=deque)  # delete operations that end in an error
 
 
 _BASE = r"/compute/v1/projects/(?P<project>[^/]+)"
@@ -242,6 +243,12 @@ class FakeCompute:
         """The next inserts into ``zone`` get these replies, in order, then ``always``'s."""
         with self._lock:
             self._zone(zone).script.extend(replies)
+
+    def program_deletes(self, zone: str, *errors: OpError) -> None:
+        """The next deletes in ``zone`` are accepted and their operations end DONE with these
+        errors, in order (the instance stays); later deletes go through."""
+        with self._lock:
+            self._zone(zone).deletes.extend(errors)
 
     def always(self, zone: str, reply: Reply) -> None:
         with self._lock:
@@ -410,8 +417,12 @@ class FakeCompute:
         instance = self.instances.get((zone, name))
         if instance is None:
             return _error(not_found(f"projects/{self.project}/zones/{zone}/instances/{name}"))
-        self._set_status(instance, "STOPPING")
-        op = self._new_op(zone, Created(), name, "delete", instance["id"])
+        refusals = self._zone(zone).deletes
+        if refusals:
+            op = self._new_op(zone, refusals.popleft(), name, "delete", instance["id"])
+        else:
+            self._set_status(instance, "STOPPING")
+            op = self._new_op(zone, Created(), name, "delete", instance["id"])
         if request_id is not None:
             self._request_ids[request_id] = op.name
         return 200, dumps(self._op_json(op))
@@ -526,7 +537,7 @@ class FakeCompute:
         op.status = "DONE"
         op.end_time = self._stamp()
         key = (op.zone, op.instance)
-        if op.kind == "delete":
+        if op.kind == "delete" and isinstance(op.outcome, Created):
             self.instances.pop(key, None)
         elif isinstance(op.outcome, Created) and key in self.instances:
             self._set_status(self.instances[key], op.outcome.status)

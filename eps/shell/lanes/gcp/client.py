@@ -6,8 +6,18 @@
   with our own ``ZoneOperationsClient``, reading ``op.error.errors`` ourselves
   (notes/providers.md).
 - The client's own retries are switched off (``retry=None``); transport
-  errors, 429 and 5xx are retried here, bounded, with exponential backoff and
-  jitter by ``stamina``, then reported as ``TRANSIENT`` / ``RATE_LIMITED``.
+  errors and 5xx are retried here, bounded, with exponential backoff and
+  jitter by ``stamina``, then reported as ``TRANSIENT``.
+- Rate refusals (403/429 ``rateLimitExceeded``, ``userRateLimitExceeded``, a 429,
+  or ``RESOURCE_OPERATION_RATE_EXCEEDED`` inside an insert's operation) hit a
+  project-wide limit that the next rung would hit too; Compute's rate-quota
+  documentation says to wait and retry.  So the same call (the same rung) is
+  asked again after a bounded, doubling wait (``rate_limit_waits`` times, from
+  ``rate_limit_wait_s`` up to ``rate_limit_wait_max_s``, or the ``Retry-After``
+  Compute sends), each wait reported through ``on_wait(seconds, why)``; then
+  ``RATE_LIMITED`` with ``retry_after_s``.
+- ``resourceNotReady`` on a delete (the instance is still busy) is retried the
+  same bounded way, then ``TRANSIENT``, never "zone exhausted".
 - A 409 on insert adopts the machine when it is this dispatch's: the name is
   deterministic, so even a new attempt cannot duplicate a machine.
 """
@@ -36,6 +46,7 @@ from eps.shell.lanes.gcp.wire import (
     META_DISPATCH,
     META_LANE,
     META_RUNG,
+    NOT_READY,
     LabeledInstance,
     basename,
     check_rung,
@@ -50,6 +61,8 @@ from eps.shell.lanes.gcp.wire import (
     is_gpu_machine,
     label_value,
     lost,
+    not_ready,
+    rate_limited,
     retryable,
     startup_script,
 )
@@ -66,6 +79,31 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _WAIT_CALL_TIMEOUT_S = 150.0  # zoneOperations.wait blocks up to 2 minutes server-side
+
+
+def _no_wait(seconds: float, why: str) -> None:
+    """The default ``on_wait``: nobody is told."""
+
+
+class _RateLimitSpent(Exception):
+    """Every bounded wait for a rate refusal is spent: the last refusal, and the waits made."""
+
+    def __init__(self, cause: Exception, waits: int, waited_s: float, next_s: float) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.waits = waits
+        self.waited_s = waited_s
+        self.next_s = next_s
+
+
+def _spent(failure: LaneFailure, waits: int, waited_s: float, next_s: float) -> LaneFailure:
+    """The rate refusal that outlasted every wait, saying how long eps waited."""
+    return evolve(
+        failure,
+        kind=FailureKind.RATE_LIMITED,
+        message=f"{failure.message} (still refused after {waits} waits, {waited_s:g} s in all)",
+        retry_after_s=next_s,
+    )
 
 
 def _fate_unknown(failure: LaneFailure, name: str) -> LaneFailure:
@@ -108,6 +146,11 @@ class GcpClient:
         poll_interval_s: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        on_wait: Callable[[float, str], None] = _no_wait,
+        rate_limit_waits: int = 4,
+        rate_limit_wait_s: float = 2.0,
+        rate_limit_wait_max_s: float = 30.0,
+        capacity_wait_s: float = 0.0,
     ) -> None:
         if spot_termination_action not in ("DELETE", "STOP"):
             raise ValueError(f"spot_termination_action must be DELETE or STOP, not {spot_termination_action!r}")
@@ -129,6 +172,11 @@ class GcpClient:
         self._poll_interval_s = poll_interval_s
         self._sleep = sleep
         self._clock = clock
+        self._on_wait = on_wait
+        self._rate_waits = rate_limit_waits
+        self._rate_wait_s = rate_limit_wait_s
+        self._rate_wait_max_s = rate_limit_wait_max_s
+        self._capacity_wait_s = capacity_wait_s
         self._instances_client: compute_v1.InstancesClient | None = None
         self._operations_client: compute_v1.ZoneOperationsClient | None = None
 
@@ -167,30 +215,126 @@ class GcpClient:
             return Failure(problem)
         zone = rung.zone or ""
         name = instance_name(dispatch_id, rung, copy)
+        waited = 0.0
         try:
             api, _, _ = errors()
             compute_v1 = compute()
-            request = compute_v1.InsertInstanceRequest(
-                project=self.project,
-                zone=zone,
-                instance_resource=self._instance(job, rung, dispatch_id, attempt, name, copy),
-                request_id=insert_request_id(dispatch_id, rung, attempt, copy),
-            )
+            instance = self._instance(job, rung, dispatch_id, attempt, name, copy)
             instances, _ = self._clients()
-            try:
-                op = self._call(
-                    lambda: instances.insert_unary(request=request, retry=None, timeout=self._request_timeout_s)
+            for resend in range(self._rate_waits + 1):
+                request = compute_v1.InsertInstanceRequest(
+                    project=self.project,
+                    zone=zone,
+                    instance_resource=instance,
+                    request_id=insert_request_id(dispatch_id, rung, attempt, copy, resend),
                 )
-            except api.Conflict:
-                return self._adopt(rung, dispatch_id, name)
-            failure = self._finish(zone, op, f"insert of {name} in {zone}")
-            if failure is not None:
-                return Failure(_fate_unknown(failure, name) if failure.code == "OPERATION_TIMEOUT" else failure)
+                try:
+                    op = self._call(
+                        lambda r=request: instances.insert_unary(  # type: ignore[misc]
+                            request=r, retry=None, timeout=self._request_timeout_s
+                        )
+                    )
+                except api.Conflict:
+                    return self._adopt(rung, dispatch_id, name)
+                failure = self._finish(zone, op, f"insert of {name} in {zone}")
+                if failure is None:
+                    break
+                if failure.code == "OPERATION_TIMEOUT":
+                    return Failure(_fate_unknown(failure, name))
+                if failure.kind is not FailureKind.RATE_LIMITED:
+                    return Failure(failure)
+                # Refused inside the operation: nothing was made; ask again after a wait.
+                wait = self._rate_wait(resend + 1, None)
+                if resend == self._rate_waits:
+                    return Failure(_spent(failure, resend, waited, wait))
+                self._wait(wait, f"GCP rate limit on insert of {name} ({failure.code}); the same rung again")
+                waited += wait
+        except _RateLimitSpent as spent:
+            failure = classify_exception(spent.cause)
+            return Failure(_spent(failure, spent.waits, spent.waited_s, spent.next_s))
         except expected_errors() as exc:
             # Every retry re-sent the same request id (GCE answers a repeat with the first
             # insert's operation), so an insert that never answered may still make the VM.
             return Failure(_fate_unknown(classify_exception(exc), name) if lost(exc) else classify_exception(exc))
-        return Success(self._handle(rung.lane, rung.key, name, zone, rung.machine or "", HandleState.RUNNING))
+        return self._made(rung, name, zone)
+
+    def _made(self, rung: Rung, name: str, zone: str) -> Result[Handle, LaneFailure]:
+        """What the finished insert made, by the instance's own status.
+
+        PROVISIONING, STAGING and RUNNING have started.  PENDING (a flex-start VM waiting
+        for capacity from the Dynamic Workload Scheduler; ``Instance.Status`` in
+        google-cloud-compute) is waited on, bounded by ``capacity_wait_s`` (the insert's
+        ``requestValidForDuration``) plus one poll; a request that outlives it is deleted
+        and the zone reported out of capacity.  A VM that stopped or vanished before it
+        ran (STOPPED, TERMINATED, DEPROVISIONING, ...) did not start."""
+        deadline = self._clock() + self._capacity_wait_s + self._poll_interval_s
+        told = False
+        try:
+            api, _, _ = errors()
+            instances, _ = self._clients()
+            while True:
+                try:
+                    instance = self._call(
+                        lambda: instances.get(
+                            project=self.project, zone=zone, instance=name, retry=None,
+                            timeout=self._request_timeout_s,
+                        )
+                    )  # fmt: skip
+                except api.NotFound:
+                    return Failure(
+                        LaneFailure(
+                            FailureKind.ZONE_EXHAUSTED,
+                            f"{name} in {zone} was gone before it ran: no capacity for {rung.machine}",
+                            code="VANISHED_BEFORE_RUNNING",
+                        )
+                    )
+                if instance.status != "PENDING":
+                    break
+                if self._clock() >= deadline:
+                    return self._gave_up_waiting(rung, name, zone)
+                if not told:
+                    told = True
+                    self._on_wait(
+                        self._capacity_wait_s,
+                        f"{name} is PENDING: waiting up to {self._capacity_wait_s:g} s for capacity in {zone}",
+                    )
+                self._sleep(self._poll_interval_s)
+        except _RateLimitSpent as spent:
+            return Failure(_spent(classify_exception(spent.cause), spent.waits, spent.waited_s, spent.next_s))
+        except expected_errors() as exc:
+            return Failure(classify_exception(exc))
+        state = self._state(instance)
+        if state in (HandleState.STARTING, HandleState.RUNNING):
+            return Success(self._handle(rung.lane, rung.key, name, zone, rung.machine or "", state))
+        return Failure(
+            LaneFailure(
+                FailureKind.TRANSIENT,
+                f"{name} in {zone} is {instance.status} right after its create: it never ran",
+                code=str(instance.status),
+            )
+        )
+
+    def _gave_up_waiting(self, rung: Rung, name: str, zone: str) -> Result[Handle, LaneFailure]:
+        """A PENDING VM that got no capacity in time: cancel the request (delete it)."""
+        handle = self._handle(rung.lane, rung.key, name, zone, rung.machine or "", HandleState.STARTING)
+        deleted = self.delete(handle)
+        waited = f"{self._capacity_wait_s:g} s"
+        if isinstance(deleted, Failure):
+            return Failure(
+                LaneFailure(
+                    FailureKind.UNKNOWN_FATE,
+                    f"{name} in {zone} stayed PENDING for {waited} and could not be deleted "
+                    f"({deleted.failure().message}); eps reconcile releases it",
+                    code="PENDING_TIMEOUT",
+                )
+            )
+        return Failure(
+            LaneFailure(
+                FailureKind.ZONE_EXHAUSTED,
+                f"no capacity for {rung.machine} in {zone} within {waited} (the VM stayed PENDING; request deleted)",
+                code="PENDING_TIMEOUT",
+            )
+        )
 
     def status(self, handle: Handle) -> Result[Handle, LaneFailure]:
         """The handle with its current ``state``; a preempted spot VM (TERMINATED,
@@ -248,12 +392,33 @@ class GcpClient:
         return Success((text, code))
 
     def delete(self, handle: Handle) -> Result[Handle, LaneFailure]:
-        """Delete the machine and wait for the operation; a machine already gone is success."""
+        """Delete the machine and wait for the operation; a machine already gone is success.
+
+        ``resourceNotReady`` (the instance is still busy, e.g. still being created) is
+        asked again after a bounded wait, then TRANSIENT: it never means "zone exhausted"."""
+        busy = 0
+        while True:
+            outcome = self._delete_once(handle)
+            if outcome is not NOT_READY:
+                return outcome  # type: ignore[return-value]
+            busy += 1
+            if busy > self._rate_waits:
+                return Failure(
+                    LaneFailure(
+                        FailureKind.TRANSIENT,
+                        f"delete of {handle.id}: the instance stayed busy (resourceNotReady) after {busy - 1} waits",
+                        code=NOT_READY,
+                    )
+                )
+            why = f"GCP instance {handle.id} is busy (resourceNotReady); delete again"
+            self._wait(self._rate_wait(busy, None), why)
+
+    def _delete_once(self, handle: Handle) -> Result[Handle, LaneFailure] | str:
         try:
             api, _, _ = errors()
             compute_v1 = compute()
             instances, _ = self._clients()
-            # One id per delete() call: its own retries are deduplicated, while a later
+            # One id per delete call: its own retries are deduplicated, while a later
             # delete of a re-created machine with the same name is not mistaken for this one.
             request = compute_v1.DeleteInstanceRequest(
                 project=self.project, zone=handle.zone or "", instance=handle.id, request_id=str(uuid.uuid4())
@@ -266,9 +431,11 @@ class GcpClient:
                 return Success(evolve(handle, state=HandleState.GONE))
             failure = self._finish(handle.zone or "", op, f"delete of {handle.id}")
             if failure is not None:
-                return Failure(failure)
+                return NOT_READY if failure.code == NOT_READY else Failure(failure)
+        except _RateLimitSpent as spent:
+            return Failure(_spent(classify_exception(spent.cause), spent.waits, spent.waited_s, spent.next_s))
         except expected_errors() as exc:
-            return Failure(classify_exception(exc))
+            return NOT_READY if not_ready(exc) else Failure(classify_exception(exc))
         return Success(evolve(handle, state=HandleState.RELEASED))
 
     def list_by_label(self, dispatch_id: str | None = None) -> Result[tuple[LabeledInstance, ...], LaneFailure]:
@@ -312,6 +479,8 @@ class GcpClient:
         return self._instances_client, self._operations_client
 
     def _call(self, fn: Callable[[], T]) -> T:
+        """``fn`` with bounded retries: stamina's for transport errors and 5xx, and bounded,
+        reported waits for rate refusals (then :class:`_RateLimitSpent`)."""
         import stamina
 
         policy = self._retry
@@ -322,7 +491,39 @@ class GcpClient:
             wait_max=policy.wait_max_s,
             wait_jitter=policy.wait_jitter_s,
         )
-        return caller(retryable, fn)
+        waits, waited = 0, 0.0
+        while True:
+            try:
+                return caller(retryable, fn)
+            except Exception as exc:
+                if not rate_limited(exc):
+                    raise
+                wait = self._rate_wait(waits + 1, exc)
+                if waits >= self._rate_waits:
+                    raise _RateLimitSpent(exc, waits, waited, wait) from exc
+                code = classify_exception(exc).code
+                self._wait(wait, f"GCP rate limit ({code}); the same call again")
+                waits += 1
+                waited += wait
+
+    def _rate_wait(self, n: int, exc: Exception | None) -> float:
+        """The ``n``-th wait: Compute's ``Retry-After`` when it sent one, else doubling from
+        ``rate_limit_wait_s``; never more than ``rate_limit_wait_max_s``."""
+        asked = None
+        response = getattr(exc, "response", None)
+        header = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
+        if header is not None:
+            try:
+                asked = float(header)
+            except ValueError:
+                asked = None
+        wait = asked if asked is not None and asked >= 0 else self._rate_wait_s * 2 ** (n - 1)
+        return float(min(self._rate_wait_max_s, wait))
+
+    def _wait(self, seconds: float, why: str) -> None:
+        """Wait ``seconds`` with the injected sleep, and say so first (``on_wait``)."""
+        self._on_wait(seconds, why)
+        self._sleep(seconds)
 
     def _finish(self, zone: str, op: Any, what: str) -> LaneFailure | None:
         """Wait for a zonal operation; its error, or TRANSIENT when it outlives the timeout."""
