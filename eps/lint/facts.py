@@ -69,6 +69,8 @@ class PolicyFacts:
     #: Terminal and skip codes some code path can produce (see :func:`produced_codes`);
     #: ``None`` when unknown (facts built by hand), and then EPS114 checks nothing.
     produced: frozenset[str] | None = None
+    #: Flex-start's maximum run duration (``FLEX_START_MAX_RUN_S``), P11.
+    flex_start_max_s: int = 7 * 86_400
 
     def worst_case_s(self, cluster: str) -> int | None:
         return dict(self.worst_case).get(cluster)
@@ -198,4 +200,5 @@ def load_facts(tables: Path | None = None) -> PolicyFacts:
         skip_codes=tuple(getattr(source, "SKIP_CODES", tuple(s.value for s in model.SkipCode))),
         tables_path=None if tables is None else tables.resolve(),
         produced=produced_codes(scanned),
+        flex_start_max_s=int(getattr(source, "FLEX_START_MAX_RUN_S", real.FLEX_START_MAX_RUN_S)),
     )

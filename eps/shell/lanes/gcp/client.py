@@ -85,7 +85,7 @@ def _no_wait(seconds: float, why: str) -> None:
     """The default ``on_wait``: nobody is told."""
 
 
-class _RateLimitSpent(Exception):
+class _RateLimitOutlasted(Exception):
     """Every bounded wait for a rate refusal is spent: the last refusal, and the waits made."""
 
     def __init__(self, cause: Exception, waits: int, waited_s: float, next_s: float) -> None:
@@ -95,8 +95,11 @@ class _RateLimitSpent(Exception):
         self.waited_s = waited_s
         self.next_s = next_s
 
+    def failure(self) -> LaneFailure:
+        return _outlasted(classify_exception(self.cause), self.waits, self.waited_s, self.next_s)
 
-def _spent(failure: LaneFailure, waits: int, waited_s: float, next_s: float) -> LaneFailure:
+
+def _outlasted(failure: LaneFailure, waits: int, waited_s: float, next_s: float) -> LaneFailure:
     """The rate refusal that outlasted every wait, saying how long eps waited."""
     return evolve(
         failure,
@@ -246,12 +249,12 @@ class GcpClient:
                 # Refused inside the operation: nothing was made; ask again after a wait.
                 wait = self._rate_wait(resend + 1, None)
                 if resend == self._rate_waits:
-                    return Failure(_spent(failure, resend, waited, wait))
+                    return Failure(_outlasted(failure, resend, waited, wait))
                 self._wait(wait, f"GCP rate limit on insert of {name} ({failure.code}); the same rung again")
                 waited += wait
-        except _RateLimitSpent as spent:
-            failure = classify_exception(spent.cause)
-            return Failure(_spent(failure, spent.waits, spent.waited_s, spent.next_s))
+        except _RateLimitOutlasted as gave_up:
+            failure = classify_exception(gave_up.cause)
+            return Failure(_outlasted(failure, gave_up.waits, gave_up.waited_s, gave_up.next_s))
         except expected_errors() as exc:
             # Every retry re-sent the same request id (GCE answers a repeat with the first
             # insert's operation), so an insert that never answered may still make the VM.
@@ -299,8 +302,8 @@ class GcpClient:
                         f"{name} is PENDING: waiting up to {self._capacity_wait_s:g} s for capacity in {zone}",
                     )
                 self._sleep(self._poll_interval_s)
-        except _RateLimitSpent as spent:
-            return Failure(_spent(classify_exception(spent.cause), spent.waits, spent.waited_s, spent.next_s))
+        except _RateLimitOutlasted as gave_up:
+            return Failure(gave_up.failure())
         except expected_errors() as exc:
             return Failure(classify_exception(exc))
         state = self._state(instance)
@@ -432,8 +435,8 @@ class GcpClient:
             failure = self._finish(handle.zone or "", op, f"delete of {handle.id}")
             if failure is not None:
                 return NOT_READY if failure.code == NOT_READY else Failure(failure)
-        except _RateLimitSpent as spent:
-            return Failure(_spent(classify_exception(spent.cause), spent.waits, spent.waited_s, spent.next_s))
+        except _RateLimitOutlasted as gave_up:
+            return Failure(gave_up.failure())
         except expected_errors() as exc:
             return NOT_READY if not_ready(exc) else Failure(classify_exception(exc))
         return Success(evolve(handle, state=HandleState.RELEASED))
@@ -480,7 +483,7 @@ class GcpClient:
 
     def _call(self, fn: Callable[[], T]) -> T:
         """``fn`` with bounded retries: stamina's for transport errors and 5xx, and bounded,
-        reported waits for rate refusals (then :class:`_RateLimitSpent`)."""
+        reported waits for rate refusals (then :class:`_RateLimitOutlasted`)."""
         import stamina
 
         policy = self._retry
@@ -500,7 +503,7 @@ class GcpClient:
                     raise
                 wait = self._rate_wait(waits + 1, exc)
                 if waits >= self._rate_waits:
-                    raise _RateLimitSpent(exc, waits, waited, wait) from exc
+                    raise _RateLimitOutlasted(exc, waits, waited, wait) from exc
                 code = classify_exception(exc).code
                 self._wait(wait, f"GCP rate limit ({code}); the same call again")
                 waits += 1
