@@ -151,6 +151,56 @@ GCP_MACHINES: tuple[GcpMachine, ...] = (
     *(_a3(n) for n in (1, 2, 4, 8)),
 )
 
+#: The boot image of a CPU machine (config ``gcp.image`` overrides it).
+GCP_CPU_IMAGE = "projects/debian-cloud/global/images/family/debian-12"
+
+#: The boot image of each GPU machine family: a GPU needs its NVIDIA driver, which plain
+#: debian lacks.  Google's Deep Learning VM "base" image family with the NVIDIA 570
+#: driver and CUDA 12.8 (project ``deeplearning-platform-release``, family
+#: ``common-cu128-ubuntu-2204-nvidia-570``; Deep Learning VM "Choose an image" docs;
+#: CUDA 12.8 supports the H100 of A3 and the A100/L4 of A2/G2).  The config's
+#: ``gcp.gpu_image`` overrides it for every GPU machine.
+GCP_GPU_IMAGES: tuple[tuple[str, str], ...] = (
+    ("a3", "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"),
+    ("a2", "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"),
+    ("g2", "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"),
+)
+#: The CUDA version (major.minor) of the GPU images above.
+GCP_GPU_IMAGE_CUDA = "12.8"
+
+
+def gcp_image(machine: str, *, cpu_image: str = GCP_CPU_IMAGE, gpu_image: str | None = None) -> str:
+    """The boot image of ``machine``: its family's GPU image (or ``gpu_image``) for a GPU
+    family, else ``cpu_image``."""
+    family = machine.split("-", 1)[0]
+    for name, image in GCP_GPU_IMAGES:
+        if name == family:
+            return gpu_image or image
+    return cpu_image
+
+
+#: Host CUDA versions a RunPod GPU pod may land on, as RunPod's catalog reports them
+#: (``GET /v2/catalog/gpus?include=AVAILABILITY`` ``cudaVersions``; ``major.minor``, the
+#: ``allowedCudaVersions`` pattern of the API document).  A pod asks for the versions
+#: that can run its image: the image's own CUDA version and every later one here.  A
+#: version missing from this table only narrows the hosts, it never admits one that
+#: cannot run the image.
+RUNPOD_HOST_CUDA: tuple[str, ...] = ("12.4", "12.6", "12.8", "12.9", "13.0")
+
+
+def runpod_cuda_versions(image_cuda: str | None) -> tuple[str, ...]:
+    """``allowedCudaVersions`` for a GPU pod whose image needs CUDA ``image_cuda``
+    (``None``: unknown, no constraint)."""
+    if image_cuda is None:
+        return ()
+
+    def key(v: str) -> tuple[int, int]:
+        major, minor = v.split(".")
+        return int(major), int(minor)
+
+    return tuple(v for v in RUNPOD_HOST_CUDA if key(v) >= key(image_cuda))
+
+
 RUNPOD_CPU_FLAVORS: tuple[RunpodCpuFlavor, ...] = (
     RunpodCpuFlavor("cpu3c", gb_per_vcpu=2, disk_gb_per_vcpu=10, per_vcpu_hour=0.03),
     RunpodCpuFlavor("cpu3g", gb_per_vcpu=4, disk_gb_per_vcpu=10, per_vcpu_hour=0.04),

@@ -36,6 +36,7 @@ from eps.core.model import Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.names import rung_provisioning
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.states import HandleState
+from eps.core.tables import flex_start_run_s, gcp_image
 from eps.shell.lanes.gcp.wire import (
     EXIT_MARKER,
     LABEL_ATTEMPT,
@@ -64,6 +65,8 @@ from eps.shell.lanes.gcp.wire import (
     not_ready,
     rate_limited,
     retryable,
+    settings_hint,
+    ssh_keys_item,
     startup_script,
 )
 from eps.shell.polling import poll_until
@@ -137,9 +140,13 @@ class GcpClient:
         client_options: ClientOptions | dict[str, Any] | None = None,
         transport: str = "rest",
         lane: str = "gcp",
+        gpu_image: str | None = None,
         network: str = "global/networks/default",
+        subnetwork: str | None = None,
         external_ip: bool = True,
         service_account: str | None = None,
+        scopes: tuple[str, ...] = ("https://www.googleapis.com/auth/cloud-platform",),
+        tags: tuple[str, ...] = (),
         boot_disk_gb: int = 50,
         disk_type: str = "pd-balanced",
         spot_termination_action: str = "DELETE",
@@ -163,9 +170,13 @@ class GcpClient:
         self._credentials = credentials
         self._client_options = client_options
         self._transport = transport
+        self.gpu_image = gpu_image
         self._network = network
+        self._subnetwork = subnetwork
         self._external_ip = external_ip
         self._service_account = service_account
+        self._scopes = scopes
+        self._tags = tags
         self._boot_disk_gb = boot_disk_gb
         self._disk_type = disk_type
         self._spot_action = spot_termination_action
@@ -199,21 +210,48 @@ class GcpClient:
                 from google.auth.credentials import AnonymousCredentials
 
                 options.setdefault("credentials", AnonymousCredentials())  # type: ignore[no-untyped-call]
-        options.setdefault("service_account", settings.service_account)
+        configured = {
+            "gpu_image": settings.gpu_image,
+            "network": settings.network,
+            "subnetwork": settings.subnetwork,
+            "external_ip": settings.external_ip,
+            "disk_type": settings.disk_type,
+            "service_account": settings.service_account,
+            "scopes": settings.scopes,
+            "tags": settings.tags,
+            "capacity_wait_s": float(settings.flex_start_wait_s),
+        }
+        for key, value in configured.items():
+            options.setdefault(key, value)
         return cls(settings.project, image=settings.image, **options)
 
     # -- public --------------------------------------------------------------
 
     def create(
-        self, job: Job, rung: Rung, dispatch_id: str, attempt: int, *, copy: int = 0
+        self,
+        job: Job,
+        rung: Rung,
+        dispatch_id: str,
+        attempt: int,
+        *,
+        copy: int = 0,
+        ssh_public_key: str | None = None,
+        ssh_user: str = "eps",
     ) -> Result[Handle, LaneFailure]:
         """Start one machine for ``rung`` (copy ``copy`` of a ``--count`` fan-out).
+
+        ``ssh_public_key``: one OpenSSH public key line; the VM gets the metadata item
+        ``ssh-keys`` = ``<ssh_user>:<key>`` (GCE's ``USERNAME:KEY_VALUE`` format), so the
+        guest environment makes ``ssh_user`` with that key (:meth:`address` says where).
 
         Success means the insert operation finished without error.  An
         operation still RUNNING after ``operation_timeout_s`` is TRANSIENT:
         the machine may yet appear, under the same name and labels, where
         :meth:`list_by_label` finds it and a repeated create adopts it."""
         problem = check_rung(job, rung)
+        keys = ssh_keys_item(ssh_user, ssh_public_key) if ssh_public_key is not None else None
+        if problem is None and isinstance(keys, LaneFailure):
+            problem = keys
         if problem is not None:
             return Failure(problem)
         zone = rung.zone or ""
@@ -222,7 +260,8 @@ class GcpClient:
         try:
             api, _, _ = errors()
             compute_v1 = compute()
-            instance = self._instance(job, rung, dispatch_id, attempt, name, copy)
+            ssh_keys = keys if isinstance(keys, str) else None
+            instance = self._instance(job, rung, dispatch_id, attempt, name, copy, ssh_keys)
             instances, _ = self._clients()
             for resend in range(self._rate_waits + 1):
                 request = compute_v1.InsertInstanceRequest(
@@ -239,13 +278,15 @@ class GcpClient:
                     )
                 except api.Conflict:
                     return self._adopt(rung, dispatch_id, name)
-                failure = self._finish(zone, op, f"insert of {name} in {zone}")
+                # A flex-start insert may wait for capacity as long as it asked to.
+                patience = self._capacity_wait_s if rung.provisioning is Provisioning.FLEX_START else 0.0
+                failure = self._finish(zone, op, f"insert of {name} in {zone}", extra_s=patience)
                 if failure is None:
                     break
                 if failure.code == "OPERATION_TIMEOUT":
                     return Failure(_fate_unknown(failure, name))
                 if failure.kind is not FailureKind.RATE_LIMITED:
-                    return Failure(failure)
+                    return Failure(settings_hint(failure, self.project))
                 # Refused inside the operation: nothing was made; ask again after a wait.
                 wait = self._rate_wait(resend + 1, None)
                 if resend == self._rate_waits:
@@ -258,7 +299,8 @@ class GcpClient:
         except expected_errors() as exc:
             # Every retry re-sent the same request id (GCE answers a repeat with the first
             # insert's operation), so an insert that never answered may still make the VM.
-            return Failure(_fate_unknown(classify_exception(exc), name) if lost(exc) else classify_exception(exc))
+            failure = classify_exception(exc)
+            return Failure(_fate_unknown(failure, name) if lost(exc) else settings_hint(failure, self.project))
         return self._made(rung, name, zone)
 
     def _made(self, rung: Rung, name: str, zone: str) -> Result[Handle, LaneFailure]:
@@ -370,6 +412,50 @@ class GcpClient:
                 LaneFailure(FailureKind.PREEMPTED, f"spot VM {handle.id} was preempted (TERMINATED)", code="TERMINATED")
             )
         return Success(evolve(handle, state=state))
+
+    def address(self, handle: Handle) -> Result[tuple[str, int], LaneFailure]:
+        """Where ssh reaches the VM: ``(natIP, 22)`` of ``networkInterfaces[0].accessConfigs[0]``.
+
+        A VM made without an external address (``gcp.external_ip = false``) has none: a
+        Failure that names the setting; one whose ephemeral address is not attached yet
+        (not up, or stopped) is TRANSIENT: ask again once it runs."""
+        try:
+            api, _, _ = errors()
+            instances, _ = self._clients()
+            try:
+                instance = self._call(
+                    lambda: instances.get(
+                        project=self.project, zone=handle.zone or "", instance=handle.id, retry=None,
+                        timeout=self._request_timeout_s,
+                    )
+                )  # fmt: skip
+            except api.NotFound:
+                return Failure(LaneFailure(FailureKind.TRANSIENT, f"VM {handle.id} is gone", code="notFound"))
+        except _RateLimitOutlasted as gave_up:
+            return Failure(gave_up.failure())
+        except expected_errors() as exc:
+            return Failure(classify_exception(exc))
+        nics = list(instance.network_interfaces)
+        configs = list(nics[0].access_configs) if nics else []
+        if not configs:
+            return Failure(
+                LaneFailure(
+                    FailureKind.INVALID_REQUEST,
+                    f"VM {handle.id} has no external address: set gcp.external_ip = true in the eps config "
+                    "(or reach it over the VPC by its internal address)",
+                    code="no_external_ip",
+                )
+            )
+        nat_ip = configs[0].nat_i_p
+        if not nat_ip:
+            return Failure(
+                LaneFailure(
+                    FailureKind.TRANSIENT,
+                    f"VM {handle.id} has no external address yet (status {instance.status})",
+                    code="no_address_yet",
+                )
+            )
+        return Success((str(nat_ip), 22))
 
     def job_output(self, handle: Handle) -> Result[tuple[str, int | None], LaneFailure]:
         """The serial console (port 1) of a finished VM: the job's log tail that the startup
@@ -528,19 +614,20 @@ class GcpClient:
         self._on_wait(seconds, why)
         self._sleep(seconds)
 
-    def _finish(self, zone: str, op: Any, what: str) -> LaneFailure | None:
-        """Wait for a zonal operation; its error, or TRANSIENT when it outlives the timeout."""
-        done = self._await(zone, op)
+    def _finish(self, zone: str, op: Any, what: str, *, extra_s: float = 0.0) -> LaneFailure | None:
+        """Wait for a zonal operation; its error, or TRANSIENT when it outlives the timeout
+        (``operation_timeout_s`` plus ``extra_s``)."""
+        done = self._await(zone, op, self._operation_timeout_s + extra_s)
         if done is None:
             return LaneFailure(
                 FailureKind.TRANSIENT,
-                f"{what} still running after {self._operation_timeout_s:g} s",
+                f"{what} still running after {self._operation_timeout_s + extra_s:g} s",
                 code="OPERATION_TIMEOUT",
             )
         return classify_operation(done)
 
-    def _await(self, zone: str, op: compute_v1.Operation) -> compute_v1.Operation | None:
-        """Wait until ``op`` is DONE (None after ``operation_timeout_s``)."""
+    def _await(self, zone: str, op: compute_v1.Operation, timeout_s: float) -> compute_v1.Operation | None:
+        """Wait until ``op`` is DONE (None after ``timeout_s``)."""
         compute_v1 = compute()
         _, operations = self._clients()
         done = compute_v1.Operation.Status.DONE
@@ -554,7 +641,7 @@ class GcpClient:
 
         return poll_until(
             finished,
-            timeout_s=self._operation_timeout_s,
+            timeout_s=timeout_s,
             interval_s=self._poll_interval_s,
             clock=self._clock,
             sleep=self._sleep,
@@ -615,7 +702,7 @@ class GcpClient:
         )
 
     def _instance(
-        self, job: Job, rung: Rung, dispatch_id: str, attempt: int, name: str, copy: int
+        self, job: Job, rung: Rung, dispatch_id: str, attempt: int, name: str, copy: int, ssh_keys: str | None
     ) -> compute_v1.Instance:
         compute_v1 = compute()
         zone = rung.zone or ""
@@ -625,6 +712,17 @@ class GcpClient:
             scheduling = compute_v1.Scheduling(
                 provisioning_model="SPOT",
                 instance_termination_action=self._spot_action,
+                on_host_maintenance="TERMINATE",
+                automatic_restart=False,
+            )
+        elif rung.provisioning is Provisioning.FLEX_START:
+            # GCE "Create a Flex-start VM": FLEX_START, a max run duration (10 min..7 d),
+            # a termination action, TERMINATE on host maintenance, no reservation.  DELETE:
+            # nothing of a finished run keeps billing.
+            scheduling = compute_v1.Scheduling(
+                provisioning_model="FLEX_START",
+                max_run_duration=compute_v1.Duration(seconds=flex_start_run_s(job.duration_s)),
+                instance_termination_action="DELETE",
                 on_host_maintenance="TERMINATE",
                 automatic_restart=False,
             )
@@ -638,12 +736,14 @@ class GcpClient:
             boot=True,
             auto_delete=True,
             initialize_params=compute_v1.AttachedDiskInitializeParams(
-                source_image=self.image,
+                source_image=gcp_image(rung.machine or "", cpu_image=self.image, gpu_image=self.gpu_image),
                 disk_size_gb=rung.disk_gb or self._boot_disk_gb,
                 disk_type=f"zones/{zone}/diskTypes/{self._disk_type}",
             ),
         )
         nic = compute_v1.NetworkInterface(network=self._network)
+        if self._subnetwork is not None:
+            nic.subnetwork = self._subnetwork
         if self._external_ip:
             nic.access_configs = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
         metadata = {
@@ -653,6 +753,8 @@ class GcpClient:
             META_RUNG: rung.key,
             META_LANE: rung.lane,
         }
+        if ssh_keys is not None:
+            metadata["ssh-keys"] = ssh_keys
         instance = compute_v1.Instance(
             name=name,
             machine_type=f"zones/{zone}/machineTypes/{rung.machine}",
@@ -668,10 +770,16 @@ class GcpClient:
                 LABEL_PROVISIONING: rung.provisioning.value,
             },
         )
+        if rung.provisioning is Provisioning.FLEX_START:
+            instance.reservation_affinity = compute_v1.ReservationAffinity(consume_reservation_type="NO_RESERVATION")
+            # How long the request may wait for capacity (the VM PENDING): 0 = only what is free now.
+            instance.params = compute_v1.InstanceParams(
+                request_valid_for_duration=compute_v1.Duration(seconds=int(self._capacity_wait_s))
+            )
+        if self._tags:
+            instance.tags = compute_v1.Tags(items=list(self._tags))
         if self._service_account is not None:
             instance.service_accounts = [
-                compute_v1.ServiceAccount(
-                    email=self._service_account, scopes=["https://www.googleapis.com/auth/cloud-platform"]
-                )
+                compute_v1.ServiceAccount(email=self._service_account, scopes=list(self._scopes))
             ]
         return instance  # type: ignore[no-any-return]

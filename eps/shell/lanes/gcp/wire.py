@@ -235,11 +235,56 @@ def _quota_kind(texts: Iterable[str]) -> FailureKind:
 def check_rung(job: Job, rung: Rung) -> LaneFailure | None:
     if rung.kind is not LaneKind.GCP or rung.machine is None or rung.zone is None:
         return LaneFailure(FailureKind.INVALID_REQUEST, f"rung {rung.key} is not a GCP machine rung")
-    if rung.provisioning not in (Provisioning.SPOT, Provisioning.ON_DEMAND):
-        return LaneFailure(FailureKind.INVALID_REQUEST, f"rung {rung.key}: GCP needs spot or on-demand")
+    if rung.provisioning not in (Provisioning.SPOT, Provisioning.ON_DEMAND, Provisioning.FLEX_START):
+        return LaneFailure(FailureKind.INVALID_REQUEST, f"rung {rung.key}: GCP needs spot, on-demand or flex-start")
     if not job.command:
         return LaneFailure(FailureKind.INVALID_REQUEST, "the job has no command to run")
     return None
+
+
+#: A login name GCE's guest environment makes from ``ssh-keys`` (a POSIX user name).
+_SSH_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+#: One OpenSSH public key line: ``type base64 [comment]``.
+_SSH_KEY = re.compile(r"(?:ssh-|ecdsa-|sk-)[a-z0-9@.-]+ [A-Za-z0-9+/=]+(?: [^\x00-\x1f\x7f]*)?")
+
+
+def ssh_keys_item(user: str, public_key: str) -> str | LaneFailure:
+    """The ``ssh-keys`` metadata value for one key: ``USERNAME:KEY_VALUE`` (GCE "Add SSH keys
+    to VMs": the metadata format), or why the key or the user cannot go there."""
+    key = public_key.strip()
+    if not _SSH_USER.fullmatch(user):
+        return LaneFailure(FailureKind.INVALID_REQUEST, f"ssh user {user!r} is not a valid login name", code="eps")
+    if not _SSH_KEY.fullmatch(key):
+        return LaneFailure(FailureKind.INVALID_REQUEST, "the ssh public key is not one OpenSSH key line", code="eps")
+    return f"{user}:{key}"
+
+
+#: Which eps setting feeds a field Compute names in a refusal (``Invalid value for field
+#: 'resource.networkInterfaces[0].network': ...``), so the one line says what to change.
+FIELD_SETTINGS: tuple[tuple[str, str], ...] = (
+    ("networkInterfaces[0].subnetwork", "gcp.subnetwork"),
+    ("networkInterfaces[0].network", "gcp.network"),
+    ("networkInterfaces[0].accessConfigs", "gcp.external_ip"),
+    ("serviceAccounts", "gcp.service_account / gcp.scopes"),
+    ("diskType", "gcp.disk_type"),
+    ("sourceImage", "gcp.image / gcp.gpu_image"),
+    ("tags", "gcp.tags"),
+)
+
+
+def settings_hint(failure: LaneFailure, project: str) -> LaneFailure:
+    """A refusal about a field eps fills from the ``[gcp]`` config, said in one line that
+    names the setting (e.g. a project without the ``default`` network)."""
+    if failure.kind is not FailureKind.INVALID_REQUEST:
+        return failure
+    for field_name, setting in FIELD_SETTINGS:
+        if field_name in failure.message:
+            if setting == "gcp.network" and "cannot be found" in failure.message:
+                hint = f"GCP project {project} has no such VPC network: set gcp.network (and gcp.subnetwork)"
+            else:
+                hint = f"GCP refused {setting} of the eps config"
+            return LaneFailure(failure.kind, _clip(f"{hint}: {failure.message}"), failure.code, failure.retry_after_s)
+    return failure
 
 
 # ------------------------------------------------------- error classifying ---
