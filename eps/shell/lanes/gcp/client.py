@@ -8,16 +8,9 @@
 - The client's own retries are switched off (``retry=None``); transport
   errors and 5xx are retried here, bounded, with exponential backoff and
   jitter by ``stamina``, then reported as ``TRANSIENT``.
-- Rate refusals (403/429 ``rateLimitExceeded``, ``userRateLimitExceeded``, a 429,
-  or ``RESOURCE_OPERATION_RATE_EXCEEDED`` inside an insert's operation) hit a
-  project-wide limit that the next rung would hit too; Compute's rate-quota
-  documentation says to wait and retry.  So the same call (the same rung) is
-  asked again after a bounded, doubling wait (``rate_limit_waits`` times, from
-  ``rate_limit_wait_s`` up to ``rate_limit_wait_max_s``, or the ``Retry-After``
-  Compute sends), each wait reported through ``on_wait(seconds, why)``; then
-  ``RATE_LIMITED`` with ``retry_after_s``.
-- ``resourceNotReady`` on a delete (the instance is still busy) is retried the
-  same bounded way, then ``TRANSIENT``, never "zone exhausted".
+- Rate refusals are waited out, bounded and reported (:mod:`.calls`), then
+  ``RATE_LIMITED``; ``resourceNotReady`` on a delete is retried the same way,
+  then ``TRANSIENT``.  The insert body is built by :mod:`.request`.
 - A 409 on insert adopts the machine when it is this dispatch's: the name is
   deterministic, so even a new attempt cannot duplicate a machine.
 """
@@ -36,13 +29,12 @@ from eps.core.model import Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.names import rung_provisioning
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.states import HandleState
-from eps.core.tables import flex_start_run_s, gcp_image
+from eps.shell.lanes.gcp.calls import Calls, RateLimitOutlasted, no_wait, outlasted
+from eps.shell.lanes.gcp.request import InstanceShape, build_instance
 from eps.shell.lanes.gcp.wire import (
     EXIT_MARKER,
     LABEL_ATTEMPT,
-    LABEL_COPY,
     LABEL_DISPATCH,
-    LABEL_PROVISIONING,
     LABEL_RUNG,
     META_DISPATCH,
     META_LANE,
@@ -59,15 +51,11 @@ from eps.shell.lanes.gcp.wire import (
     insert_request_id,
     instance_name,
     instance_state,
-    is_gpu_machine,
     label_value,
     lost,
     not_ready,
-    rate_limited,
-    retryable,
     settings_hint,
     ssh_keys_item,
-    startup_script,
 )
 from eps.shell.polling import poll_until
 from eps.shell.retry import RetryPolicy
@@ -82,34 +70,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _WAIT_CALL_TIMEOUT_S = 150.0  # zoneOperations.wait blocks up to 2 minutes server-side
-
-
-def _no_wait(seconds: float, why: str) -> None:
-    """The default ``on_wait``: nobody is told."""
-
-
-class _RateLimitOutlasted(Exception):
-    """Every bounded wait for a rate refusal is spent: the last refusal, and the waits made."""
-
-    def __init__(self, cause: Exception, waits: int, waited_s: float, next_s: float) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.waits = waits
-        self.waited_s = waited_s
-        self.next_s = next_s
-
-    def failure(self) -> LaneFailure:
-        return _outlasted(classify_exception(self.cause), self.waits, self.waited_s, self.next_s)
-
-
-def _outlasted(failure: LaneFailure, waits: int, waited_s: float, next_s: float) -> LaneFailure:
-    """The rate refusal that outlasted every wait, saying how long eps waited."""
-    return evolve(
-        failure,
-        kind=FailureKind.RATE_LIMITED,
-        message=f"{failure.message} (still refused after {waits} waits, {waited_s:g} s in all)",
-        retry_after_s=next_s,
-    )
 
 
 def _fate_unknown(failure: LaneFailure, name: str) -> LaneFailure:
@@ -156,7 +116,7 @@ class GcpClient:
         poll_interval_s: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
-        on_wait: Callable[[float, str], None] = _no_wait,
+        on_wait: Callable[[float, str], None] = no_wait,
         rate_limit_waits: int = 4,
         rate_limit_wait_s: float = 2.0,
         rate_limit_wait_max_s: float = 30.0,
@@ -171,15 +131,20 @@ class GcpClient:
         self._client_options = client_options
         self._transport = transport
         self.gpu_image = gpu_image
-        self._network = network
-        self._subnetwork = subnetwork
-        self._external_ip = external_ip
-        self._service_account = service_account
-        self._scopes = scopes
-        self._tags = tags
-        self._boot_disk_gb = boot_disk_gb
-        self._disk_type = disk_type
-        self._spot_action = spot_termination_action
+        self._shape = InstanceShape(
+            image=image,
+            gpu_image=gpu_image,
+            network=network,
+            subnetwork=subnetwork,
+            external_ip=external_ip,
+            service_account=service_account,
+            scopes=scopes,
+            tags=tags,
+            boot_disk_gb=boot_disk_gb,
+            disk_type=disk_type,
+            spot_action=spot_termination_action,
+            capacity_wait_s=capacity_wait_s,
+        )
         self._retry = retry or RetryPolicy()
         self._request_timeout_s = request_timeout_s
         self._operation_timeout_s = operation_timeout_s
@@ -188,8 +153,7 @@ class GcpClient:
         self._clock = clock
         self._on_wait = on_wait
         self._rate_waits = rate_limit_waits
-        self._rate_wait_s = rate_limit_wait_s
-        self._rate_wait_max_s = rate_limit_wait_max_s
+        self._calls = Calls(self._retry, sleep, on_wait, rate_limit_waits, rate_limit_wait_s, rate_limit_wait_max_s)
         self._capacity_wait_s = capacity_wait_s
         self._instances_client: compute_v1.InstancesClient | None = None
         self._operations_client: compute_v1.ZoneOperationsClient | None = None
@@ -261,7 +225,7 @@ class GcpClient:
             api, _, _ = errors()
             compute_v1 = compute()
             ssh_keys = keys if isinstance(keys, str) else None
-            instance = self._instance(job, rung, dispatch_id, attempt, name, copy, ssh_keys)
+            instance = build_instance(job, rung, dispatch_id, attempt, name, copy, ssh_keys, self._shape)
             instances, _ = self._clients()
             for resend in range(self._rate_waits + 1):
                 request = compute_v1.InsertInstanceRequest(
@@ -288,14 +252,14 @@ class GcpClient:
                 if failure.kind is not FailureKind.RATE_LIMITED:
                     return Failure(settings_hint(failure, self.project))
                 # Refused inside the operation: nothing was made; ask again after a wait.
-                wait = self._rate_wait(resend + 1, None)
+                wait = self._calls.rate_wait(resend + 1, None)
                 if resend == self._rate_waits:
-                    return Failure(_outlasted(failure, resend, waited, wait))
-                self._wait(wait, f"GCP rate limit on insert of {name} ({failure.code}); the same rung again")
+                    return Failure(outlasted(failure, resend, waited, wait))
+                self._calls.wait(wait, f"GCP rate limit on insert of {name} ({failure.code}); the same rung again")
                 waited += wait
-        except _RateLimitOutlasted as gave_up:
+        except RateLimitOutlasted as gave_up:
             failure = classify_exception(gave_up.cause)
-            return Failure(_outlasted(failure, gave_up.waits, gave_up.waited_s, gave_up.next_s))
+            return Failure(outlasted(failure, gave_up.waits, gave_up.waited_s, gave_up.next_s))
         except expected_errors() as exc:
             # Every retry re-sent the same request id (GCE answers a repeat with the first
             # insert's operation), so an insert that never answered may still make the VM.
@@ -316,15 +280,9 @@ class GcpClient:
         told = False
         try:
             api, _, _ = errors()
-            instances, _ = self._clients()
             while True:
                 try:
-                    instance = self._call(
-                        lambda: instances.get(
-                            project=self.project, zone=zone, instance=name, retry=None,
-                            timeout=self._request_timeout_s,
-                        )
-                    )  # fmt: skip
+                    instance = self._get(zone, name)
                 except api.NotFound:
                     return Failure(
                         LaneFailure(
@@ -344,7 +302,7 @@ class GcpClient:
                         f"{name} is PENDING: waiting up to {self._capacity_wait_s:g} s for capacity in {zone}",
                     )
                 self._sleep(self._poll_interval_s)
-        except _RateLimitOutlasted as gave_up:
+        except RateLimitOutlasted as gave_up:
             return Failure(gave_up.failure())
         except expected_errors() as exc:
             return Failure(classify_exception(exc))
@@ -361,25 +319,13 @@ class GcpClient:
 
     def _gave_up_waiting(self, rung: Rung, name: str, zone: str) -> Result[Handle, LaneFailure]:
         """A PENDING VM that got no capacity in time: cancel the request (delete it)."""
-        handle = self._handle(rung.lane, rung.key, name, zone, rung.machine or "", HandleState.STARTING)
-        deleted = self.delete(handle)
-        waited = f"{self._capacity_wait_s:g} s"
+        deleted = self.delete(self._handle(rung.lane, rung.key, name, zone, rung.machine or "", HandleState.STARTING))
+        waited = f"{name} in {zone} stayed PENDING for {self._capacity_wait_s:g} s"
         if isinstance(deleted, Failure):
-            return Failure(
-                LaneFailure(
-                    FailureKind.UNKNOWN_FATE,
-                    f"{name} in {zone} stayed PENDING for {waited} and could not be deleted "
-                    f"({deleted.failure().message}); eps reconcile releases it",
-                    code="PENDING_TIMEOUT",
-                )
-            )
-        return Failure(
-            LaneFailure(
-                FailureKind.ZONE_EXHAUSTED,
-                f"no capacity for {rung.machine} in {zone} within {waited} (the VM stayed PENDING; request deleted)",
-                code="PENDING_TIMEOUT",
-            )
-        )
+            why = f"{waited} and could not be deleted ({deleted.failure().message}); eps reconcile releases it"
+            return Failure(LaneFailure(FailureKind.UNKNOWN_FATE, why, code="PENDING_TIMEOUT"))
+        why = f"no capacity for {rung.machine}: {waited} (request deleted)"
+        return Failure(LaneFailure(FailureKind.ZONE_EXHAUSTED, why, code="PENDING_TIMEOUT"))
 
     def status(self, handle: Handle) -> Result[Handle, LaneFailure]:
         """The handle with its current ``state``; a preempted spot VM (TERMINATED,
@@ -387,17 +333,8 @@ class GcpClient:
         spot_rung = rung_provisioning(handle.rung) is Provisioning.SPOT
         try:
             api, _, _ = errors()
-            instances, _ = self._clients()
             try:
-                instance = self._call(
-                    lambda: instances.get(
-                        project=self.project,
-                        zone=handle.zone or "",
-                        instance=handle.id,
-                        retry=None,
-                        timeout=self._request_timeout_s,
-                    )
-                )
+                instance = self._get(handle.zone or "", handle.id)
             except api.NotFound:
                 if spot_rung:
                     return Failure(
@@ -421,17 +358,11 @@ class GcpClient:
         (not up, or stopped) is TRANSIENT: ask again once it runs."""
         try:
             api, _, _ = errors()
-            instances, _ = self._clients()
             try:
-                instance = self._call(
-                    lambda: instances.get(
-                        project=self.project, zone=handle.zone or "", instance=handle.id, retry=None,
-                        timeout=self._request_timeout_s,
-                    )
-                )  # fmt: skip
+                instance = self._get(handle.zone or "", handle.id)
             except api.NotFound:
                 return Failure(LaneFailure(FailureKind.TRANSIENT, f"VM {handle.id} is gone", code="notFound"))
-        except _RateLimitOutlasted as gave_up:
+        except RateLimitOutlasted as gave_up:
             return Failure(gave_up.failure())
         except expected_errors() as exc:
             return Failure(classify_exception(exc))
@@ -500,7 +431,7 @@ class GcpClient:
                     )
                 )
             why = f"GCP instance {handle.id} is busy (resourceNotReady); delete again"
-            self._wait(self._rate_wait(busy, None), why)
+            self._calls.wait(self._calls.rate_wait(busy, None), why)
 
     def _delete_once(self, handle: Handle) -> Result[Handle, LaneFailure] | str:
         try:
@@ -521,7 +452,7 @@ class GcpClient:
             failure = self._finish(handle.zone or "", op, f"delete of {handle.id}")
             if failure is not None:
                 return NOT_READY if failure.code == NOT_READY else Failure(failure)
-        except _RateLimitOutlasted as gave_up:
+        except RateLimitOutlasted as gave_up:
             return Failure(gave_up.failure())
         except expected_errors() as exc:
             return NOT_READY if not_ready(exc) else Failure(classify_exception(exc))
@@ -568,51 +499,15 @@ class GcpClient:
         return self._instances_client, self._operations_client
 
     def _call(self, fn: Callable[[], T]) -> T:
-        """``fn`` with bounded retries: stamina's for transport errors and 5xx, and bounded,
-        reported waits for rate refusals (then :class:`_RateLimitOutlasted`)."""
-        import stamina
+        return self._calls.call(fn)
 
-        policy = self._retry
-        caller = stamina.RetryingCaller(
-            attempts=policy.attempts,
-            timeout=policy.timeout_s,
-            wait_initial=policy.wait_initial_s,
-            wait_max=policy.wait_max_s,
-            wait_jitter=policy.wait_jitter_s,
+    def _get(self, zone: str, name: str) -> compute_v1.Instance:
+        instances, _ = self._clients()
+        return self._call(
+            lambda: instances.get(
+                project=self.project, zone=zone, instance=name, retry=None, timeout=self._request_timeout_s
+            )
         )
-        waits, waited = 0, 0.0
-        while True:
-            try:
-                return caller(retryable, fn)
-            except Exception as exc:
-                if not rate_limited(exc):
-                    raise
-                wait = self._rate_wait(waits + 1, exc)
-                if waits >= self._rate_waits:
-                    raise _RateLimitOutlasted(exc, waits, waited, wait) from exc
-                code = classify_exception(exc).code
-                self._wait(wait, f"GCP rate limit ({code}); the same call again")
-                waits += 1
-                waited += wait
-
-    def _rate_wait(self, n: int, exc: Exception | None) -> float:
-        """The ``n``-th wait: Compute's ``Retry-After`` when it sent one, else doubling from
-        ``rate_limit_wait_s``; never more than ``rate_limit_wait_max_s``."""
-        asked = None
-        response = getattr(exc, "response", None)
-        header = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
-        if header is not None:
-            try:
-                asked = float(header)
-            except ValueError:
-                asked = None
-        wait = asked if asked is not None and asked >= 0 else self._rate_wait_s * 2 ** (n - 1)
-        return float(min(self._rate_wait_max_s, wait))
-
-    def _wait(self, seconds: float, why: str) -> None:
-        """Wait ``seconds`` with the injected sleep, and say so first (``on_wait``)."""
-        self._on_wait(seconds, why)
-        self._sleep(seconds)
 
     def _finish(self, zone: str, op: Any, what: str, *, extra_s: float = 0.0) -> LaneFailure | None:
         """Wait for a zonal operation; its error, or TRANSIENT when it outlives the timeout
@@ -654,13 +549,8 @@ class GcpClient:
 
     def _adopt(self, rung: Rung, dispatch_id: str, name: str) -> Result[Handle, LaneFailure]:
         """The name is taken (409): if the machine is this dispatch's, it is our machine."""
-        instances, _ = self._clients()
         zone = rung.zone or ""
-        instance = self._call(
-            lambda: instances.get(
-                project=self.project, zone=zone, instance=name, retry=None, timeout=self._request_timeout_s
-            )
-        )
+        instance = self._get(zone, name)
         if instance.labels.get(LABEL_DISPATCH) != label_value(dispatch_id):
             return Failure(
                 LaneFailure(
@@ -700,86 +590,3 @@ class GcpClient:
             attempt=int(attempt) if attempt.isdigit() else None,
             handle=handle,
         )
-
-    def _instance(
-        self, job: Job, rung: Rung, dispatch_id: str, attempt: int, name: str, copy: int, ssh_keys: str | None
-    ) -> compute_v1.Instance:
-        compute_v1 = compute()
-        zone = rung.zone or ""
-        gpu = is_gpu_machine(rung)
-        # Every scheduling field on one object: a second Scheduling would replace the first.
-        if rung.provisioning is Provisioning.SPOT:
-            scheduling = compute_v1.Scheduling(
-                provisioning_model="SPOT",
-                instance_termination_action=self._spot_action,
-                on_host_maintenance="TERMINATE",
-                automatic_restart=False,
-            )
-        elif rung.provisioning is Provisioning.FLEX_START:
-            # GCE "Create a Flex-start VM": FLEX_START, a max run duration (10 min..7 d),
-            # a termination action, TERMINATE on host maintenance, no reservation.  DELETE:
-            # nothing of a finished run keeps billing.
-            scheduling = compute_v1.Scheduling(
-                provisioning_model="FLEX_START",
-                max_run_duration=compute_v1.Duration(seconds=flex_start_run_s(job.duration_s)),
-                instance_termination_action="DELETE",
-                on_host_maintenance="TERMINATE",
-                automatic_restart=False,
-            )
-        else:
-            scheduling = compute_v1.Scheduling(
-                provisioning_model="STANDARD",
-                on_host_maintenance="TERMINATE" if gpu else "MIGRATE",
-                automatic_restart=True,
-            )
-        boot = compute_v1.AttachedDisk(
-            boot=True,
-            auto_delete=True,
-            initialize_params=compute_v1.AttachedDiskInitializeParams(
-                source_image=gcp_image(rung.machine or "", cpu_image=self.image, gpu_image=self.gpu_image),
-                disk_size_gb=rung.disk_gb or self._boot_disk_gb,
-                disk_type=f"zones/{zone}/diskTypes/{self._disk_type}",
-            ),
-        )
-        nic = compute_v1.NetworkInterface(network=self._network)
-        if self._subnetwork is not None:
-            nic.subnetwork = self._subnetwork
-        if self._external_ip:
-            nic.access_configs = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
-        metadata = {
-            "startup-script": startup_script(job, dispatch_id, rung),
-            "enable-guest-attributes": "TRUE",
-            META_DISPATCH: dispatch_id,
-            META_RUNG: rung.key,
-            META_LANE: rung.lane,
-        }
-        if ssh_keys is not None:
-            metadata["ssh-keys"] = ssh_keys
-        instance = compute_v1.Instance(
-            name=name,
-            machine_type=f"zones/{zone}/machineTypes/{rung.machine}",
-            scheduling=scheduling,
-            disks=[boot],
-            network_interfaces=[nic],
-            metadata=compute_v1.Metadata(items=[compute_v1.Items(key=k, value=v) for k, v in metadata.items()]),
-            labels={
-                LABEL_DISPATCH: label_value(dispatch_id),
-                LABEL_RUNG: label_value(rung.key.replace("/", "_")),
-                LABEL_ATTEMPT: str(attempt),
-                LABEL_COPY: str(copy),
-                LABEL_PROVISIONING: rung.provisioning.value,
-            },
-        )
-        if rung.provisioning is Provisioning.FLEX_START:
-            instance.reservation_affinity = compute_v1.ReservationAffinity(consume_reservation_type="NO_RESERVATION")
-            # How long the request may wait for capacity (the VM PENDING): 0 = only what is free now.
-            instance.params = compute_v1.InstanceParams(
-                request_valid_for_duration=compute_v1.Duration(seconds=int(self._capacity_wait_s))
-            )
-        if self._tags:
-            instance.tags = compute_v1.Tags(items=list(self._tags))
-        if self._service_account is not None:
-            instance.service_accounts = [
-                compute_v1.ServiceAccount(email=self._service_account, scopes=list(self._scopes))
-            ]
-        return instance  # type: ignore[no-any-return]
