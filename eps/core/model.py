@@ -30,12 +30,17 @@ class Resource(StrEnum):
 
 
 class Provisioning(StrEnum):
-    """How a rung obtains its machine: run here, wait in a queue, or buy one."""
+    """How a rung obtains its machine: run here, wait in a queue, or buy one.
+
+    ``FLEX_START``: GCP's flex-start provisioning model (Dynamic Workload Scheduler):
+    capacity may be waited for, then the VM runs uninterrupted (never preempted) for
+    at most its max run duration (7 days), and is deleted at the end of it."""
 
     LOCAL = "local"
     QUEUE = "queue"
     SPOT = "spot"
     ON_DEMAND = "on-demand"
+    FLEX_START = "flex-start"
 
 
 class Capacity(StrEnum):
@@ -77,6 +82,7 @@ class SkipCode(StrEnum):
     NEVER_RUNS_HERE = "never_runs_here"  # pending reason says this tier can never run it
     NOT_TRIVIAL = "not_trivial"  # P2: longer than the trivial-op threshold or too big for the VM
     SPOT_TOO_LONG = "spot_too_long"  # P11
+    FLEX_START_TOO_LONG = "flex_start_too_long"  # P11: longer than flex-start's maximum run duration
     ON_DEMAND_NOT_OFFERED = "on_demand_not_offered"  # e.g. a3-highgpu-1g: spot/flex-start only
     ON_DEMAND_ONLY_INTENT = "on_demand_only_intent"  # P4 cpu-bigmem
     ZONE_NOT_OFFERED = "zone_not_offered"
@@ -122,7 +128,8 @@ class Intent(NamedTuple):
 
 
 class GcpMachine(NamedTuple):
-    """A GCP machine type, the zones that offer it, and list prices ($/h, information only)."""
+    """A GCP machine type, the zones that offer it, the provisioning models GCP sells it
+    under, and list prices ($/h, information only)."""
 
     name: str
     vcpus: int
@@ -132,7 +139,17 @@ class GcpMachine(NamedTuple):
     zones: tuple[str, ...]
     on_demand_per_hour: float
     spot_per_hour: float
-    on_demand_offered: bool = True  # a3-highgpu-{1,2,4}g: spot or flex-start only
+    #: a3-highgpu-{1,2,4}g: spot or flex-start only (no on-demand)
+    sold_as: tuple[Provisioning, ...] = (Provisioning.SPOT, Provisioning.ON_DEMAND)
+    flex_start_per_hour: float | None = None
+
+    @property
+    def on_demand_offered(self) -> bool:
+        return Provisioning.ON_DEMAND in self.sold_as
+
+    @property
+    def flex_start_offered(self) -> bool:
+        return Provisioning.FLEX_START in self.sold_as
 
 
 class RunpodCpuFlavor(NamedTuple):

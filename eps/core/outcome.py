@@ -31,7 +31,7 @@ from eps.core.states import HandleState
 class FailureKind(StrEnum):
     """A closed set: every provider error maps to exactly one of these."""
 
-    ZONE_EXHAUSTED = "zone_exhausted"  # GCP ZONE_RESOURCE_POOL_EXHAUSTED*, UNSUPPORTED_OPERATION, resourceNotReady
+    ZONE_EXHAUSTED = "zone_exhausted"  # GCP ZONE_RESOURCE_POOL_EXHAUSTED*, stockout texts, a VM left PENDING
     RATE_LIMITED = "rate_limited"  # GCP RESOURCE_OPERATION_RATE_EXCEEDED; RunPod 429 after bounded waits
     QUOTA_REGION = "quota_region"  # GCP QUOTA_EXCEEDED for a regional metric
     QUOTA_GLOBAL = "quota_global"  # GCP GPUS_ALL_REGIONS: no zone anywhere will do

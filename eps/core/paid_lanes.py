@@ -1,8 +1,10 @@
 """The paid lanes' rungs: GCP machines and RunPod pods (P3, P4, P6, P11).
 
 GCP: spot first when the job is short or restartable (P11), then on-demand;
-``cpu-bigmem`` on-demand only (P4); zones in the configured preference order,
-only those that offer the machine type.  RunPod CPU pods: the intent's flavors
+``cpu-bigmem`` on-demand only (P4); a machine type GCP sells as spot/flex-start
+only (no on-demand) gives a long, non-restartable job flex-start rungs instead
+(never preempted; at most ``FLEX_START_MAX_RUN_S``, P11); zones in the configured
+preference order, only those that offer the machine type.  RunPod CPU pods: the intent's flavors
 in order, each at the smallest size that holds its vCPUs, RAM and disk; the
 fallback when GCP CPU is exhausted (P3).  RunPod GPU pods: pinned jobs only
 (P6).  Prices are information only (P12).
@@ -29,6 +31,7 @@ from eps.core.model import (
     SkipCode,
     Stock,
 )
+from eps.core.tables import FLEX_START_MAX_RUN_S
 
 
 def gcp_rungs(
@@ -50,7 +53,11 @@ def gcp_rungs(
     else:
         spot = _SpotMode.NEVER_LONG
     disk = disk_gb(job, index)
-    cand, static = index.memo(("gcp", intent, spot, disk), lambda: _gcp_candidates(index, intent, spot, disk))
+    fits_flex = job.duration_s <= FLEX_START_MAX_RUN_S
+    cand, static = index.memo(
+        ("gcp", intent, spot, disk, fits_flex),
+        lambda: _gcp_candidates(index, intent, spot, disk, fits_flex, job.duration_s),
+    )
     skipped.extend(static)
     if not facts.has_gcp:
         rungs.extend(cand)
@@ -73,8 +80,12 @@ class _SpotMode(StrEnum):
     NEVER_INTENT = "never_intent"
 
 
-def _gcp_candidates(index: PolicyIndex, intent: Intent, spot: _SpotMode, disk: int | None) -> Candidates:
-    """GCP rungs before capacity is consulted: spot (when P11 allows) then on-demand, zones in preference order."""
+def _gcp_candidates(
+    index: PolicyIndex, intent: Intent, spot: _SpotMode, disk: int | None, fits_flex: bool, duration_s: int
+) -> Candidates:
+    """GCP rungs before capacity is consulted, zones in preference order: spot (when P11
+    allows) then on-demand; for a long non-restartable job on a machine type sold as
+    spot/flex-start only, flex-start (when the job fits its maximum run duration)."""
     skipped: list[Skip] = []
     if intent.gcp_machine is None:
         return (), ()
@@ -83,27 +94,43 @@ def _gcp_candidates(index: PolicyIndex, intent: Intent, spot: _SpotMode, disk: i
         return (), ()
     th = index.policy.thresholds
     provs: list[Provisioning] = []
+    flex_case = spot is _SpotMode.NEVER_LONG and not machine.on_demand_offered and machine.flex_start_offered
     if spot is _SpotMode.NEVER_INTENT:
         skipped.append(Skip("gcp", SkipCode.ON_DEMAND_ONLY_INTENT, f"P4: {intent.name} stays on-demand", machine.name))
     elif spot is _SpotMode.NEVER_LONG:
+        instead = ("flex-start instead" if fits_flex else "no spot") if flex_case else "on-demand only"
         skipped.append(
             Skip(
                 "gcp",
                 SkipCode.SPOT_TOO_LONG,
-                f"P11: longer than {format_duration(th.spot_max_s)} and not restartable: on-demand only",
+                f"P11: longer than {format_duration(th.spot_max_s)} and not restartable: {instead}",
                 machine.name,
             )
         )
-    else:
+    elif Provisioning.SPOT in machine.sold_as:
         provs.append(Provisioning.SPOT)
     if machine.on_demand_offered:
         provs.append(Provisioning.ON_DEMAND)
     else:
+        also = "--restartable allows spot" if spot is _SpotMode.NEVER_LONG else "spot first"
         skipped.append(
             Skip(
                 "gcp",
                 SkipCode.ON_DEMAND_NOT_OFFERED,
-                f"{machine.name} is sold as spot/flex-start only; --restartable allows spot",
+                f"{machine.name} is sold as spot/flex-start only; {also}",
+                machine.name,
+            )
+        )
+    if flex_case and fits_flex:
+        provs.append(Provisioning.FLEX_START)
+    elif flex_case:
+        limit = format_duration(FLEX_START_MAX_RUN_S)
+        skipped.append(
+            Skip(
+                "gcp",
+                SkipCode.FLEX_START_TOO_LONG,
+                f"P11: a {format_duration(duration_s)} job is longer than flex-start's maximum run duration "
+                f"({limit}), and {machine.name} is sold as spot/flex-start only: no GCP rung can hold it",
                 machine.name,
             )
         )
@@ -122,6 +149,10 @@ def _gcp_candidates(index: PolicyIndex, intent: Intent, spot: _SpotMode, disk: i
     for prov in provs:
         if prov is Provisioning.SPOT:
             why, price = f"{lead}, spot first (P11: {spot.value} job)", machine.spot_per_hour
+        elif prov is Provisioning.FLEX_START:
+            limit = format_duration(FLEX_START_MAX_RUN_S)
+            why = f"{lead}, flex-start (P11: long, not restartable, no on-demand; uninterrupted, up to {limit})"
+            price = machine.flex_start_per_hour or machine.on_demand_per_hour
         else:
             why, price = f"{lead}, on-demand", machine.on_demand_per_hour
         for zone in zones:

@@ -39,7 +39,8 @@ then comes right after high-eur.  A pin returns the live PENDING handle: no
 ladder walk, no failover.
 
 GCP spot is length-aware: jobs of at most 7200 s, or restartable ones, try
-spot first and then on-demand; longer non-restartable jobs go on-demand only;
+spot first and then on-demand; longer non-restartable jobs go on-demand only,
+or, on machine types sold as spot/flex-start only, flex-start (up to 7d);
 ``cpu-bigmem`` is always on-demand.  No code path limits work by dollars.
 """
 

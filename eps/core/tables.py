@@ -13,7 +13,18 @@ code path limits or refuses work by dollars).  Sources, checked 2026-11:
   on-demand (a3-highgpu-8g $88.49), ~$2.50-3.00 per GPU-hour spot.  Zones from
   the machine-type list (europe-west4-b/c, us-central1-a/b/c, us-east4-a/b/c,
   ...).  The 1g/2g/4g shapes are offered only as Spot or Flex-start VMs, not
-  on-demand (GCP "A3 machine series" docs), so they carry ``on_demand_offered=False``.
+  on-demand (GCP "A3 machine series" docs), so they are ``sold_as`` spot and
+  flex-start; a3-highgpu-8g is sold under all three.
+- GCP Flex-start VMs (GCE "About Flex-start VMs", "Create a Flex-start VM";
+  google-cloud-compute 1.57 ``Scheduling.ProvisioningModel.FLEX_START``,
+  ``Scheduling.max_run_duration``, ``InstanceParams.request_valid_for_duration``,
+  ``Instance.Status.PENDING``): run uninterrupted for at most seven days (the max
+  run duration must be between 10 minutes and 7 days), then Compute Engine stops or
+  deletes them (termination action); supported on accelerator-optimized types (A3
+  included); a creation request may wait for capacity (the VM is PENDING) for a
+  request-valid duration of 90 s to 2 h, or 0 for "only if available now"; vCPUs,
+  memory and GPUs at a discount of up to 53 % (MIG resize-request docs), so the
+  flex-start price here is about 47-50 % of on-demand.
 - RunPod CPU flavors: catalog ``GET /v2/catalog/cpus`` (securePerVcpu);
   container disk limit vCPU x 10 GB on gen 3, x 15 GB on cpu5c.
 - RunPod GPU types: catalog ``GET /v2/catalog/gpus`` (secure price per GPU).
@@ -27,6 +38,7 @@ from eps.core.model import (
     GcpMachine,
     Intent,
     Policy,
+    Provisioning,
     QosGrants,
     QosTier,
     Resource,
@@ -101,8 +113,27 @@ def _a3(n: int) -> GcpMachine:
         zones=_A3_ZONES,
         on_demand_per_hour=round(11.06 * n, 2),
         spot_per_hour=round(2.75 * n, 2),
-        on_demand_offered=n == 8,
+        sold_as=_A3_SOLD_AS if n == 8 else _A3_SMALL_SOLD_AS,
+        flex_start_per_hour=round(5.30 * n, 2),
     )
+
+
+_A3_SMALL_SOLD_AS = (Provisioning.SPOT, Provisioning.FLEX_START)
+_A3_SOLD_AS = (Provisioning.SPOT, Provisioning.ON_DEMAND, Provisioning.FLEX_START)
+
+#: Flex-start's limits on a VM's max run duration (GCE "Create a Flex-start VM": "between
+#: 10 minutes and seven days").  A job longer than the maximum gets no flex-start rung (P11).
+FLEX_START_MAX_RUN_S = 7 * DAY_S
+FLEX_START_MIN_RUN_S = 10 * 60
+
+
+def flex_start_run_s(duration_s: int) -> int:
+    """The max run duration a flex-start VM for a job estimated at ``duration_s`` asks for:
+    the job's enforced time limit plus its kill grace and the linger that keeps the VM up
+    for ``eps pull`` (nothing is lost to an early deletion), within flex-start's limits."""
+    life = JOB_LIFECYCLE
+    wanted = job_time_limit_s(duration_s, life) + life.kill_grace_s + life.linger_s
+    return max(FLEX_START_MIN_RUN_S, min(FLEX_START_MAX_RUN_S, wanted))
 
 
 GCP_MACHINES: tuple[GcpMachine, ...] = (
@@ -119,6 +150,56 @@ GCP_MACHINES: tuple[GcpMachine, ...] = (
     ),
     *(_a3(n) for n in (1, 2, 4, 8)),
 )
+
+#: The boot image of a CPU machine (config ``gcp.image`` overrides it).
+GCP_CPU_IMAGE = "projects/debian-cloud/global/images/family/debian-12"
+
+#: The boot image of each GPU machine family: a GPU needs its NVIDIA driver, which plain
+#: debian lacks.  Google's Deep Learning VM "base" image family with the NVIDIA 570
+#: driver and CUDA 12.8 (project ``deeplearning-platform-release``, family
+#: ``common-cu128-ubuntu-2204-nvidia-570``; Deep Learning VM "Choose an image" docs;
+#: CUDA 12.8 supports the H100 of A3 and the A100/L4 of A2/G2).  The config's
+#: ``gcp.gpu_image`` overrides it for every GPU machine.
+GCP_GPU_IMAGES: tuple[tuple[str, str], ...] = (
+    ("a3", "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"),
+    ("a2", "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"),
+    ("g2", "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"),
+)
+#: The CUDA version (major.minor) of the GPU images above.
+GCP_GPU_IMAGE_CUDA = "12.8"
+
+
+def gcp_image(machine: str, *, cpu_image: str = GCP_CPU_IMAGE, gpu_image: str | None = None) -> str:
+    """The boot image of ``machine``: its family's GPU image (or ``gpu_image``) for a GPU
+    family, else ``cpu_image``."""
+    family = machine.split("-", 1)[0]
+    for name, image in GCP_GPU_IMAGES:
+        if name == family:
+            return gpu_image or image
+    return cpu_image
+
+
+#: Host CUDA versions a RunPod GPU pod may land on, as RunPod's catalog reports them
+#: (``GET /v2/catalog/gpus?include=AVAILABILITY`` ``cudaVersions``; ``major.minor``, the
+#: ``allowedCudaVersions`` pattern of the API document).  A pod asks for the versions
+#: that can run its image: the image's own CUDA version and every later one here.  A
+#: version missing from this table only narrows the hosts, it never admits one that
+#: cannot run the image.
+RUNPOD_HOST_CUDA: tuple[str, ...] = ("12.4", "12.6", "12.8", "12.9", "13.0")
+
+
+def runpod_cuda_versions(image_cuda: str | None) -> tuple[str, ...]:
+    """``allowedCudaVersions`` for a GPU pod whose image needs CUDA ``image_cuda``
+    (``None``: unknown, no constraint)."""
+    if image_cuda is None:
+        return ()
+
+    def key(v: str) -> tuple[int, int]:
+        major, minor = v.split(".")
+        return int(major), int(minor)
+
+    return tuple(v for v in RUNPOD_HOST_CUDA if key(v) >= key(image_cuda))
+
 
 RUNPOD_CPU_FLAVORS: tuple[RunpodCpuFlavor, ...] = (
     RunpodCpuFlavor("cpu3c", gb_per_vcpu=2, disk_gb_per_vcpu=10, per_vcpu_hour=0.03),

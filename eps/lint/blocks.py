@@ -36,12 +36,17 @@ def span(seconds: int | None) -> str:
 
 
 def provisioning_words(intent: Intent, facts: PolicyFacts) -> str:
-    """How GCP provisions the intent's machine (P4, P11), in the words the intent table uses."""
+    """How GCP provisions the intent's machine (P4, P11), in the words the intent table uses:
+    the same cases as ``eps.core.paid_lanes`` (spot for short or restartable jobs; then
+    on-demand where GCP sells it; else flex-start for long non-restartable ones, up to
+    flex-start's maximum run duration)."""
     machine = facts.policy.gcp_machine(intent.gcp_machine) if intent.gcp_machine else None
     if machine is None:
         return "-"
     if not intent.spot_eligible:
         return "on-demand only"
+    if not machine.on_demand_offered and machine.flex_start_offered:
+        return f"spot if short or restartable, else flex-start (up to {span(facts.flex_start_max_s)})"
     if not machine.on_demand_offered:
         return "spot only (short or restartable)"
     return "spot if short or restartable, then on-demand"

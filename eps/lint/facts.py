@@ -71,6 +71,8 @@ class PolicyFacts:
     produced: frozenset[str] | None = None
     #: The numbers of a job's life on its machine (time-limit margin, linger, workdir limit).
     lifecycle: JobLifecycle = JOB_LIFECYCLE
+    #: Flex-start's maximum run duration (``FLEX_START_MAX_RUN_S``), P11.
+    flex_start_max_s: int = 7 * 86_400
 
     def worst_case_s(self, cluster: str) -> int | None:
         return dict(self.worst_case).get(cluster)
@@ -201,4 +203,5 @@ def load_facts(tables: Path | None = None) -> PolicyFacts:
         tables_path=None if tables is None else tables.resolve(),
         produced=produced_codes(scanned),
         lifecycle=getattr(source, "JOB_LIFECYCLE", real.JOB_LIFECYCLE),
+        flex_start_max_s=int(getattr(source, "FLEX_START_MAX_RUN_S", real.FLEX_START_MAX_RUN_S)),
     )

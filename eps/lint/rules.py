@@ -22,7 +22,15 @@ from eps.lint.rules_asks import (
     TerminalAndSkipCodes,
     TerminalReversal,
 )
-from eps.lint.rules_tables import IntentCoverage, IntentRow, LaneOrder, ParkCaps, QosLadder, WorstCase
+from eps.lint.rules_tables import (
+    FlexStartLimit,
+    IntentCoverage,
+    IntentRow,
+    LaneOrder,
+    ParkCaps,
+    QosLadder,
+    WorstCase,
+)
 
 __all__ = ["RULES", "Context", "Finding", "Rule", "rule_rows", "run_rules"]
 
@@ -41,6 +49,7 @@ RULES: tuple[type[Rule], ...] = (
     GeneratedBlocks,
     PolicyFiles,
     CodeProduced,
+    FlexStartLimit,
 )
 
 

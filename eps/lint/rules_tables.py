@@ -1,5 +1,5 @@
-"""Rules EPS101-EPS106: the written tables (intents, lane orders, QoS ladders, park caps,
-worst-case waits) equal the code's."""
+"""Rules EPS101-EPS106 and EPS115: the written tables (intents, lane orders, QoS ladders, park
+caps, worst-case waits, flex-start's maximum run duration) equal the code's."""
 
 from __future__ import annotations
 
@@ -325,3 +325,53 @@ class WorstCase(Rule):
                 yield self.finding(*ctx.anchor, "missing", cluster=c.name, code=ctx.facts.worst_case_s(c.name))
 
 
+
+
+FLEX_START_LIMIT = re.compile(
+    r"flex-start(?P<poss>'s)?(?(poss)\s+|\b[^.]{0,160}?"
+    r"(?:up to|at most|maximum run duration(?: of)?|max run duration(?: of)?)\s*\(?\s*)"
+    r"(?P<n>\d+)\s*(?P<unit>days?|d|hours?|h)\b",
+    re.IGNORECASE,
+)
+_UNIT_S = {"d": 86_400, "day": 86_400, "days": 86_400, "h": 3600, "hour": 3600, "hours": 3600}
+
+
+@final
+class FlexStartLimit(Rule):
+    """Stated flex-start maximum run durations equal FLEX_START_MAX_RUN_S, and one is stated.
+
+    Why: P11: a long job that cannot restart gets flex-start rungs on machine
+    types GCP sells as spot/flex-start only, and only while it fits flex-start's
+    maximum run duration; a doc with another limit promises rungs eps never plans
+    (or hides ones it does).
+    Statements read: `flex-start ... up to 7d`, `flex-start ... at most 7 days`,
+    `flex-start ... maximum run duration of 7d`, `flex-start's 7d`.  When the
+    tables have a machine type sold as flex-start but not on-demand, the limit
+    must be stated at least once in CLAUDE.md or .claude/rules/.
+    Fix: correct the number, or run `workflow_lint --fix` (`intents` block).
+    """
+
+    code = "EPS115"
+    name = "flex-start"
+    messages: ClassVar[dict[str, str]] = {
+        "default": "flex-start's maximum run duration says {doc}, code has {code}",
+        "missing": "flex-start's maximum run duration ({code}) is stated nowhere in CLAUDE.md or .claude/rules/",
+    }
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        from eps.core.durations import format_duration
+
+        code_s = ctx.facts.flex_start_max_s
+        stated = False
+        for doc in ctx.docs:
+            for m in doc.finditer(FLEX_START_LIMIT):
+                seconds = int(m["n"]) * _UNIT_S[m["unit"].lower()]
+                stated = stated or doc.is_policy
+                if seconds != code_s:
+                    have = f"{m['n']}{m['unit']}"
+                    yield self.finding(
+                        doc.path, doc.line_at(m.start()), doc=have, code=format_duration(code_s)
+                    )
+        flex_only = any(m.flex_start_offered and not m.on_demand_offered for m in ctx.facts.policy.gcp_machines)
+        if flex_only and not stated:
+            yield self.finding(*ctx.anchor, "missing", code=format_duration(code_s))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import tomllib
 import typing
@@ -197,6 +198,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "thresholds.spot_max_s": (0, 30 * 86_400, False),
     "thresholds.vm_disk_margin_gb": (0, 10**6, False),
     "gcp.poll_interval_s": (0, 3600, True),
+    "gcp.flex_start_wait_s": (0, 7200, False),
     "runpod.poll_interval_s": (0, 3600, True),
     "runpod.concurrency": (1, 256, False),
     "fanout.concurrency": (1, 256, False),
@@ -354,8 +356,16 @@ class _GcpDoc:
     project: str | None = None
     zones: list[str] | None = None
     image: str | None = None
+    gpu_image: str | None = None
     endpoint: str | None = None
+    network: str | None = None
+    subnetwork: str | None = None
+    external_ip: bool | None = None
+    disk_type: str | None = None
     service_account: str | None = None
+    scopes: list[str] | None = None
+    tags: list[str] | None = None
+    flex_start_wait_s: int | None = None
     poll_interval_s: float | None = None
 
 
@@ -417,15 +427,45 @@ def _thresholds(policy: Policy, t: _ThresholdsDoc, source: str) -> Policy:
     return evolve(policy, thresholds=th)
 
 
+#: A GCE network tag (RFC 1035 label: what Compute accepts in ``tags.items``).
+_NETWORK_TAG = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?")
+#: A scope given by its short name (``cloud-platform``) is this URL plus the name.
+_SCOPE_BASE = "https://www.googleapis.com/auth/"
+
+
 def _gcp(base: GcpSettings, g: _GcpDoc, source: str) -> GcpSettings:
     _section(g, "gcp", source)
     _base_url(source, "gcp.endpoint", g.endpoint)
+    for key in ("image", "gpu_image", "network", "subnetwork", "disk_type", "service_account"):
+        value = getattr(g, key)
+        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
+            raise ConfigError(f"{source}: must be one word, not blank @ $.gcp.{key} (got {value!r})")
+    _listed(source, "gcp.scopes", g.scopes)
+    if g.tags is not None:
+        for i, tag in enumerate(g.tags):
+            if not _NETWORK_TAG.fullmatch(tag):
+                raise ConfigError(
+                    f"{source}: a network tag is 1-63 of a-z, 0-9 and -, starting with a letter @ $.gcp.tags[{i}]"
+                    f" (got {tag!r})"
+                )
+    wait = g.flex_start_wait_s
+    if wait is not None and 0 < wait < 90:
+        raise ConfigError(f"{source}: must be 0 (only capacity there now) or 90..7200 s @ $.gcp.flex_start_wait_s")
+    scopes = None if g.scopes is None else [s if "://" in s else _SCOPE_BASE + s for s in g.scopes]
     gcp: GcpSettings = _set(
         base,
         project=g.project,
         image=g.image,
+        gpu_image=g.gpu_image,
         endpoint=g.endpoint,
+        network=g.network,
+        subnetwork=g.subnetwork,
+        external_ip=g.external_ip,
+        disk_type=g.disk_type,
         service_account=g.service_account,
+        scopes=scopes,
+        tags=g.tags,
+        flex_start_wait_s=g.flex_start_wait_s,
         poll_interval_s=g.poll_interval_s,
     )
     return gcp

@@ -31,10 +31,22 @@ class ClusterAccess(NamedTuple):
 
 
 class GcpSettings(NamedTuple):
+    """The ``[gcp]`` section.  The defaults work in a default project: its ``default``
+    VPC network (auto mode: a subnet per region, and a firewall rule that lets ssh in),
+    an ephemeral external IP, a balanced persistent disk, no service account."""
+
     project: str | None = None
-    image: str = "projects/debian-cloud/global/images/family/debian-12"
+    image: str = "projects/debian-cloud/global/images/family/debian-12"  # CPU machines
+    gpu_image: str | None = None  # GPU machines; None: the table's image per family (tables.GCP_GPU_IMAGES)
     endpoint: str | None = None  # tests: a local server; production: the Google default
-    service_account: str | None = None
+    network: str = "global/networks/default"
+    subnetwork: str | None = None  # None: the network's subnet in the VM's region (auto-mode networks)
+    external_ip: bool = True  # an ephemeral public address (ssh, downloads without Cloud NAT)
+    disk_type: str = "pd-balanced"
+    service_account: str | None = None  # an email, or "default" (the project's Compute Engine account)
+    scopes: tuple[str, ...] = ("https://www.googleapis.com/auth/cloud-platform",)  # with a service account
+    tags: tuple[str, ...] = ()  # network tags (firewall rules select by them)
+    flex_start_wait_s: int = 600  # how long a flex-start VM may wait (PENDING) for capacity: 0 or 90..7200
     poll_interval_s: float = 2.0  # zone-operation polling
 
 

@@ -37,7 +37,7 @@ def test_p6_p7_plan_json_has_the_documented_fields(capsys: pytest.CaptureFixture
     assert d["worst_case_wait_s"] == 1200
     assert all(s["lane"] and s["reason"] for s in d["skipped"])
     assert {x["lane"] for x in d["rungs"]} <= {"vm", "fellows", "gcp", "runpod"}
-    assert {x["provisioning"] for x in d["rungs"]} <= {"local", "queue", "spot", "on-demand"}
+    assert {x["provisioning"] for x in d["rungs"]} <= {"local", "queue", "spot", "on-demand", "flex-start"}
 
 
 def test_p8_env_park_caps_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:

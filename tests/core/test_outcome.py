@@ -53,3 +53,27 @@ def test_p11_preemption_rules_out_spot_for_a_job_that_cannot_restart() -> None:
     snap = absorb(CapacitySnapshot(), GCP, LaneFailure(FailureKind.PREEMPTED, "x"), restartable=True)
     p = plan(job, snap, DEFAULT_GRANTS, None)
     assert p.rungs[0].provisioning is Provisioning.SPOT and p.rungs[0].zone != "us-central1-a"
+
+
+def test_a_flex_start_zone_without_capacity_rules_out_only_that_zones_flex_start() -> None:
+    """P11: a flex-start request that found no capacity (the VM stayed PENDING, or the zone
+    answered with a stockout) marks that zone's flex-start out; the next zone is tried."""
+    from eps.core.model import GcpState
+    from eps.core.outcome import FailureKind, LaneFailure, absorb
+    from eps.core.router import plan
+    from eps.core.tables import DEFAULT_GRANTS
+
+    job = Job("gpu-1", 3 * 3600)
+    first = plan(job, CapacitySnapshot(), DEFAULT_GRANTS, None)
+    flex = [r for r in first.rungs if r.provisioning is Provisioning.FLEX_START]
+    assert len(flex) >= 2
+    rung = flex[0]
+    assert rung.kind is LaneKind.GCP
+    gone = LaneFailure(FailureKind.ZONE_EXHAUSTED, "stayed PENDING", code="PENDING_TIMEOUT")
+    snap = absorb(CapacitySnapshot(), rung, gone)
+    assert snap.gcp == (GcpState(rung.machine or "", rung.zone or "", Capacity.EXHAUSTED, Provisioning.FLEX_START),)
+    after = plan(job, snap, DEFAULT_GRANTS, None)
+    keys = [r.key for r in after.rungs if r.provisioning is Provisioning.FLEX_START]
+    assert rung.key not in keys and flex[1].key in keys
+    # a preemption teaches nothing about flex-start (it is never preempted), nor about spot
+    assert absorb(CapacitySnapshot(), rung, LaneFailure(FailureKind.PREEMPTED, "x")).gcp == ()

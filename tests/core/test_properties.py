@@ -28,7 +28,7 @@ from eps.core.model import (
     evolve,
 )
 from eps.core.router import plan
-from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY
+from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY, FLEX_START_MAX_RUN_S
 
 POLICY = DEFAULT_POLICY
 FELLOWS = POLICY.clusters[0]
@@ -81,7 +81,7 @@ snapshots = st.builds(
             machine=st.sampled_from(MACHINES),
             zone=st.sampled_from(ZONES),
             state=st.sampled_from(list(Capacity)),
-            provisioning=st.sampled_from([None, Provisioning.SPOT, Provisioning.ON_DEMAND]),
+            provisioning=st.sampled_from([None, Provisioning.SPOT, Provisioning.ON_DEMAND, Provisioning.FLEX_START]),
         ),
         max_size=12,
     ).map(tuple),
@@ -250,6 +250,43 @@ def test_p11_long_non_restartable_never_spot(job: Job, snap: CapacitySnapshot, g
     gcp = [r.provisioning for r in p.rungs if r.lane == "gcp"]
     if Provisioning.ON_DEMAND in gcp:  # spot, when allowed, always comes before on-demand
         assert Provisioning.SPOT not in gcp[gcp.index(Provisioning.ON_DEMAND) :]
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants)
+def test_p11_flex_start_only_for_long_non_restartable_jobs_on_spot_flex_only_shapes(
+    job: Job, snap: CapacitySnapshot, g: QosGrants
+) -> None:
+    """P11: a flex-start rung is planned only for a job that is long, not restartable and
+    within flex-start's maximum run duration, on a machine type sold as spot/flex-start only
+    (never beside spot or on-demand); such a job, unpinned elsewhere and with nothing
+    known about that capacity, always gets one."""
+    p = _plan(job, snap, g, None)
+    flex = [r for r in p.rungs if r.provisioning is Provisioning.FLEX_START]
+    long_fixed = job.duration_s > POLICY.thresholds.spot_max_s and not job.restartable
+    for r in flex:
+        machine = POLICY.gcp_machine(r.machine or "")
+        assert machine is not None and machine.flex_start_offered and not machine.on_demand_offered
+        assert long_fixed and job.duration_s <= FLEX_START_MAX_RUN_S
+        assert r.lane == "gcp" and r.gpus > 0
+    gcp = {r.provisioning for r in p.rungs if r.lane == "gcp"}
+    assert not (flex and gcp & {Provisioning.SPOT, Provisioning.ON_DEMAND})
+    machine = POLICY.gcp_machine(f"a3-highgpu-{max(1, p.rungs[0].gpus if p.rungs else 0)}g")
+    wants_flex = (
+        long_fixed
+        and job.duration_s <= FLEX_START_MAX_RUN_S
+        and p.resource is Resource.GPU
+        and job.pin in (None, "gcp")
+        and not snap.gcp
+        and not snap.attempted
+        and machine is not None
+        and not machine.on_demand_offered
+        and any(r.lane in {"gcp", "fellows"} for r in p.rungs)
+    )
+    if wants_flex and p.rungs and p.rungs[0].gpus < 8:
+        assert flex, [r.key for r in p.rungs]
+    if long_fixed and job.duration_s > FLEX_START_MAX_RUN_S and p.resource is Resource.GPU and p.rungs:
+        assert not flex
 
 
 @settings(**COMMON)

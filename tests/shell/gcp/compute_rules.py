@@ -74,10 +74,16 @@ def dumps(payload: object) -> bytes:
 @dataclass(frozen=True)
 class Created:
     """Insert succeeds: the operation is not DONE for ``polls - 1`` reads (PENDING, then
-    RUNNING), then DONE; the instance then has ``status``."""
+    RUNNING), then DONE; the instance then has ``status``.
+
+    ``pending_gets``: the instance is a flex-start VM waiting for capacity: ``PENDING``
+    for that many reads of it, then ``then`` (capacity came), or, with ``then=None``,
+    gone (the request's valid-for duration ran out without capacity)."""
 
     polls: int = 1
     status: str = "RUNNING"
+    pending_gets: int = 0
+    then: str | None = "RUNNING"
 
 
 @dataclass(frozen=True)
@@ -245,7 +251,12 @@ def _label_value_ok(value: str) -> bool:
 
 
 def insert_violations(
-    zone: str, body: Any, *, machine_types: frozenset[str] | None = None, details: bool = True
+    zone: str,
+    body: Any,
+    *,
+    machine_types: frozenset[str] | None = None,
+    details: bool = True,
+    networks: frozenset[str] | None = None,
 ) -> list[SyncError]:
     """What Compute refuses in an ``instances.insert`` body, in the order it reports them."""
     if not isinstance(body, dict):
@@ -272,7 +283,59 @@ def insert_violations(
         elif not isinstance(value, str) or not _label_value_ok(value):
             why = f"Label value '{value}' violates format constraints. {LABEL_VALUE_RULE}"
             found.append(invalid_field("resource.labels", "", why, details=details))
+    for i, nic in enumerate(body.get("networkInterfaces") or []):
+        network = nic.get("network") or "global/networks/default"
+        if networks is not None and network.rsplit("/", 1)[-1] not in networks:
+            # "Invalid value for field 'resource.networkInterfaces[0].network': '...'. The referenced
+            # network resource cannot be found." (quoted from gcloud output in public issue threads)
+            why = "The referenced network resource cannot be found."
+            found.append(invalid_field(f"resource.networkInterfaces[{i}].network", network, why, details=details))
     found += _scheduling_violations(body.get("scheduling") or {}, match["type"] if match else "", details)
+    found += _flex_start_violations(body, details)
+    return found
+
+
+#: Flex-start's documented limits (GCE "Create a Flex-start VM"): a max run duration between
+#: 10 minutes and seven days; a request-valid duration of 0, or 90 s to 2 h.  The refusal
+#: texts follow Compute's "Invalid value for field" pattern; no verbatim capture was at hand.
+FLEX_MIN_RUN_S, FLEX_MAX_RUN_S = 600, 7 * 86_400
+FLEX_MAX_WAIT_S = 7200
+
+
+def _seconds(duration: Any) -> int | None:
+    if not isinstance(duration, dict):
+        return None
+    try:
+        return int(duration.get("seconds", 0))
+    except (TypeError, ValueError):
+        return None
+
+
+def _flex_start_violations(body: dict[str, Any], details: bool) -> list[SyncError]:
+    scheduling = body.get("scheduling") or {}
+    if scheduling.get("provisioningModel") != "FLEX_START":
+        return []
+    found = []
+    run = _seconds(scheduling.get("maxRunDuration"))
+    if run is None or not FLEX_MIN_RUN_S <= run <= FLEX_MAX_RUN_S:
+        why = "Flex-start instances need a max run duration between 10 minutes and 7 days."
+        found.append(invalid_field("resource.scheduling.maxRunDuration", run, why, details=details))
+    if scheduling.get("onHostMaintenance") != "TERMINATE":
+        why = "Flex-start instances must have onHostMaintenance set to TERMINATE."
+        found.append(invalid_field("resource.scheduling.onHostMaintenance", scheduling.get("onHostMaintenance"), why))
+    if scheduling.get("automaticRestart") is True:
+        why = "Flex-start instances cannot be automatically restarted."
+        found.append(invalid_field("resource.scheduling.automaticRestart", True, why, details=details))
+    if scheduling.get("instanceTerminationAction") not in ("STOP", "DELETE"):
+        why = "Flex-start instances need a termination action, STOP or DELETE."
+        found.append(invalid_field("resource.scheduling.instanceTerminationAction", "", why, details=details))
+    if scheduling.get("preemptible") is True:
+        why = "Flex-start instances cannot be preemptible."
+        found.append(invalid_field("resource.scheduling.preemptible", True, why, details=details))
+    wait = _seconds((body.get("params") or {}).get("requestValidForDuration") or {"seconds": 0})
+    if wait is None or not (wait == 0 or 90 <= wait <= FLEX_MAX_WAIT_S):
+        why = "The request valid-for duration must be 0, or between 90 seconds and 2 hours."
+        found.append(invalid_field("resource.params.requestValidForDuration", wait, why, details=details))
     return found
 
 

@@ -148,6 +148,7 @@ class _Operation:
 class _Zone:
     script: deque[Reply] = field(default_factory=deque)
     otherwise: Reply = field(default_factory=Created)
+    deletes: deque[OpError] = field(default_factory=deque)  # delete operations that end in an error
 
 
 _BASE = r"/compute/v1/projects/(?P<project>[^/]+)"
@@ -202,6 +203,7 @@ class FakeCompute:
     VM (None: ``10.128.0.2``, ``.3``, ... in order of creation).  Both are attributes
     a test may change.  ``machine_types``: the types that exist (None: any).
     ``error_details``: field validation errors carry an ErrorInfo in ``details`` too.
+    ``networks``: the project's VPC networks (a default project has ``default``; None: any).
     ``clock``: the time operations are stamped with."""
 
     def __init__(
@@ -212,6 +214,7 @@ class FakeCompute:
         network_ip: str | None = None,
         machine_types: frozenset[str] | set[str] | None = None,
         error_details: bool = True,
+        networks: frozenset[str] | set[str] | None = frozenset({"default"}),
         clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         self.project = project
@@ -219,7 +222,9 @@ class FakeCompute:
         self.network_ip = network_ip
         self.machine_types = frozenset(machine_types) if machine_types is not None else None
         self.error_details = error_details
+        self.networks = frozenset(networks) if networks is not None else None
         self.clock = clock
+        self._pending: dict[tuple[str, str], list[Any]] = {}  # flex-start VMs waiting: [reads left, then]
         self.requests: list[Recorded] = []
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}  # (zone, name) -> instance JSON
         self.serial: dict[tuple[str, str], str] = {}  # (zone, name) -> serial port 1 output
@@ -242,6 +247,12 @@ class FakeCompute:
         """The next inserts into ``zone`` get these replies, in order, then ``always``'s."""
         with self._lock:
             self._zone(zone).script.extend(replies)
+
+    def program_deletes(self, zone: str, *errors: OpError) -> None:
+        """The next deletes in ``zone`` are accepted and their operations end DONE with these
+        errors, in order (the instance stays); later deletes go through."""
+        with self._lock:
+            self._zone(zone).deletes.extend(errors)
 
     def always(self, zone: str, reply: Reply) -> None:
         with self._lock:
@@ -381,7 +392,9 @@ class FakeCompute:
             return _error(refused)
         if request_id is not None and request_id in self._request_ids:
             return 200, dumps(self._op_json(self._ops[self._request_ids[request_id]]))
-        violations = insert_violations(zone, body, machine_types=self.machine_types, details=self.error_details)
+        violations = insert_violations(
+            zone, body, machine_types=self.machine_types, details=self.error_details, networks=self.networks
+        )
         if violations:
             return _error(combined(violations))
         name = body["name"]
@@ -410,13 +423,27 @@ class FakeCompute:
         instance = self.instances.get((zone, name))
         if instance is None:
             return _error(not_found(f"projects/{self.project}/zones/{zone}/instances/{name}"))
-        self._set_status(instance, "STOPPING")
-        op = self._new_op(zone, Created(), name, "delete", instance["id"])
+        refusals = self._zone(zone).deletes
+        if refusals:
+            op = self._new_op(zone, refusals.popleft(), name, "delete", instance["id"])
+        else:
+            self._set_status(instance, "STOPPING")
+            op = self._new_op(zone, Created(), name, "delete", instance["id"])
         if request_id is not None:
             self._request_ids[request_id] = op.name
         return 200, dumps(self._op_json(op))
 
     def _get(self, zone: str, name: str, query: dict[str, str], body: Any) -> tuple[int, bytes]:
+        waiting = self._pending.get((zone, name))
+        if waiting is not None and (zone, name) in self.instances:
+            if waiting[0] <= 0:
+                del self._pending[(zone, name)]
+                if waiting[1] is None:
+                    del self.instances[(zone, name)]
+                else:
+                    self._set_status(self.instances[(zone, name)], waiting[1])
+            else:
+                waiting[0] -= 1
         instance = self.instances.get((zone, name))
         if instance is None:
             return _error(not_found(f"projects/{self.project}/zones/{zone}/instances/{name}"))
@@ -526,10 +553,14 @@ class FakeCompute:
         op.status = "DONE"
         op.end_time = self._stamp()
         key = (op.zone, op.instance)
-        if op.kind == "delete":
+        if op.kind == "delete" and isinstance(op.outcome, Created):
             self.instances.pop(key, None)
         elif isinstance(op.outcome, Created) and key in self.instances:
-            self._set_status(self.instances[key], op.outcome.status)
+            if op.outcome.pending_gets:
+                self._set_status(self.instances[key], "PENDING")
+                self._pending[key] = [op.outcome.pending_gets, op.outcome.then]
+            else:
+                self._set_status(self.instances[key], op.outcome.status)
 
     def _op_json(self, op: _Operation) -> dict[str, Any]:
         """A ``compute#operation`` with the members Compute sends, in the API's order."""

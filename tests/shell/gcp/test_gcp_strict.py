@@ -361,12 +361,6 @@ def test_field_errors_without_details_on_request(server, instances_client):
     assert exc.reason is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="eps fix needed: eps.shell.lanes.gcp.wire.classify_exception reads reasons only from errors[]; it must also "
-    "read google.rpc.ErrorInfo (exc.reason / exc.metadata) from error.details, so a detail-only "
-    "QUOTA_EXCEEDED on GPUS_ALL_REGIONS is QUOTA_GLOBAL, not AUTH",
-)
 def test_eps_reads_a_detail_only_quota_error(server, lane, gcp_rung, job):
     server.program(ZONE, fs.quota_detail_only("GPUS_ALL_REGIONS", "globally"))
     result = lane.create(job, gcp_rung("a3-highgpu-8g", ZONE, Provisioning.ON_DEMAND, gpus=8), "d1", 1)

@@ -72,7 +72,7 @@ def test_gpu_pod_when_pinned_is_one_multi_gpu_pod(fake: FakeRunpod, settings, sl
     attempt = run(settings, sleeper, lambda c: c.start(gpu_rung("NVIDIA H100 80GB HBM3", 8), "eps-g-1"))
     assert isinstance(attempt.result, Success)
     (body,) = fake.created_bodies()
-    assert body["gpu"] == {"id": "NVIDIA H100 80GB HBM3", "count": 8}
+    assert body["gpu"] == {"id": "NVIDIA H100 80GB HBM3", "count": 8, "allowedCudaVersions": ["12.8", "12.9", "13.0"]}
     assert_bodies_valid(fake)
 
 

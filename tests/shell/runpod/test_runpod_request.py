@@ -67,7 +67,7 @@ def test_multi_gpu_job_is_one_pod_with_every_gpu() -> None:
     body = pod_request(gpu_rung("NVIDIA H200", 4), "eps-g-1", SETTINGS)
     assert not isinstance(body, LaneFailure)
     assert errors(body) == []
-    assert body["gpu"] == {"id": "NVIDIA H200", "count": 4}
+    assert body["gpu"] == {"id": "NVIDIA H200", "count": 4, "allowedCudaVersions": ["12.8", "12.9", "13.0"]}
     assert "cpu" not in body
 
 

@@ -140,3 +140,77 @@ def test_eps_reads_a_pod_that_carries_an_address(fake: FakeRunpod, sleeper: Slee
     pod = _result
     assert isinstance(pod, Success)
     assert pod.unwrap().status is PodStatus.RUNNING
+
+
+# --- what eps sends and reads (issue 12: ssh plumbing, CUDA versions) ----------------------
+
+CREATE = schema_validator("CreatePodRequest")
+
+
+def test_a_public_key_asks_for_sshd_and_22_tcp() -> None:
+    from runpod_testkit import gpu_rung
+
+    from eps.shell.lanes.runpod.wire import RunpodSettings, pod_request
+
+    body = pod_request(cpu_rung(), "eps-k-1", RunpodSettings(), dispatch_id="dk", public_key=KEY_LINE + "\n")
+    assert isinstance(body, dict)
+    assert body["env"] == {"EPS_POD_NAME": "eps-k-1", "EPS_DISPATCH_ID": "dk", "PUBLIC_KEY": KEY_LINE}
+    assert body["ports"] == ["22/tcp"]
+    assert list(CREATE.iter_errors(body)) == []
+    gpu = pod_request(gpu_rung(), "eps-k-2", RunpodSettings(), public_key=KEY_LINE)
+    assert isinstance(gpu, dict) and list(CREATE.iter_errors(gpu)) == []
+    plain = pod_request(cpu_rung(), "eps-k-3", RunpodSettings())
+    assert isinstance(plain, dict) and "ports" not in plain and "PUBLIC_KEY" not in plain["env"]
+
+
+def test_a_bad_public_key_is_refused_before_any_call() -> None:
+    from eps.core.outcome import FailureKind, LaneFailure
+    from eps.shell.lanes.runpod.wire import RunpodSettings, pod_request
+
+    for bad in ("not a key", KEY_LINE + "\nssh-rsa AAAA other"):
+        refused = pod_request(cpu_rung(), "eps-k-4", RunpodSettings(), public_key=bad)
+        assert isinstance(refused, LaneFailure) and refused.kind is FailureKind.INVALID_REQUEST
+
+
+def test_gpu_pods_ask_for_the_cuda_versions_their_image_runs_on() -> None:
+    from runpod_testkit import gpu_rung
+
+    from eps.core.tables import RUNPOD_HOST_CUDA
+    from eps.shell.lanes.runpod.wire import RunpodSettings, image_cuda, pod_request
+
+    assert image_cuda("runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04") == "12.4"
+    assert image_cuda("runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404") == "12.8"
+    assert image_cuda("nvidia/cuda:12.6.2-base") is None  # no cuda/cu word in the tag: no constraint
+    assert image_cuda("ubuntu:24.04") is None
+    old = pod_request(gpu_rung(), "eps-c-1", RunpodSettings(gpu_image="runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel"))
+    assert isinstance(old, dict)
+    assert old["gpu"]["allowedCudaVersions"] == list(RUNPOD_HOST_CUDA)  # 12.4 and every later host
+    assert list(CREATE.iter_errors(old)) == []
+    new = pod_request(gpu_rung(), "eps-c-2", RunpodSettings(gpu_image="runpod/pytorch:1.0.2-cu1281-torch280"))
+    assert isinstance(new, dict) and new["gpu"]["allowedCudaVersions"] == ["12.8", "12.9", "13.0"]
+    other = pod_request(gpu_rung(), "eps-c-3", RunpodSettings(gpu_image="my/own:latest"))
+    assert isinstance(other, dict) and "allowedCudaVersions" not in other["gpu"]
+    cpu = pod_request(cpu_rung(), "eps-c-4", RunpodSettings())
+    assert isinstance(cpu, dict) and "gpu" not in cpu  # CPU pods carry no CUDA constraint
+
+
+def test_the_pods_ssh_address_is_read_from_ssh_direct(fake: FakeRunpod, sleeper: SleepRecorder) -> None:
+    job = Job("cpu-small", 600, command=("python", "run.py"))
+    with RunpodClient(ApiKey(KEY), fast_settings(fake.url), sleep=sleeper) as c:
+        started = c.start(cpu_rung(), "eps-a-1", job=job, dispatch_id="da", public_key=KEY_LINE).result.unwrap()
+        assert c.address(started.id) == Success(("127.0.0.1", 40000))
+        assert fake.env_of(started.id)["PUBLIC_KEY"] == KEY_LINE
+        without = c.start(cpu_rung(), "eps-a-2", job=job, dispatch_id="da").result.unwrap()
+        failure = c.address(without.id).failure()
+        assert failure.code == "no_ssh_address" and "22/tcp" in failure.message
+
+
+def test_the_address_follows_the_fakes_knobs(sleeper: SleepRecorder) -> None:
+    with (
+        FakeRunpod(api_key=KEY, public_ip="192.0.2.9", ssh_port=2200) as other,
+        RunpodClient(ApiKey(KEY), fast_settings(other.url), sleep=sleeper) as c,
+    ):
+        made = c.create_pod(cpu_rung(), "eps-a-3", public_key=KEY_LINE).unwrap()
+        assert c.address(made.id).failure().code == "no_ssh_address"  # not running yet
+        c.get_pod(made.id)
+        assert c.address(made.id) == Success(("192.0.2.9", 2200))

@@ -6,8 +6,11 @@
   with our own ``ZoneOperationsClient``, reading ``op.error.errors`` ourselves
   (notes/providers.md).
 - The client's own retries are switched off (``retry=None``); transport
-  errors, 429 and 5xx are retried here, bounded, with exponential backoff and
-  jitter by ``stamina``, then reported as ``TRANSIENT`` / ``RATE_LIMITED``.
+  errors and 5xx are retried here, bounded, with exponential backoff and
+  jitter by ``stamina``, then reported as ``TRANSIENT``.
+- Rate refusals are waited out, bounded and reported (:mod:`.calls`), then
+  ``RATE_LIMITED``; ``resourceNotReady`` on a delete is retried the same way,
+  then ``TRANSIENT``.  The insert body is built by :mod:`.request`.
 - A 409 on insert adopts the machine when it is this dispatch's: the name is
   deterministic, so even a new attempt cannot duplicate a machine.
 """
@@ -26,16 +29,17 @@ from eps.core.model import Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.names import rung_provisioning
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.states import HandleState
+from eps.shell.lanes.gcp.calls import Calls, RateLimitOutlasted, no_wait, outlasted
+from eps.shell.lanes.gcp.request import InstanceShape, build_instance
 from eps.shell.lanes.gcp.wire import (
     EXIT_MARKER,
     LABEL_ATTEMPT,
-    LABEL_COPY,
     LABEL_DISPATCH,
-    LABEL_PROVISIONING,
     LABEL_RUNG,
     META_DISPATCH,
     META_LANE,
     META_RUNG,
+    NOT_READY,
     LabeledInstance,
     basename,
     check_rung,
@@ -47,11 +51,11 @@ from eps.shell.lanes.gcp.wire import (
     insert_request_id,
     instance_name,
     instance_state,
-    is_gpu_machine,
     label_value,
     lost,
-    retryable,
-    startup_script,
+    not_ready,
+    settings_hint,
+    ssh_keys_item,
 )
 from eps.shell.polling import poll_until
 from eps.shell.retry import RetryPolicy
@@ -96,9 +100,13 @@ class GcpClient:
         client_options: ClientOptions | dict[str, Any] | None = None,
         transport: str = "rest",
         lane: str = "gcp",
+        gpu_image: str | None = None,
         network: str = "global/networks/default",
+        subnetwork: str | None = None,
         external_ip: bool = True,
         service_account: str | None = None,
+        scopes: tuple[str, ...] = ("https://www.googleapis.com/auth/cloud-platform",),
+        tags: tuple[str, ...] = (),
         boot_disk_gb: int = 50,
         disk_type: str = "pd-balanced",
         spot_termination_action: str = "DELETE",
@@ -108,6 +116,11 @@ class GcpClient:
         poll_interval_s: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        on_wait: Callable[[float, str], None] = no_wait,
+        rate_limit_waits: int = 4,
+        rate_limit_wait_s: float = 2.0,
+        rate_limit_wait_max_s: float = 30.0,
+        capacity_wait_s: float = 0.0,
     ) -> None:
         if spot_termination_action not in ("DELETE", "STOP"):
             raise ValueError(f"spot_termination_action must be DELETE or STOP, not {spot_termination_action!r}")
@@ -117,18 +130,31 @@ class GcpClient:
         self._credentials = credentials
         self._client_options = client_options
         self._transport = transport
-        self._network = network
-        self._external_ip = external_ip
-        self._service_account = service_account
-        self._boot_disk_gb = boot_disk_gb
-        self._disk_type = disk_type
-        self._spot_action = spot_termination_action
+        self.gpu_image = gpu_image
+        self._shape = InstanceShape(
+            image=image,
+            gpu_image=gpu_image,
+            network=network,
+            subnetwork=subnetwork,
+            external_ip=external_ip,
+            service_account=service_account,
+            scopes=scopes,
+            tags=tags,
+            boot_disk_gb=boot_disk_gb,
+            disk_type=disk_type,
+            spot_action=spot_termination_action,
+            capacity_wait_s=capacity_wait_s,
+        )
         self._retry = retry or RetryPolicy()
         self._request_timeout_s = request_timeout_s
         self._operation_timeout_s = operation_timeout_s
         self._poll_interval_s = poll_interval_s
         self._sleep = sleep
         self._clock = clock
+        self._on_wait = on_wait
+        self._rate_waits = rate_limit_waits
+        self._calls = Calls(self._retry, sleep, on_wait, rate_limit_waits, rate_limit_wait_s, rate_limit_wait_max_s)
+        self._capacity_wait_s = capacity_wait_s
         self._instances_client: compute_v1.InstancesClient | None = None
         self._operations_client: compute_v1.ZoneOperationsClient | None = None
 
@@ -148,49 +174,158 @@ class GcpClient:
                 from google.auth.credentials import AnonymousCredentials
 
                 options.setdefault("credentials", AnonymousCredentials())  # type: ignore[no-untyped-call]
-        options.setdefault("service_account", settings.service_account)
+        configured = {
+            "gpu_image": settings.gpu_image,
+            "network": settings.network,
+            "subnetwork": settings.subnetwork,
+            "external_ip": settings.external_ip,
+            "disk_type": settings.disk_type,
+            "service_account": settings.service_account,
+            "scopes": settings.scopes,
+            "tags": settings.tags,
+            "capacity_wait_s": float(settings.flex_start_wait_s),
+        }
+        for key, value in configured.items():
+            options.setdefault(key, value)
         return cls(settings.project, image=settings.image, **options)
 
     # -- public --------------------------------------------------------------
 
     def create(
-        self, job: Job, rung: Rung, dispatch_id: str, attempt: int, *, copy: int = 0
+        self,
+        job: Job,
+        rung: Rung,
+        dispatch_id: str,
+        attempt: int,
+        *,
+        copy: int = 0,
+        ssh_public_key: str | None = None,
+        ssh_user: str = "eps",
     ) -> Result[Handle, LaneFailure]:
         """Start one machine for ``rung`` (copy ``copy`` of a ``--count`` fan-out).
+
+        ``ssh_public_key``: one OpenSSH public key line; the VM gets the metadata item
+        ``ssh-keys`` = ``<ssh_user>:<key>`` (GCE's ``USERNAME:KEY_VALUE`` format), so the
+        guest environment makes ``ssh_user`` with that key (:meth:`address` says where).
 
         Success means the insert operation finished without error.  An
         operation still RUNNING after ``operation_timeout_s`` is TRANSIENT:
         the machine may yet appear, under the same name and labels, where
         :meth:`list_by_label` finds it and a repeated create adopts it."""
         problem = check_rung(job, rung)
+        keys = ssh_keys_item(ssh_user, ssh_public_key) if ssh_public_key is not None else None
+        if problem is None and isinstance(keys, LaneFailure):
+            problem = keys
         if problem is not None:
             return Failure(problem)
         zone = rung.zone or ""
         name = instance_name(dispatch_id, rung, copy)
+        waited = 0.0
         try:
             api, _, _ = errors()
             compute_v1 = compute()
-            request = compute_v1.InsertInstanceRequest(
-                project=self.project,
-                zone=zone,
-                instance_resource=self._instance(job, rung, dispatch_id, attempt, name, copy),
-                request_id=insert_request_id(dispatch_id, rung, attempt, copy),
-            )
+            ssh_keys = keys if isinstance(keys, str) else None
+            instance = build_instance(job, rung, dispatch_id, attempt, name, copy, ssh_keys, self._shape)
             instances, _ = self._clients()
-            try:
-                op = self._call(
-                    lambda: instances.insert_unary(request=request, retry=None, timeout=self._request_timeout_s)
+            for resend in range(self._rate_waits + 1):
+                request = compute_v1.InsertInstanceRequest(
+                    project=self.project,
+                    zone=zone,
+                    instance_resource=instance,
+                    request_id=insert_request_id(dispatch_id, rung, attempt, copy, resend),
                 )
-            except api.Conflict:
-                return self._adopt(rung, dispatch_id, name)
-            failure = self._finish(zone, op, f"insert of {name} in {zone}")
-            if failure is not None:
-                return Failure(_fate_unknown(failure, name) if failure.code == "OPERATION_TIMEOUT" else failure)
+                try:
+                    op = self._call(
+                        lambda r=request: instances.insert_unary(  # type: ignore[misc]
+                            request=r, retry=None, timeout=self._request_timeout_s
+                        )
+                    )
+                except api.Conflict:
+                    return self._adopt(rung, dispatch_id, name)
+                # A flex-start insert may wait for capacity as long as it asked to.
+                patience = self._capacity_wait_s if rung.provisioning is Provisioning.FLEX_START else 0.0
+                failure = self._finish(zone, op, f"insert of {name} in {zone}", extra_s=patience)
+                if failure is None:
+                    break
+                if failure.code == "OPERATION_TIMEOUT":
+                    return Failure(_fate_unknown(failure, name))
+                if failure.kind is not FailureKind.RATE_LIMITED:
+                    return Failure(settings_hint(failure, self.project))
+                # Refused inside the operation: nothing was made; ask again after a wait.
+                wait = self._calls.rate_wait(resend + 1, None)
+                if resend == self._rate_waits:
+                    return Failure(outlasted(failure, resend, waited, wait))
+                self._calls.wait(wait, f"GCP rate limit on insert of {name} ({failure.code}); the same rung again")
+                waited += wait
+        except RateLimitOutlasted as gave_up:
+            failure = classify_exception(gave_up.cause)
+            return Failure(outlasted(failure, gave_up.waits, gave_up.waited_s, gave_up.next_s))
         except expected_errors() as exc:
             # Every retry re-sent the same request id (GCE answers a repeat with the first
             # insert's operation), so an insert that never answered may still make the VM.
-            return Failure(_fate_unknown(classify_exception(exc), name) if lost(exc) else classify_exception(exc))
-        return Success(self._handle(rung.lane, rung.key, name, zone, rung.machine or "", HandleState.RUNNING))
+            failure = classify_exception(exc)
+            return Failure(_fate_unknown(failure, name) if lost(exc) else settings_hint(failure, self.project))
+        return self._made(rung, name, zone)
+
+    def _made(self, rung: Rung, name: str, zone: str) -> Result[Handle, LaneFailure]:
+        """What the finished insert made, by the instance's own status.
+
+        PROVISIONING, STAGING and RUNNING have started.  PENDING (a flex-start VM waiting
+        for capacity from the Dynamic Workload Scheduler; ``Instance.Status`` in
+        google-cloud-compute) is waited on, bounded by ``capacity_wait_s`` (the insert's
+        ``requestValidForDuration``) plus one poll; a request that outlives it is deleted
+        and the zone reported out of capacity.  A VM that stopped or vanished before it
+        ran (STOPPED, TERMINATED, DEPROVISIONING, ...) did not start."""
+        deadline = self._clock() + self._capacity_wait_s + self._poll_interval_s
+        told = False
+        try:
+            api, _, _ = errors()
+            while True:
+                try:
+                    instance = self._get(zone, name)
+                except api.NotFound:
+                    return Failure(
+                        LaneFailure(
+                            FailureKind.ZONE_EXHAUSTED,
+                            f"{name} in {zone} was gone before it ran: no capacity for {rung.machine}",
+                            code="VANISHED_BEFORE_RUNNING",
+                        )
+                    )
+                if instance.status != "PENDING":
+                    break
+                if self._clock() >= deadline:
+                    return self._gave_up_waiting(rung, name, zone)
+                if not told:
+                    told = True
+                    self._on_wait(
+                        self._capacity_wait_s,
+                        f"{name} is PENDING: waiting up to {self._capacity_wait_s:g} s for capacity in {zone}",
+                    )
+                self._sleep(self._poll_interval_s)
+        except RateLimitOutlasted as gave_up:
+            return Failure(gave_up.failure())
+        except expected_errors() as exc:
+            return Failure(classify_exception(exc))
+        state = self._state(instance)
+        if state in (HandleState.STARTING, HandleState.RUNNING):
+            return Success(self._handle(rung.lane, rung.key, name, zone, rung.machine or "", state))
+        return Failure(
+            LaneFailure(
+                FailureKind.TRANSIENT,
+                f"{name} in {zone} is {instance.status} right after its create: it never ran",
+                code=str(instance.status),
+            )
+        )
+
+    def _gave_up_waiting(self, rung: Rung, name: str, zone: str) -> Result[Handle, LaneFailure]:
+        """A PENDING VM that got no capacity in time: cancel the request (delete it)."""
+        deleted = self.delete(self._handle(rung.lane, rung.key, name, zone, rung.machine or "", HandleState.STARTING))
+        waited = f"{name} in {zone} stayed PENDING for {self._capacity_wait_s:g} s"
+        if isinstance(deleted, Failure):
+            why = f"{waited} and could not be deleted ({deleted.failure().message}); eps reconcile releases it"
+            return Failure(LaneFailure(FailureKind.UNKNOWN_FATE, why, code="PENDING_TIMEOUT"))
+        why = f"no capacity for {rung.machine}: {waited} (request deleted)"
+        return Failure(LaneFailure(FailureKind.ZONE_EXHAUSTED, why, code="PENDING_TIMEOUT"))
 
     def status(self, handle: Handle) -> Result[Handle, LaneFailure]:
         """The handle with its current ``state``; a preempted spot VM (TERMINATED,
@@ -198,17 +333,8 @@ class GcpClient:
         spot_rung = rung_provisioning(handle.rung) is Provisioning.SPOT
         try:
             api, _, _ = errors()
-            instances, _ = self._clients()
             try:
-                instance = self._call(
-                    lambda: instances.get(
-                        project=self.project,
-                        zone=handle.zone or "",
-                        instance=handle.id,
-                        retry=None,
-                        timeout=self._request_timeout_s,
-                    )
-                )
+                instance = self._get(handle.zone or "", handle.id)
             except api.NotFound:
                 if spot_rung:
                     return Failure(
@@ -223,6 +349,44 @@ class GcpClient:
                 LaneFailure(FailureKind.PREEMPTED, f"spot VM {handle.id} was preempted (TERMINATED)", code="TERMINATED")
             )
         return Success(evolve(handle, state=state))
+
+    def address(self, handle: Handle) -> Result[tuple[str, int], LaneFailure]:
+        """Where ssh reaches the VM: ``(natIP, 22)`` of ``networkInterfaces[0].accessConfigs[0]``.
+
+        A VM made without an external address (``gcp.external_ip = false``) has none: a
+        Failure that names the setting; one whose ephemeral address is not attached yet
+        (not up, or stopped) is TRANSIENT: ask again once it runs."""
+        try:
+            api, _, _ = errors()
+            try:
+                instance = self._get(handle.zone or "", handle.id)
+            except api.NotFound:
+                return Failure(LaneFailure(FailureKind.TRANSIENT, f"VM {handle.id} is gone", code="notFound"))
+        except RateLimitOutlasted as gave_up:
+            return Failure(gave_up.failure())
+        except expected_errors() as exc:
+            return Failure(classify_exception(exc))
+        nics = list(instance.network_interfaces)
+        configs = list(nics[0].access_configs) if nics else []
+        if not configs:
+            return Failure(
+                LaneFailure(
+                    FailureKind.INVALID_REQUEST,
+                    f"VM {handle.id} has no external address: set gcp.external_ip = true in the eps config "
+                    "(or reach it over the VPC by its internal address)",
+                    code="no_external_ip",
+                )
+            )
+        nat_ip = configs[0].nat_i_p
+        if not nat_ip:
+            return Failure(
+                LaneFailure(
+                    FailureKind.TRANSIENT,
+                    f"VM {handle.id} has no external address yet (status {instance.status})",
+                    code="no_address_yet",
+                )
+            )
+        return Success((str(nat_ip), 22))
 
     def job_output(self, handle: Handle) -> Result[tuple[str, int | None], LaneFailure]:
         """The serial console (port 1) of a finished VM: the job's log tail that the startup
@@ -248,12 +412,33 @@ class GcpClient:
         return Success((text, code))
 
     def delete(self, handle: Handle) -> Result[Handle, LaneFailure]:
-        """Delete the machine and wait for the operation; a machine already gone is success."""
+        """Delete the machine and wait for the operation; a machine already gone is success.
+
+        ``resourceNotReady`` (the instance is still busy, e.g. still being created) is
+        asked again after a bounded wait, then TRANSIENT: it never means "zone exhausted"."""
+        busy = 0
+        while True:
+            outcome = self._delete_once(handle)
+            if outcome is not NOT_READY:
+                return outcome  # type: ignore[return-value]
+            busy += 1
+            if busy > self._rate_waits:
+                return Failure(
+                    LaneFailure(
+                        FailureKind.TRANSIENT,
+                        f"delete of {handle.id}: the instance stayed busy (resourceNotReady) after {busy - 1} waits",
+                        code=NOT_READY,
+                    )
+                )
+            why = f"GCP instance {handle.id} is busy (resourceNotReady); delete again"
+            self._calls.wait(self._calls.rate_wait(busy, None), why)
+
+    def _delete_once(self, handle: Handle) -> Result[Handle, LaneFailure] | str:
         try:
             api, _, _ = errors()
             compute_v1 = compute()
             instances, _ = self._clients()
-            # One id per delete() call: its own retries are deduplicated, while a later
+            # One id per delete call: its own retries are deduplicated, while a later
             # delete of a re-created machine with the same name is not mistaken for this one.
             request = compute_v1.DeleteInstanceRequest(
                 project=self.project, zone=handle.zone or "", instance=handle.id, request_id=str(uuid.uuid4())
@@ -266,9 +451,11 @@ class GcpClient:
                 return Success(evolve(handle, state=HandleState.GONE))
             failure = self._finish(handle.zone or "", op, f"delete of {handle.id}")
             if failure is not None:
-                return Failure(failure)
+                return NOT_READY if failure.code == NOT_READY else Failure(failure)
+        except RateLimitOutlasted as gave_up:
+            return Failure(gave_up.failure())
         except expected_errors() as exc:
-            return Failure(classify_exception(exc))
+            return NOT_READY if not_ready(exc) else Failure(classify_exception(exc))
         return Success(evolve(handle, state=HandleState.RELEASED))
 
     def list_by_label(self, dispatch_id: str | None = None) -> Result[tuple[LabeledInstance, ...], LaneFailure]:
@@ -312,31 +499,30 @@ class GcpClient:
         return self._instances_client, self._operations_client
 
     def _call(self, fn: Callable[[], T]) -> T:
-        import stamina
+        return self._calls.call(fn)
 
-        policy = self._retry
-        caller = stamina.RetryingCaller(
-            attempts=policy.attempts,
-            timeout=policy.timeout_s,
-            wait_initial=policy.wait_initial_s,
-            wait_max=policy.wait_max_s,
-            wait_jitter=policy.wait_jitter_s,
+    def _get(self, zone: str, name: str) -> compute_v1.Instance:
+        instances, _ = self._clients()
+        return self._call(
+            lambda: instances.get(
+                project=self.project, zone=zone, instance=name, retry=None, timeout=self._request_timeout_s
+            )
         )
-        return caller(retryable, fn)
 
-    def _finish(self, zone: str, op: Any, what: str) -> LaneFailure | None:
-        """Wait for a zonal operation; its error, or TRANSIENT when it outlives the timeout."""
-        done = self._await(zone, op)
+    def _finish(self, zone: str, op: Any, what: str, *, extra_s: float = 0.0) -> LaneFailure | None:
+        """Wait for a zonal operation; its error, or TRANSIENT when it outlives the timeout
+        (``operation_timeout_s`` plus ``extra_s``)."""
+        done = self._await(zone, op, self._operation_timeout_s + extra_s)
         if done is None:
             return LaneFailure(
                 FailureKind.TRANSIENT,
-                f"{what} still running after {self._operation_timeout_s:g} s",
+                f"{what} still running after {self._operation_timeout_s + extra_s:g} s",
                 code="OPERATION_TIMEOUT",
             )
         return classify_operation(done)
 
-    def _await(self, zone: str, op: compute_v1.Operation) -> compute_v1.Operation | None:
-        """Wait until ``op`` is DONE (None after ``operation_timeout_s``)."""
+    def _await(self, zone: str, op: compute_v1.Operation, timeout_s: float) -> compute_v1.Operation | None:
+        """Wait until ``op`` is DONE (None after ``timeout_s``)."""
         compute_v1 = compute()
         _, operations = self._clients()
         done = compute_v1.Operation.Status.DONE
@@ -350,7 +536,7 @@ class GcpClient:
 
         return poll_until(
             finished,
-            timeout_s=self._operation_timeout_s,
+            timeout_s=timeout_s,
             interval_s=self._poll_interval_s,
             clock=self._clock,
             sleep=self._sleep,
@@ -363,13 +549,8 @@ class GcpClient:
 
     def _adopt(self, rung: Rung, dispatch_id: str, name: str) -> Result[Handle, LaneFailure]:
         """The name is taken (409): if the machine is this dispatch's, it is our machine."""
-        instances, _ = self._clients()
         zone = rung.zone or ""
-        instance = self._call(
-            lambda: instances.get(
-                project=self.project, zone=zone, instance=name, retry=None, timeout=self._request_timeout_s
-            )
-        )
+        instance = self._get(zone, name)
         if instance.labels.get(LABEL_DISPATCH) != label_value(dispatch_id):
             return Failure(
                 LaneFailure(
@@ -409,65 +590,3 @@ class GcpClient:
             attempt=int(attempt) if attempt.isdigit() else None,
             handle=handle,
         )
-
-    def _instance(
-        self, job: Job, rung: Rung, dispatch_id: str, attempt: int, name: str, copy: int
-    ) -> compute_v1.Instance:
-        compute_v1 = compute()
-        zone = rung.zone or ""
-        gpu = is_gpu_machine(rung)
-        # Every scheduling field on one object: a second Scheduling would replace the first.
-        if rung.provisioning is Provisioning.SPOT:
-            scheduling = compute_v1.Scheduling(
-                provisioning_model="SPOT",
-                instance_termination_action=self._spot_action,
-                on_host_maintenance="TERMINATE",
-                automatic_restart=False,
-            )
-        else:
-            scheduling = compute_v1.Scheduling(
-                provisioning_model="STANDARD",
-                on_host_maintenance="TERMINATE" if gpu else "MIGRATE",
-                automatic_restart=True,
-            )
-        boot = compute_v1.AttachedDisk(
-            boot=True,
-            auto_delete=True,
-            initialize_params=compute_v1.AttachedDiskInitializeParams(
-                source_image=self.image,
-                disk_size_gb=rung.disk_gb or self._boot_disk_gb,
-                disk_type=f"zones/{zone}/diskTypes/{self._disk_type}",
-            ),
-        )
-        nic = compute_v1.NetworkInterface(network=self._network)
-        if self._external_ip:
-            nic.access_configs = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
-        metadata = {
-            "startup-script": startup_script(job, dispatch_id, rung),
-            "enable-guest-attributes": "TRUE",
-            META_DISPATCH: dispatch_id,
-            META_RUNG: rung.key,
-            META_LANE: rung.lane,
-        }
-        instance = compute_v1.Instance(
-            name=name,
-            machine_type=f"zones/{zone}/machineTypes/{rung.machine}",
-            scheduling=scheduling,
-            disks=[boot],
-            network_interfaces=[nic],
-            metadata=compute_v1.Metadata(items=[compute_v1.Items(key=k, value=v) for k, v in metadata.items()]),
-            labels={
-                LABEL_DISPATCH: label_value(dispatch_id),
-                LABEL_RUNG: label_value(rung.key.replace("/", "_")),
-                LABEL_ATTEMPT: str(attempt),
-                LABEL_COPY: str(copy),
-                LABEL_PROVISIONING: rung.provisioning.value,
-            },
-        )
-        if self._service_account is not None:
-            instance.service_accounts = [
-                compute_v1.ServiceAccount(
-                    email=self._service_account, scopes=["https://www.googleapis.com/auth/cloud-platform"]
-                )
-            ]
-        return instance  # type: ignore[no-any-return]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from returns.result import Failure, Result, Success
@@ -30,14 +31,29 @@ class GcpLane:
         self.name = name
         self.settings = settings
         self._options = {"poll_interval_s": settings.poll_interval_s, **(options or {})}
+        self._given_on_wait: Callable[[float, str], None] | None = self._options.pop("on_wait", None)
+        self._emit: Callable[..., None] | None = None
         self._client: GcpClient | None = None
         self._lock = threading.Lock()
 
+    def report_to(self, emit: Callable[..., None]) -> None:
+        """Report the client's in-place waits (rate limits, a busy instance, a PENDING VM
+        waiting for capacity) as progress: ``emit("waiting", lane=..., seconds=..., reason=...)``,
+        the shape of :meth:`eps.shell.cli.progress.Reporter.emit`."""
+        self._emit = emit
+
+    def _waiting(self, seconds: float, why: str) -> None:
+        if self._given_on_wait is not None:
+            self._given_on_wait(seconds, why)
+        if self._emit is not None:
+            self._emit("waiting", lane=self.name, seconds=seconds, reason=why)
 
     def client(self) -> GcpClient:
         with self._lock:
             if self._client is None:
-                self._client = GcpClient.from_settings(self.settings, lane=self.name, **self._options)
+                self._client = GcpClient.from_settings(
+                    self.settings, lane=self.name, on_wait=self._waiting, **self._options
+                )
             return self._client
 
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:

@@ -37,28 +37,50 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------- the tables ---
 
 #: What a provider code means for the rung.  Keys are the ``code`` of a DONE
-#: zonal operation's ``error.errors[]`` or the ``reason`` of a synchronous
-#: error's ``errors[]`` (notes/providers.md; GCE "Troubleshooting resource
-#: availability errors").  ``QUOTA_REGION`` widens to ``QUOTA_GLOBAL`` when the
-#: metric is a global one (:data:`GLOBAL_QUOTA_METRICS`).
+#: zonal operation's ``error.errors[]``, the ``reason`` of a synchronous error's
+#: ``errors[]``, or the ``reason`` of its ``google.rpc.ErrorInfo`` in ``error.details``
+#: (newer errors carry the reason only there); notes/providers.md, GCE
+#: "Troubleshooting resource availability errors" and "Troubleshooting bulk VM
+#: creation" (``insufficientCapacity``, ``rateLimitExceeded``).  ``QUOTA_REGION``
+#: widens to ``QUOTA_GLOBAL`` when the metric is a global one (:data:`GLOBAL_QUOTA_METRICS`).
+#: ``UNSUPPORTED_OPERATION`` says the request asks for something Compute does not do
+#: (a bug in the request eps built), so it is INVALID_REQUEST, never capacity.
+#: ``resourceNotReady`` on an insert means the zone cannot take it now; on a delete
+#: the instance is still busy, and :meth:`GcpClient.delete` retries it (bounded).
 PROVIDER_CODES: dict[str, FailureKind] = {
     "ZONE_RESOURCE_POOL_EXHAUSTED": FailureKind.ZONE_EXHAUSTED,
     "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS": FailureKind.ZONE_EXHAUSTED,
-    "UNSUPPORTED_OPERATION": FailureKind.ZONE_EXHAUSTED,
+    "insufficientCapacity": FailureKind.ZONE_EXHAUSTED,
     "resourceNotReady": FailureKind.ZONE_EXHAUSTED,
+    "UNSUPPORTED_OPERATION": FailureKind.INVALID_REQUEST,
     "RESOURCE_OPERATION_RATE_EXCEEDED": FailureKind.RATE_LIMITED,
     "rateLimitExceeded": FailureKind.RATE_LIMITED,
     "userRateLimitExceeded": FailureKind.RATE_LIMITED,
+    "RATE_LIMIT_EXCEEDED": FailureKind.RATE_LIMITED,  # the ErrorInfo reason of a rate refusal
     "QUOTA_EXCEEDED": FailureKind.QUOTA_REGION,
     "quotaExceeded": FailureKind.QUOTA_REGION,
 }
+
+#: The reason Compute gives an operation on an instance that is still busy (being
+#: created, or another operation on it still running): retried, never "zone exhausted".
+NOT_READY = "resourceNotReady"
+
+#: How a stockout reads when its code is one eps does not know (a new code, or a
+#: generic one): the texts of GCE's resource-availability errors ("The zone '...' does
+#: not have enough resources available to fulfill the request", "A ... VM instance is
+#: currently unavailable in the ... zone"; GCE "Troubleshooting resource availability
+#: errors").  Matched case-insensitively against the error's message.
+STOCKOUT_TEXTS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"does not have enough resources available", re.IGNORECASE),
+    re.compile(r"currently unavailable in the \S+ zone", re.IGNORECASE),
+)
 
 #: Quota metrics that are per project, not per region: exceeding one means no
 #: zone anywhere will do.  GCE names them ``GPUS_ALL_REGIONS`` in messages and
 #: ``compute.googleapis.com/gpus_all_regions`` in ``quotaInfo.metricName``.
 GLOBAL_QUOTA_METRICS: tuple[str, ...] = ("GPUS_ALL_REGIONS", "CPUS_ALL_REGIONS")
 
-#: HTTP statuses worth retrying the same call for (then TRANSIENT / RATE_LIMITED).
+#: HTTP statuses worth retrying the same call for (then TRANSIENT; a 429 is waited out instead).
 RETRY_STATUSES: frozenset[int] = frozenset({429, 500, 502, 503, 504})
 
 #: Machine families whose GPUs are built in; they cannot live-migrate, so
@@ -142,9 +164,13 @@ def instance_name(dispatch_id: str, rung: Rung, copy: int = 0) -> str:
     return f"{PREFIX}{slug}-{digest}" if slug else f"{PREFIX}{digest}"
 
 
-def insert_request_id(dispatch_id: str, rung: Rung, attempt: int, copy: int = 0) -> str:
-    """The insert's idempotency key: a name-based UUID (version 5, so never all zeros)."""
-    return str(uuid.uuid5(_REQUEST_NAMESPACE, f"{dispatch_id}\0{rung.key}\0{copy}\0{attempt}"))
+def insert_request_id(dispatch_id: str, rung: Rung, attempt: int, copy: int = 0, resend: int = 0) -> str:
+    """The insert's idempotency key: a name-based UUID (version 5, so never all zeros).
+
+    ``resend`` > 0: the insert sent again after Compute refused the earlier one inside its
+    operation (a rate limit): a repeated id would only bring back the refused operation."""
+    tail = f"\0resend{resend}" if resend else ""
+    return str(uuid.uuid5(_REQUEST_NAMESPACE, f"{dispatch_id}\0{rung.key}\0{copy}\0{attempt}{tail}"))
 
 
 def startup_script(job: Job, dispatch_id: str, rung: Rung) -> str:
@@ -209,11 +235,56 @@ def _quota_kind(texts: Iterable[str]) -> FailureKind:
 def check_rung(job: Job, rung: Rung) -> LaneFailure | None:
     if rung.kind is not LaneKind.GCP or rung.machine is None or rung.zone is None:
         return LaneFailure(FailureKind.INVALID_REQUEST, f"rung {rung.key} is not a GCP machine rung")
-    if rung.provisioning not in (Provisioning.SPOT, Provisioning.ON_DEMAND):
-        return LaneFailure(FailureKind.INVALID_REQUEST, f"rung {rung.key}: GCP needs spot or on-demand")
+    if rung.provisioning not in (Provisioning.SPOT, Provisioning.ON_DEMAND, Provisioning.FLEX_START):
+        return LaneFailure(FailureKind.INVALID_REQUEST, f"rung {rung.key}: GCP needs spot, on-demand or flex-start")
     if not job.command:
         return LaneFailure(FailureKind.INVALID_REQUEST, "the job has no command to run")
     return None
+
+
+#: A login name GCE's guest environment makes from ``ssh-keys`` (a POSIX user name).
+_SSH_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+#: One OpenSSH public key line: ``type base64 [comment]``.
+_SSH_KEY = re.compile(r"(?:ssh-|ecdsa-|sk-)[a-z0-9@.-]+ [A-Za-z0-9+/=]+(?: [^\x00-\x1f\x7f]*)?")
+
+
+def ssh_keys_item(user: str, public_key: str) -> str | LaneFailure:
+    """The ``ssh-keys`` metadata value for one key: ``USERNAME:KEY_VALUE`` (GCE "Add SSH keys
+    to VMs": the metadata format), or why the key or the user cannot go there."""
+    key = public_key.strip()
+    if not _SSH_USER.fullmatch(user):
+        return LaneFailure(FailureKind.INVALID_REQUEST, f"ssh user {user!r} is not a valid login name", code="eps")
+    if not _SSH_KEY.fullmatch(key):
+        return LaneFailure(FailureKind.INVALID_REQUEST, "the ssh public key is not one OpenSSH key line", code="eps")
+    return f"{user}:{key}"
+
+
+#: Which eps setting feeds a field Compute names in a refusal (``Invalid value for field
+#: 'resource.networkInterfaces[0].network': ...``), so the one line says what to change.
+FIELD_SETTINGS: tuple[tuple[str, str], ...] = (
+    ("networkInterfaces[0].subnetwork", "gcp.subnetwork"),
+    ("networkInterfaces[0].network", "gcp.network"),
+    ("networkInterfaces[0].accessConfigs", "gcp.external_ip"),
+    ("serviceAccounts", "gcp.service_account / gcp.scopes"),
+    ("diskType", "gcp.disk_type"),
+    ("sourceImage", "gcp.image / gcp.gpu_image"),
+    ("tags", "gcp.tags"),
+)
+
+
+def settings_hint(failure: LaneFailure, project: str) -> LaneFailure:
+    """A refusal about a field eps fills from the ``[gcp]`` config, said in one line that
+    names the setting (e.g. a project without the ``default`` network)."""
+    if failure.kind is not FailureKind.INVALID_REQUEST:
+        return failure
+    for field_name, setting in FIELD_SETTINGS:
+        if field_name in failure.message:
+            if setting == "gcp.network" and "cannot be found" in failure.message:
+                hint = f"GCP project {project} has no such VPC network: set gcp.network (and gcp.subnetwork)"
+            else:
+                hint = f"GCP refused {setting} of the eps config"
+            return LaneFailure(failure.kind, _clip(f"{hint}: {failure.message}"), failure.code, failure.retry_after_s)
+    return failure
 
 
 # ------------------------------------------------------- error classifying ---
@@ -273,7 +344,8 @@ def retryable(exc: Exception) -> bool:
     if isinstance(exc, auth.RefreshError):
         return bool(getattr(exc, "retryable", False))
     if isinstance(exc, api.GoogleAPICallError):
-        return exc.code in RETRY_STATUSES and _known_reason(exc) is None
+        # 429s are waited out by the client's own bounded, reported waits (rate_limited)
+        return exc.code in RETRY_STATUSES and exc.code != 429 and _known_reason(exc) is None
     return False
 
 
@@ -281,13 +353,53 @@ def _error_entries(exc: Any) -> list[dict[str, Any]]:
     return [e for e in getattr(exc, "errors", None) or () if isinstance(e, dict)]
 
 
-def _known_reason(exc: Any) -> str | None:
+def _reasons(exc: Any) -> list[str]:
+    """Every reason a call error names: the older ``errors[].reason`` (and ``code``) and the
+    ``google.rpc.ErrorInfo`` reason of ``error.details`` (``exc.reason``), which newer
+    Compute errors carry alone."""
+    found = []
     for entry in _error_entries(exc):
         for key in ("reason", "code"):
             value = entry.get(key)
-            if isinstance(value, str) and value in PROVIDER_CODES:
-                return value
-    return None
+            if isinstance(value, str) and value:
+                found.append(value)
+    info = getattr(exc, "reason", None)
+    if isinstance(info, str) and info:
+        found.append(info)
+    return found
+
+
+def _known_reason(exc: Any) -> str | None:
+    return next((r for r in _reasons(exc) if r in PROVIDER_CODES), None)
+
+
+def is_stockout_text(text: str) -> bool:
+    """Whether ``text`` reads as GCE's "zone out of resources" (:data:`STOCKOUT_TEXTS`)."""
+    return any(p.search(text) for p in STOCKOUT_TEXTS)
+
+
+def _quota_texts(exc: Any, entries: list[dict[str, Any]]) -> list[str]:
+    texts = [str(e.get("message", "")) for e in entries] + [str(getattr(exc, "message", ""))]
+    metadata = getattr(exc, "metadata", None) or {}
+    return texts + [str(v) for v in metadata.values()]
+
+
+def rate_limited(exc: Exception) -> bool:
+    """Whether a call error is a rate refusal (403/429 ``rateLimitExceeded`` and kin, or a
+    plain 429): wait and ask again, the same rung (Compute's rate-quota documentation)."""
+    api, _, _ = errors()
+    if not isinstance(exc, api.GoogleAPICallError):
+        return False
+    reason = _known_reason(exc)
+    if reason is not None:
+        return PROVIDER_CODES[reason] is FailureKind.RATE_LIMITED
+    return bool(exc.code == 429)
+
+
+def not_ready(exc: Exception) -> bool:
+    """Whether a call error says the instance is busy (``resourceNotReady``)."""
+    api, _, _ = errors()
+    return isinstance(exc, api.GoogleAPICallError) and NOT_READY in _reasons(exc)
 
 
 def classify_exception(exc: Exception) -> LaneFailure:
@@ -318,9 +430,11 @@ def classify_exception(exc: Exception) -> LaneFailure:
     if reason is not None:
         kind = PROVIDER_CODES[reason]
         if kind is FailureKind.QUOTA_REGION:
-            kind = _quota_kind(str(e.get("message", "")) for e in entries)
+            kind = _quota_kind(_quota_texts(exc, entries))
         return LaneFailure(kind, message, code=reason)
-    code = next((e["reason"] for e in entries if isinstance(e.get("reason"), str)), f"HTTP {status}")
+    code = next(iter(_reasons(exc)), f"HTTP {status}")
+    if is_stockout_text(f"{text or ''} {exc.message}"):
+        return LaneFailure(FailureKind.ZONE_EXHAUSTED, message, code=code)
     if status in (401, 403):
         return LaneFailure(FailureKind.AUTH, message, code=code)
     if status == 429:
@@ -331,22 +445,34 @@ def classify_exception(exc: Exception) -> LaneFailure:
 
 
 def classify_operation(op: compute_v1.Operation) -> LaneFailure | None:
-    """The failure a DONE zonal operation reports in ``error.errors``, or ``None``."""
+    """The failure a DONE zonal operation reports in ``error.errors``, or ``None``.
+
+    A code is known by itself or by the ErrorInfo reason of its ``errorDetails``; an
+    unknown code whose message reads as a stockout is ZONE_EXHAUSTED."""
     errors = list(op.error.errors)
     if not errors:
         return None
-    known = [e for e in errors if e.code in PROVIDER_CODES]
-    first = known[0] if known else errors[0]
+
+    def reason(e: Any) -> str | None:
+        if e.code in PROVIDER_CODES:
+            return str(e.code)
+        infos = (d.error_info.reason for d in e.error_details)
+        return next((r for r in infos if r in PROVIDER_CODES), None)
+
+    known = [(e, reason(e)) for e in errors if reason(e) is not None]
+    first, code = known[0] if known else (errors[0], None)
     message = _clip(f"GCP {first.code}: {first.message}")
-    if known:
-        kind = PROVIDER_CODES[first.code]
+    if code is not None:
+        kind = PROVIDER_CODES[code]
         if kind is FailureKind.QUOTA_REGION:
             texts = [first.message]
             for detail in first.error_details:
                 info = detail.quota_info
                 texts += [info.metric_name, info.limit_name]
             kind = _quota_kind(texts)
-        return LaneFailure(kind, message, code=first.code)
+        return LaneFailure(kind, message, code=first.code or code)
+    if is_stockout_text(first.message):
+        return LaneFailure(FailureKind.ZONE_EXHAUSTED, message, code=first.code or None)
     status = op.http_error_status_code
     if status in (401, 403):
         kind = FailureKind.AUTH
@@ -355,5 +481,3 @@ def classify_operation(op: compute_v1.Operation) -> LaneFailure | None:
     else:
         kind = FailureKind.INVALID_REQUEST
     return LaneFailure(kind, message, code=first.code or None)
-
-

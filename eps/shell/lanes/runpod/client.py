@@ -327,10 +327,17 @@ class RunpodClient:
     # -- operations --
 
     def create_pod(
-        self, rung: Rung, name: str, *, job: Job | None = None, dispatch_id: str | None = None
+        self,
+        rung: Rung,
+        name: str,
+        *,
+        job: Job | None = None,
+        dispatch_id: str | None = None,
+        public_key: str | None = None,
     ) -> Result[Handle, LaneFailure]:
-        """POST /v2/pods for ``rung``.  The handle's state is the pod's status (starting)."""
-        body = pod_request(rung, name, self.settings, job=job, dispatch_id=dispatch_id)
+        """POST /v2/pods for ``rung``.  The handle's state is the pod's status (starting).
+        ``public_key``: ssh into the pod with it (see :func:`pod_request`, :meth:`address`)."""
+        body = pod_request(rung, name, self.settings, job=job, dispatch_id=dispatch_id, public_key=public_key)
         if isinstance(body, LaneFailure):
             return Failure(body)
         reply = self._post(body, name)
@@ -363,6 +370,30 @@ class RunpodClient:
             return Failure(self._classify(reply, f"get pod {pod_id}"))
         doc = structure(reply.body, PodDoc)
         return Failure(doc) if isinstance(doc, LaneFailure) else Success(pod_info(doc))
+
+    def address(self, pod_id: str) -> Result[tuple[str, int], LaneFailure]:
+        """Where ssh reaches the pod: the Pod document's ``ssh.direct`` ``(host, port)``.
+
+        RunPod fills it only for a RUNNING pod created with ``22/tcp`` in ``ports`` (a
+        ``public_key`` given to :meth:`create_pod`); otherwise a TRANSIENT failure that says
+        which of the two is missing."""
+        reply = self._call("GET", f"/v2/pods/{pod_id}")
+        if isinstance(reply, LaneFailure):
+            return Failure(reply)
+        if reply.status != 200:
+            return Failure(self._classify(reply, f"get pod {pod_id}"))
+        doc = structure(reply.body, PodDoc)
+        if isinstance(doc, LaneFailure):
+            return Failure(doc)
+        direct = doc.ssh.direct if doc.ssh is not None else None
+        if direct is not None:
+            return Success((direct.host, direct.port))
+        why = (
+            f"pod {pod_id} is {doc.status.value}: no ssh address until it runs"
+            if doc.status is not PodStatus.RUNNING
+            else f"pod {pod_id} publishes no 22/tcp: create it with a public key to reach it over ssh"
+        )
+        return Failure(self._failure(FailureKind.TRANSIENT, why, "no_ssh_address"))
 
     def wait_running(self, handle: Handle) -> Result[Handle, LaneFailure]:
         """Poll GET /v2/pods/{id} until RUNNING: at most ``ceil(poll_timeout / poll_interval)``
@@ -421,10 +452,18 @@ class RunpodClient:
             return Failure(doc)
         return Success(tuple(pod_info(p) for p in doc.pods if p.name.startswith(prefix)))
 
-    def start(self, rung: Rung, name: str, *, job: Job | None = None, dispatch_id: str | None = None) -> RungAttempt:
+    def start(
+        self,
+        rung: Rung,
+        name: str,
+        *,
+        job: Job | None = None,
+        dispatch_id: str | None = None,
+        public_key: str | None = None,
+    ) -> RungAttempt:
         """Create the pod for ``rung`` and wait until it is RUNNING.  A pod that was created
         but does not come up is terminated; if even that fails it is returned as leftover."""
-        created = self.create_pod(rung, name, job=job, dispatch_id=dispatch_id)
+        created = self.create_pod(rung, name, job=job, dispatch_id=dispatch_id, public_key=public_key)
         if not isinstance(created, Success):
             return RungAttempt(rung, name, created)
         handle = created.unwrap()

@@ -31,6 +31,7 @@ The API key is held by :class:`ApiKey`, whose repr hides it; it travels only in 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -45,7 +46,7 @@ from returns.result import Failure, Result, Success
 from eps.core.model import Job, LaneKind, Rung, RunpodCpuFlavor
 from eps.core.outcome import FailureKind, LaneFailure
 from eps.core.states import HandleState
-from eps.core.tables import RUNPOD_CPU_FLAVORS
+from eps.core.tables import RUNPOD_CPU_FLAVORS, runpod_cuda_versions
 from eps.shell.retry import RetryPolicy
 from eps.shell.secrets import secret_problem
 
@@ -204,6 +205,20 @@ def _cpu_target(rung: Rung, flavors: Sequence[RunpodCpuFlavor]) -> tuple[RunpodC
     return flavor, vcpus
 
 
+def image_cuda(image: str) -> str | None:
+    """The CUDA version (``major.minor``) an image's tag names: ``cuda12.4.1`` (RunPod's older
+    tags), ``cu1281`` / ``cu128`` (its newer ones); ``None`` when the tag names none."""
+    spelled = re.search(r"cuda[-_]?(\d+)\.(\d+)", image)
+    if spelled:
+        return f"{int(spelled[1])}.{int(spelled[2])}"
+    packed = re.search(r"(?<![a-z])cu(\d{2})(\d)", image)
+    return f"{int(packed[1])}.{int(packed[2])}" if packed else None
+
+
+#: One OpenSSH public key line (what sshd's authorized_keys takes from ``PUBLIC_KEY``).
+_SSH_KEY = re.compile(r"(?:ssh-|ecdsa-|sk-)[a-z0-9@.-]+ [A-Za-z0-9+/=]+(?: [^\x00-\x1f\x7f]*)?")
+
+
 def pod_request(
     rung: Rung,
     name: str,
@@ -211,11 +226,18 @@ def pod_request(
     *,
     job: Job | None = None,
     dispatch_id: str | None = None,
+    public_key: str | None = None,
 ) -> dict[str, Any] | LaneFailure:
     """The ``CreatePodRequest`` body for ``rung``, or why eps must not send one.
 
     CPU rung (``gpus == 0``): ``cpu: {id: flavor, vcpuCount}``; RAM follows from the flavor.
-    GPU rung: one pod with ``gpu: {id, count: rung.gpus}`` (P5: never many single-GPU pods).
+    GPU rung: one pod with ``gpu: {id, count: rung.gpus}`` (P5: never many single-GPU pods),
+    and ``gpu.allowedCudaVersions``: the host CUDA versions that can run the GPU image (its
+    own version and later ones, :func:`eps.core.tables.runpod_cuda_versions`), so a pod
+    never lands on a host whose driver is too old for the image.
+    ``public_key``: the pod's sshd gets it (env ``PUBLIC_KEY``, the convention RunPod's
+    images follow) and ``ports`` asks for ``22/tcp``, which gives the pod an ``ssh.direct``
+    address once it runs (:meth:`RunpodClient.address`).
     ``disk`` (container disk, GB) is sent when the rung sets it and must fit the flavor:
     vCPU x 10 GB on gen 3, x 15 GB on cpu5c (the flavor table's ``disk_gb_per_vcpu``).
     """
@@ -225,6 +247,9 @@ def pod_request(
     if rung.gpus > 0:
         body["image"] = settings.gpu_image
         body["gpu"] = {"id": rung.machine, "count": rung.gpus}
+        cuda = runpod_cuda_versions(image_cuda(settings.gpu_image))
+        if cuda:
+            body["gpu"]["allowedCudaVersions"] = list(cuda)
     else:
         target = _cpu_target(rung, settings.cpu_flavors)
         if isinstance(target, LaneFailure):
@@ -249,6 +274,12 @@ def pod_request(
     env = {"EPS_POD_NAME": name}
     if dispatch_id is not None:
         env["EPS_DISPATCH_ID"] = dispatch_id
+    if public_key is not None:
+        key = public_key.strip()
+        if not _SSH_KEY.fullmatch(key):
+            return invalid("the ssh public key is not one OpenSSH key line")
+        env["PUBLIC_KEY"] = key
+        body["ports"] = ["22/tcp"]
     body["env"] = env
     return body
 
@@ -270,6 +301,17 @@ class _GpuDoc:
 
 
 @frozen
+class _SshEndpointDoc:
+    host: str
+    port: int
+
+
+@frozen
+class _SshDoc:
+    direct: _SshEndpointDoc | None = None
+
+
+@frozen
 class PodDoc:
     id: str
     name: str
@@ -278,6 +320,7 @@ class PodDoc:
     cost: float | None = None
     cpu: _CpuDoc | None = None
     gpu: _GpuDoc | None = None
+    ssh: _SshDoc | None = None
 
 
 @frozen
