@@ -18,8 +18,9 @@ On RunPod eps starts it over ssh right after the job (:func:`render_watch_start`
 second start while one runs starts nothing); on GCP it is the VM's startup script, so it
 runs from the first boot, before eps has even reached the machine.
 
-Nothing in the script is evaluated twice: the dispatch id is a checked token, the user
-a checked login name, paths and the halt line are single words from ``quote_arg``.
+Nothing in the script is evaluated twice: the user is a checked login name, the dispatch
+id (in a comment) and the root are single words from ``quote_arg``, each on one line; the
+halt line is eps's own (a table of the lane), one line.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import re
 from typing import NamedTuple
 
 from eps.core.jobscript import LAYOUT, JobScriptError
-from eps.core.names import BadName, check_dispatch_id
 from eps.core.sbatch import quote_arg
 from eps.core.tables import JOB_LIFECYCLE
 
@@ -70,7 +70,7 @@ def render_watcher(spec: WatchSpec) -> str:
         where = f'home=$(getent passwd {spec.user} | cut -d: -f6); root="$home/"{q(spec.root)}'
     lines = [
         "#!/bin/bash",
-        f"# eps watcher: dispatch {spec.dispatch_id}.  Rendered by eps.core.watcher; do not edit.",
+        f"# eps watcher: dispatch {quote_arg(spec.dispatch_id)}.  Rendered by eps.core.watcher; do not edit.",
         "# Stops this machine when no job was launched, when the job ended and the linger passed,",
         "# or when the job outlived its limit: a machine nobody needs does not keep billing.",
         "set -u",
@@ -134,10 +134,8 @@ def _seconds(value: float) -> str:
 
 
 def _check(spec: WatchSpec) -> None:
-    try:
-        check_dispatch_id(spec.dispatch_id)
-    except BadName as exc:
-        raise JobScriptError("dispatch id", spec.dispatch_id, str(exc)) from None
+    if not spec.dispatch_id or any(c in spec.dispatch_id for c in "\0\n\r"):
+        raise JobScriptError("dispatch id", spec.dispatch_id, "must be one non-empty line")
     if _USER.fullmatch(spec.user) is None:
         raise JobScriptError("user", spec.user, "must be a login name ([a-z_][a-z0-9_-]*)")
     if not spec.root or "\x00" in spec.root or "\n" in spec.root:

@@ -367,6 +367,8 @@ class _GcpDoc:
     tags: list[str] | None = None
     flex_start_wait_s: int | None = None
     poll_interval_s: float | None = None
+    ssh_user: str | None = None
+    work_root: str | None = None
 
 
 @frozen
@@ -377,6 +379,7 @@ class _RunpodDoc:
     data_centers: list[str] | None = None
     concurrency: int | None = None
     poll_interval_s: float | None = None
+    work_root: str | None = None
 
 
 @frozen
@@ -433,6 +436,16 @@ _NETWORK_TAG = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?")
 _SCOPE_BASE = "https://www.googleapis.com/auth/"
 
 
+#: A login name eps may create on its VMs (what GCE's guest agent accepts from ssh-keys).
+_LOGIN = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def _work_root(source: str, key: str, value: str | None) -> None:
+    """A work root is one line of path: absolute, or relative to the login's home."""
+    if value is not None and (not value.strip() or any(c in value for c in "\0\n\r") or value.startswith("-")):
+        raise ConfigError(f"{source}: must be a one-line path @ $.{key} (got {value!r})")
+
+
 def _gcp(base: GcpSettings, g: _GcpDoc, source: str) -> GcpSettings:
     _section(g, "gcp", source)
     _base_url(source, "gcp.endpoint", g.endpoint)
@@ -448,6 +461,12 @@ def _gcp(base: GcpSettings, g: _GcpDoc, source: str) -> GcpSettings:
                     f"{source}: a network tag is 1-63 of a-z, 0-9 and -, starting with a letter @ $.gcp.tags[{i}]"
                     f" (got {tag!r})"
                 )
+    if g.ssh_user is not None and not _LOGIN.fullmatch(g.ssh_user):
+        raise ConfigError(
+            f"{source}: a login name is 1-32 of a-z, 0-9, _ and -, starting with a letter or _ @ $.gcp.ssh_user"
+            f" (got {g.ssh_user!r})"
+        )
+    _work_root(source, "gcp.work_root", g.work_root)
     wait = g.flex_start_wait_s
     if wait is not None and 0 < wait < 90:
         raise ConfigError(f"{source}: must be 0 (only capacity there now) or 90..7200 s @ $.gcp.flex_start_wait_s")
@@ -467,6 +486,8 @@ def _gcp(base: GcpSettings, g: _GcpDoc, source: str) -> GcpSettings:
         tags=g.tags,
         flex_start_wait_s=g.flex_start_wait_s,
         poll_interval_s=g.poll_interval_s,
+        ssh_user=g.ssh_user,
+        work_root=g.work_root,
     )
     return gcp
 
@@ -475,6 +496,7 @@ def _runpod(base: RunpodSettings, r: _RunpodDoc, source: str) -> RunpodSettings:
     _section(r, "runpod", source)
     _base_url(source, "runpod.base_url", r.base_url)
     _listed(source, "runpod.data_centers", r.data_centers)
+    _work_root(source, "runpod.work_root", r.work_root)
     runpod: RunpodSettings = _set(
         base,
         base_url=r.base_url,
@@ -483,6 +505,7 @@ def _runpod(base: RunpodSettings, r: _RunpodDoc, source: str) -> RunpodSettings:
         data_centers=r.data_centers,
         concurrency=r.concurrency,
         poll_interval_s=r.poll_interval_s,
+        work_root=r.work_root,
     )
     return runpod
 

@@ -47,6 +47,8 @@ class GcpSettings(NamedTuple):
     scopes: tuple[str, ...] = ("https://www.googleapis.com/auth/cloud-platform",)  # with a service account
     tags: tuple[str, ...] = ()  # network tags (firewall rules select by them)
     flex_start_wait_s: int = 600  # how long a flex-start VM may wait (PENDING) for capacity: 0 or 90..7200
+    ssh_user: str = "eps"  # the login eps makes on its VMs (metadata ssh-keys); sudo through the guest agent
+    work_root: str = "eps-runs"  # dispatch roots on the VM; relative: under ssh_user's home
     poll_interval_s: float = 2.0  # zone-operation polling
 
 
@@ -57,6 +59,7 @@ class RunpodSettings(NamedTuple):
     data_centers: tuple[str, ...] = ()
     concurrency: int = 32  # HTTP requests in flight at once
     poll_interval_s: float = 2.0  # GET /v2/pods/{id} until RUNNING
+    work_root: str = "eps-runs"  # dispatch roots in the pod; relative: under root's home
 
 
 class JobsSettings(NamedTuple):

@@ -143,7 +143,7 @@ def test_starting_the_watcher_twice_runs_one(tmp_path: Path, root: Path) -> None
         ({"halt": "shutdown\nrm -rf /"}, "halt"),
         ({"halt": "  "}, "halt"),
         ({"root": "a\nb"}, "root"),
-        ({"dispatch_id": "../x"}, "dispatch id"),
+        ({"dispatch_id": "x\nshutdown"}, "dispatch id"),
         ({"linger_s": -1}, "linger_s"),
         ({"poll_s": 0}, "poll_s"),
     ],

@@ -140,7 +140,7 @@ def print_plan(plan: RoutePlan, job: Job, *, file: Any = None) -> None:
             table.add_row(str(i), r.lane, _target(r), r.provisioning.value, cap, _money(r.price_per_hour), r.reason)
         console.print(table)
     wait = f"{plan.worst_case_wait_s} s ({human(plan.worst_case_wait_s)})"
-    paid = any(r.provisioning.value in ("spot", "on-demand") for r in plan.rungs)
+    paid = any(r.provisioning.value in ("spot", "on-demand", "flex-start") for r in plan.rungs)
     queued = any(r.provisioning.value == "queue" for r in plan.rungs)
     if paid:
         console.print(f"worst-case wait before a paid lane: {wait}")

@@ -24,6 +24,7 @@ from eps.core.outcome import Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.walk import AttemptRecord
 from eps.shell.lanes.jobs import JobFiles, Site
+from eps.shell.remote.ssh import Patience
 
 
 class Lane(Protocol):
@@ -94,4 +95,5 @@ class LaneOptions:
     gcp_options: dict[str, Any] | None = None
     runpod_options: dict[str, Any] | None = None
     runpod_api_key: str | None = None  # tests only; production reads RUNPOD_API_KEY / ~/.runpod
+    machine_patience: Patience | None = None  # how long a fresh VM / pod may take to let eps in (FRESH_MACHINE)
     env: dict[str, str] | None = None

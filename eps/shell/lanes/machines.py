@@ -19,17 +19,76 @@ machine (a job that could not start must not leave a paid machine behind).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import NamedTuple
 
-from returns.result import Failure, Result
+from returns.result import Failure, Result, Success
 
 from eps.core.jobscript import JobScriptError
+from eps.core.lifecycle import time_limit_s
 from eps.core.model import Job
-from eps.core.outcome import FailureKind, LaneFailure
+from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.watcher import WatchSpec, render_watch_start, render_watcher
-from eps.shell.lanes.jobs import JobFiles, Site, launch, stage
-from eps.shell.remote.ssh import FRESH_MACHINE, Patience, check_remote, wait_reachable
+from eps.shell.lanes.jobs import JobFiles, Site, launch, site_root, stage
+from eps.shell.remote.keys import KeyPair, ensure_key, load_key
+from eps.shell.remote.ssh import FRESH_MACHINE, Patience, Remote, check_remote, wait_reachable
 from eps.shell.remote.sync import put_file
+
+
+class MachineAccess(NamedTuple):
+    """How eps reaches the machines of one lane: its key (in the state dir), the login
+    user, where dispatch roots go (relative: under that user's home), the linger the
+    machine's watcher keeps, and how long a fresh machine may take to let eps in."""
+
+    state_dir: str
+    user: str
+    work_root: str
+    linger_s: int
+    patience: Patience = FRESH_MACHINE
+
+    def root(self, dispatch: str, job: Job) -> str:
+        return site_root(self.work_root, dispatch, job)
+
+    def key(self, *, make: bool) -> Result[KeyPair, LaneFailure]:
+        """eps's key pair (made on first use when ``make``)."""
+        got = ensure_key(self.state_dir) if make else load_key(self.state_dir)
+        return got.alt(lambda f: f.lane_failure())
+
+    def site(self, address: tuple[str, int], key: KeyPair, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
+        host, port = address
+        try:
+            remote = Remote.ssh(host, key, user=self.user, port=port)
+        except ValueError as exc:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"the provider gave an unusable address: {exc}"))
+        return Success(Site(remote, self.root(dispatch, job)))
+
+    def watch(self, dispatch: str, job: Job, halt: str) -> WatchSpec:
+        return WatchSpec(dispatch, self.user, self.root(dispatch, job), time_limit_s(job), halt, linger_s=self.linger_s)
+
+
+def start_on(
+    access: MachineAccess,
+    key: KeyPair,
+    handle: Handle,
+    address: Callable[[], Result[tuple[str, int], LaneFailure]],
+    release: Callable[[], Result[Handle, LaneFailure]],
+    job: Job,
+    dispatch: str,
+    files: JobFiles,
+    *,
+    halt: str | None = None,
+    what: str = "machine",
+) -> Result[Handle, LaneFailure]:
+    """After the provider made ``handle``: reach it, ship and launch the job (and the
+    watcher, when ``halt`` is given: the lane has no other way to put it there).  On any
+    failure the machine is released again, and the failure says whether it is gone."""
+    site = _patiently(address, access.patience).bind(lambda where: access.site(where, key, dispatch, job))
+    watcher = access.watch(dispatch, job, halt) if halt is not None else None
+    up = site.bind(lambda s: bring_up(s, job, dispatch, files, watcher=watcher, patience=access.patience))
+    if isinstance(up, Failure):
+        return Failure(released_after(up.failure(), release(), f"{what} {handle.id}"))
+    return Success(handle)
 
 #: One shell line: rsync present, or installed by whichever package manager the image has
 #: (as root, or through passwordless sudo: a GCE user from ``ssh-keys`` has it).
@@ -44,6 +103,24 @@ ENSURE_RSYNC = (
     "elif command -v apk >/dev/null 2>&1; then $s apk add -q rsync; fi; } >/dev/null 2>&1; "
     'command -v rsync >/dev/null 2>&1 || { echo "rsync is not installed and could not be installed" >&2; exit 1; }'
 )
+
+
+def _patiently(
+    address: Callable[[], Result[tuple[str, int], LaneFailure]],
+    patience: Patience,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Result[tuple[str, int], LaneFailure]:
+    """The machine's address, asked again while the provider says it is not there yet
+    (an external IP or a port mapping is attached a moment after the machine runs)."""
+    deadline = clock() + patience.within_s
+    delay = patience.first_delay_s
+    while True:
+        got = address()
+        if isinstance(got, Success) or got.failure().kind is not FailureKind.TRANSIENT or clock() + delay > deadline:
+            return got
+        sleep(delay)
+        delay = min(delay * 2, patience.max_delay_s)
 
 
 def bring_up(

@@ -13,6 +13,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from returns.result import Failure, Success
 
@@ -50,11 +51,15 @@ def _slurm(lanes: Lanes, name: str) -> Lane:
 
 def _gcp(lanes: Lanes, name: str) -> Lane:
     from eps.shell.lanes.gcp.lane import GcpLane
+    from eps.shell.lanes.machines import MachineAccess
 
-    return GcpLane(lanes.settings.gcp, lanes.options.gcp_options, name=name)
+    g, s = lanes.settings.gcp, lanes.settings
+    access = MachineAccess(s.state_dir, g.ssh_user, g.work_root, s.jobs.linger_s, **_patience(lanes))
+    return GcpLane(g, lanes.options.gcp_options, name=name, access=access)
 
 
 def _runpod(lanes: Lanes, name: str) -> Lane:
+    from eps.shell.lanes.machines import MachineAccess
     from eps.shell.lanes.runpod.lane import RunpodLane
     from eps.shell.lanes.runpod.wire import RunpodSettings
 
@@ -69,7 +74,15 @@ def _runpod(lanes: Lanes, name: str) -> Lane:
         cpu_flavors=lanes.policy.runpod_cpu,
         **extra,
     )
-    return RunpodLane(settings, lanes.env, key=lanes.options.runpod_api_key, name=name)
+    access = MachineAccess(
+        lanes.settings.state_dir, "root", s.work_root, lanes.settings.jobs.linger_s, **_patience(lanes)
+    )
+    return RunpodLane(settings, lanes.env, key=lanes.options.runpod_api_key, name=name, access=access)
+
+
+def _patience(lanes: Lanes) -> dict[str, Any]:
+    given = lanes.options.machine_patience
+    return {} if given is None else {"patience": given}
 
 
 def _vm_down(lanes: Lanes, name: str) -> LaneDown | None:

@@ -29,10 +29,10 @@ from eps.core.model import Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.names import rung_provisioning
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.states import HandleState
+from eps.core.tables import JOB_LIFECYCLE
 from eps.shell.lanes.gcp.calls import Calls, RateLimitOutlasted, no_wait, outlasted
 from eps.shell.lanes.gcp.request import InstanceShape, build_instance
 from eps.shell.lanes.gcp.wire import (
-    EXIT_MARKER,
     LABEL_ATTEMPT,
     LABEL_DISPATCH,
     LABEL_RUNG,
@@ -121,6 +121,8 @@ class GcpClient:
         rate_limit_wait_s: float = 2.0,
         rate_limit_wait_max_s: float = 30.0,
         capacity_wait_s: float = 0.0,
+        work_root: str = "eps-runs",
+        linger_s: int = JOB_LIFECYCLE.linger_s,
     ) -> None:
         if spot_termination_action not in ("DELETE", "STOP"):
             raise ValueError(f"spot_termination_action must be DELETE or STOP, not {spot_termination_action!r}")
@@ -144,6 +146,8 @@ class GcpClient:
             disk_type=disk_type,
             spot_action=spot_termination_action,
             capacity_wait_s=capacity_wait_s,
+            work_root=work_root,
+            linger_s=linger_s,
         )
         self._retry = retry or RetryPolicy()
         self._request_timeout_s = request_timeout_s
@@ -184,6 +188,7 @@ class GcpClient:
             "scopes": settings.scopes,
             "tags": settings.tags,
             "capacity_wait_s": float(settings.flex_start_wait_s),
+            "work_root": settings.work_root,
         }
         for key, value in configured.items():
             options.setdefault(key, value)
@@ -225,7 +230,9 @@ class GcpClient:
             api, _, _ = errors()
             compute_v1 = compute()
             ssh_keys = keys if isinstance(keys, str) else None
-            instance = build_instance(job, rung, dispatch_id, attempt, name, copy, ssh_keys, self._shape)
+            instance = build_instance(
+                job, rung, dispatch_id, attempt, name, copy, ssh_keys, self._shape, ssh_user=ssh_user
+            )
             instances, _ = self._clients()
             for resend in range(self._rate_waits + 1):
                 request = compute_v1.InsertInstanceRequest(
@@ -387,29 +394,6 @@ class GcpClient:
                 )
             )
         return Success((str(nat_ip), 22))
-
-    def job_output(self, handle: Handle) -> Result[tuple[str, int | None], LaneFailure]:
-        """The serial console (port 1) of a finished VM: the job's log tail that the startup
-        script printed there, and its exit code (``None`` when the marker is missing)."""
-        try:
-            compute_v1 = compute()
-            instances, _ = self._clients()
-            request = compute_v1.GetSerialPortOutputInstanceRequest(
-                project=self.project, zone=handle.zone or "", instance=handle.id, port=1
-            )
-            out = self._call(
-                lambda: instances.get_serial_port_output(request=request, retry=None, timeout=self._request_timeout_s)
-            )
-        except expected_errors() as exc:
-            return Failure(classify_exception(exc))
-        text = out.contents
-        code = None
-        for line in reversed(text.splitlines()):
-            _, marker, rest = line.partition(EXIT_MARKER)
-            if marker and rest.strip().lstrip("-").isdigit():
-                code = int(rest.strip())
-                break
-        return Success((text, code))
 
     def delete(self, handle: Handle) -> Result[Handle, LaneFailure]:
         """Delete the machine and wait for the operation; a machine already gone is success.

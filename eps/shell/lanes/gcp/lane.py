@@ -4,7 +4,6 @@ never pays for it)."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -15,10 +14,12 @@ from eps.core.model import Job, LaneKind, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
+from eps.core.tables import JOB_LIFECYCLE
 from eps.core.walk import AttemptRecord
 from eps.shell.lanes.gcp.client import GcpClient
 from eps.shell.lanes.gcp.wire import instance_name
 from eps.shell.lanes.jobs import JobFiles, Site
+from eps.shell.lanes.machines import MachineAccess, start_on
 from eps.shell.settings import GcpSettings
 
 
@@ -27,9 +28,17 @@ class GcpLane:
 
     kind = LaneKind.GCP
 
-    def __init__(self, settings: GcpSettings, options: dict[str, Any] | None = None, *, name: str = "gcp") -> None:
+    def __init__(
+        self,
+        settings: GcpSettings,
+        options: dict[str, Any] | None = None,
+        *,
+        name: str = "gcp",
+        access: MachineAccess | None = None,
+    ) -> None:
         self.name = name
         self.settings = settings
+        self.access = access or MachineAccess(".", settings.ssh_user, settings.work_root, JOB_LIFECYCLE.linger_s)
         self._options = {"poll_interval_s": settings.poll_interval_s, **(options or {})}
         self._given_on_wait: Callable[[float, str], None] | None = self._options.pop("on_wait", None)
         self._emit: Callable[..., None] | None = None
@@ -52,7 +61,7 @@ class GcpLane:
         with self._lock:
             if self._client is None:
                 self._client = GcpClient.from_settings(
-                    self.settings, lane=self.name, on_wait=self._waiting, **self._options
+                    self.settings, lane=self.name, on_wait=self._waiting, linger_s=self.access.linger_s, **self._options
                 )
             return self._client
 
@@ -60,14 +69,34 @@ class GcpLane:
         return instance_name(dispatch, rung)
 
     def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
-        return Failure(LaneFailure(FailureKind.UNREACHABLE, f"{self.name}: job files are not shipped to it yet"))
+        """The VM's external address, eps's key, the configured login: a job's site on the VM."""
+        if handle is None:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"{self.name}: no VM to reach"))
+        key = self.access.key(make=False)
+        return key.bind(lambda k: self.client().address(handle).bind(lambda a: self.access.site(a, k, dispatch, job)))
 
     def shell_inner(self, handle: Handle) -> list[str] | None:
         return None
 
     def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        """Make the VM (its startup script is its watcher, its metadata carries eps's public
+        key), then reach it over ssh, ship the job and launch it; a VM that cannot take the
+        job is deleted again."""
+        match self.access.key(make=True):
+            case Failure(f):
+                return Failure(f)
+            case Success(key):
+                pass
+        client = self.client()
         # attempt=0: the request id is fixed per (dispatch, rung), so a retried create is a no-op
-        return self.client().create(job, rung, dispatch, 0)
+        made = client.create(job, rung, dispatch, 0, ssh_public_key=key.public_key, ssh_user=self.access.user)
+        if isinstance(made, Failure):
+            return made
+        handle = made.unwrap()
+        return start_on(
+            self.access, key, handle, lambda: client.address(handle), lambda: client.delete(handle),
+            job, dispatch, files, what="VM",
+        )  # fmt: skip
 
     def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
         match self.client().status(handle):
@@ -89,19 +118,6 @@ class GcpLane:
 
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         return Success(False)
-
-    def keep_output(self, handle: Handle, dispatch: str, logs_dir: str) -> str | None:
-        """Before a finished VM is deleted, copy its serial console (the job's log tail and
-        exit code) to ``<logs_dir>/<dispatch>.log``: deleting must lose no data."""
-        got = self.client().job_output(handle)
-        if isinstance(got, Failure):
-            return None
-        text, code = got.unwrap()
-        path = os.path.join(logs_dir, f"{dispatch}.log")
-        with open(path, "a") as fh:
-            fh.write(text)
-        ended = f"exit code {code}" if code is not None else "finished"
-        return f"{ended}; machine released; output in {path}"
 
     def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
         return None

@@ -46,11 +46,13 @@ class InstanceShape:
     disk_type: str
     spot_action: str
     capacity_wait_s: float
+    work_root: str  # where dispatch roots go on the VM (relative: under the ssh user's home)
+    linger_s: int  # how long the VM's watcher keeps it after the job ended
 
 
 def build_instance(
     job: Job, rung: Rung, dispatch_id: str, attempt: int, name: str, copy: int, ssh_keys: str | None,
-    shape: InstanceShape,
+    shape: InstanceShape, *, ssh_user: str = "eps",
 ) -> compute_v1.Instance:
     """The ``Instance`` an insert for ``rung`` sends."""
     compute_v1 = compute()
@@ -96,7 +98,9 @@ def build_instance(
     if shape.external_ip:
         nic.access_configs = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
     metadata = {
-        "startup-script": startup_script(job, dispatch_id, rung),
+        "startup-script": startup_script(
+            job, dispatch_id, rung, user=ssh_user, work_root=shape.work_root, linger_s=shape.linger_s
+        ),
         "enable-guest-attributes": "TRUE",
         META_DISPATCH: dispatch_id,
         META_RUNG: rung.key,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 import uuid
 from collections.abc import Iterable
 from types import ModuleType
@@ -26,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
+from eps.core.lifecycle import time_limit_s
 from eps.core.model import Job, LaneKind, Provisioning, Rung
 from eps.core.names import PREFIX
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.states import HandleState
+from eps.core.watcher import WatchSpec, render_watcher
 
 if TYPE_CHECKING:
     from google.cloud import compute_v1
@@ -96,9 +97,8 @@ LABEL_PROVISIONING = "eps-provisioning"
 META_DISPATCH = "eps-dispatch-id"  # verbatim, labels may be sanitized
 META_RUNG = "eps-rung-key"
 META_LANE = "eps-lane"
-EXIT_CODE_PATH = "/var/lib/eps/exit-code"
-#: The line the startup script prints last on the serial console (see :meth:`GcpLane.job_output`).
-EXIT_MARKER = "eps: exit code "
+#: How a GCP VM's watcher stops it: powered off (TERMINATED), nothing but its disk bills.
+GCP_HALT = "sync; shutdown -h now"
 
 # uuid5 namespace for insert request ids; fixed forever so retries agree.
 # uuid5 namespace for insert request ids; fixed forever so retries agree.
@@ -173,39 +173,20 @@ def insert_request_id(dispatch_id: str, rung: Rung, attempt: int, copy: int = 0,
     return str(uuid.uuid5(_REQUEST_NAMESPACE, f"{dispatch_id}\0{rung.key}\0{copy}\0{attempt}{tail}"))
 
 
-def startup_script(job: Job, dispatch_id: str, rung: Rung) -> str:
-    """The ``startup-script`` metadata: run the job command once, record its exit code,
-    then power the machine off so a finished job never keeps a paid VM running.
-
-    The command is shlex-quoted; output goes to ``/var/lib/eps/job.log``; the
-    exit code is written atomically to ``EXIT_CODE_PATH`` and published as the
-    guest attribute ``eps/exit-code``.  A reboot (a STOP-action spot VM started
-    again) never runs the command a second time."""
-    command = shlex.join(job.command)
-    return "\n".join(
-        (
-            "#!/bin/bash",
-            f"# eps dispatch {shlex.quote(dispatch_id)} rung {shlex.quote(rung.key)}",
-            "set -u",
-            "state=/var/lib/eps",
-            'mkdir -p "$state"',
-            f'if [ -e {EXIT_CODE_PATH} ] || [ -e "$state/started" ]; then exit 0; fi',
-            'date -u +%FT%TZ > "$state/started"',
-            f'( {command} ) > "$state/job.log" 2>&1',
-            "code=$?",
-            f'echo "$code" > "$state/exit-code.tmp" && mv "$state/exit-code.tmp" {EXIT_CODE_PATH}',
-            'curl -sf -X PUT --data "$code" -H "Metadata-Flavor: Google" '
-            "http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/eps/exit-code || true",
-            "# Leave the log tail and the exit code on the serial console: eps reads them",
-            "# (getSerialPortOutput) into its own logs before it deletes the stopped VM.",
-            'echo "eps: job log (last 64 KiB) follows"; tail -c 65536 "$state/job.log"; echo',
-            f'echo "{EXIT_MARKER}$code"',
-            "# The job is done: stop billing for the machine.  eps status/reconcile then",
-            "# sees it TERMINATED, reads that as finished and deletes it (disk included).",
-            "sync; shutdown -h now",
-            "",
-        )
-    )
+def startup_script(job: Job, dispatch_id: str, rung: Rung, *, user: str, work_root: str, linger_s: int) -> str:
+    """The ``startup-script`` metadata: the machine's own watcher (:mod:`eps.core.watcher`),
+    from the first boot on.  eps ships and starts the job over ssh; the watcher powers the
+    VM off (:data:`GCP_HALT`) when no job was launched in time, when the job ended and the
+    linger passed, or when it outlived its limit.  A powered-off VM bills only its disk;
+    ``eps status``/``eps reconcile`` then find it TERMINATED, read that as finished, and
+    delete it.  ``rung`` is named in a comment, for whoever reads the metadata."""
+    spec = WatchSpec(
+        dispatch_id, user, f"{work_root.rstrip('/')}/{dispatch_id}/{job.task_index}", time_limit_s(job), GCP_HALT,
+        linger_s=linger_s,
+    )  # fmt: skip
+    text = render_watcher(spec)
+    head, _, rest = text.partition("\n")
+    return f"{head}\n# rung {rung.key}\n{rest}"
 
 
 def is_gpu_machine(rung: Rung) -> bool:

@@ -7,6 +7,7 @@ RunPod's standard ``~/.runpod/config.toml`` and never leaves the client.
 
 from __future__ import annotations
 
+import shlex
 import threading
 from collections.abc import Mapping
 
@@ -17,8 +18,10 @@ from eps.core.names import dispatch_of_pod, pod_name, pod_prefix
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
+from eps.core.tables import JOB_LIFECYCLE
 from eps.core.walk import AttemptRecord
 from eps.shell.lanes.jobs import JobFiles, Site
+from eps.shell.lanes.machines import MachineAccess, start_on
 from eps.shell.lanes.runpod.client import RungAttempt, RunpodClient
 from eps.shell.lanes.runpod.wire import (
     POD_STATES,
@@ -31,16 +34,33 @@ from eps.shell.lanes.runpod.wire import (
 )
 
 
+def runpod_halt(pod_id: str) -> str:
+    """How a pod's watcher removes its own pod: ``runpodctl``, which RunPod installs in every
+    pod with a pod-scoped key in the container's environment (PID 1's: an ssh session may not
+    carry it).  Best effort: where it cannot, ``eps status``/``eps reconcile`` release the pod."""
+    return (
+        'k=${RUNPOD_API_KEY:-$(tr "\\0" "\\n" </proc/1/environ 2>/dev/null | sed -n "s/^RUNPOD_API_KEY=//p")}; '
+        f'RUNPOD_API_KEY="$k" runpodctl remove pod {shlex.quote(pod_id)}'
+    )
+
+
 class RunpodLane:
     """RunPod as a :class:`~eps.shell.lanes.base.Lane`."""
 
     kind = LaneKind.RUNPOD
 
     def __init__(
-        self, settings: RunpodSettings, env: Mapping[str, str], *, key: str | None = None, name: str = "runpod"
+        self,
+        settings: RunpodSettings,
+        env: Mapping[str, str],
+        *,
+        key: str | None = None,
+        name: str = "runpod",
+        access: MachineAccess | None = None,
     ) -> None:
         self.name = name
         self.settings = settings
+        self.access = access or MachineAccess(".", "root", "eps-runs", JOB_LIFECYCLE.linger_s)
         # Only the key is kept (in an ApiKey, whose repr hides it), never the environment.
         given = key if key is not None else env.get("RUNPOD_API_KEY", "").strip()
         self._key: ApiKey | None = None
@@ -72,19 +92,38 @@ class RunpodLane:
         return pod_name(dispatch, seq)
 
     def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
-        return Failure(LaneFailure(FailureKind.UNREACHABLE, f"{self.name}: job files are not shipped to it yet"))
+        """The pod's public ssh address (``ssh.direct``), eps's key, root: a job's site in the pod."""
+        if handle is None:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"{self.name}: no pod to reach"))
+        key = self.access.key(make=False)
+        where = self.client().bind(lambda c: c.address(handle.id))
+        return key.bind(lambda k: where.bind(lambda a: self.access.site(a, k, dispatch, job)))
 
     def shell_inner(self, handle: Handle) -> list[str] | None:
         return None
 
     def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        """Make the pod with eps's public key and port 22, wait until it runs, then reach it
+        over ssh, ship the job, start the pod's watcher and the job; a pod that cannot take
+        the job is terminated again."""
         match self.client():
             case Failure(f):
                 return Failure(f)
             case Success(client):
-                attempt: RungAttempt = client.start(rung, name, job=job, dispatch_id=dispatch)
-                return attempt.result
-        raise AssertionError("unreachable")  # pragma: no cover
+                pass
+        match self.access.key(make=True):
+            case Failure(f):
+                return Failure(f)
+            case Success(key):
+                pass
+        attempt: RungAttempt = client.start(rung, name, job=job, dispatch_id=dispatch, public_key=key.public_key)
+        if isinstance(attempt.result, Failure):
+            return attempt.result
+        handle = attempt.result.unwrap()
+        return start_on(
+            self.access, key, handle, lambda: client.address(handle.id), lambda: self.release(handle),
+            job, dispatch, files, halt=runpod_halt(handle.id), what="pod",
+        )  # fmt: skip
 
     def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
         got = self.client().bind(lambda c: c.get_pod(handle.id))

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import tomllib
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
@@ -269,8 +268,8 @@ def pod_request(
         body["disk"] = rung.disk_gb
     if settings.data_center_ids:
         body["dataCenterIds"] = list(settings.data_center_ids)
-    if job is not None and job.command:
-        body["args"] = shlex.join(job.command)
+    # No ``args``: the image starts as its authors meant (its sshd among it); eps ships and
+    # launches the job over ssh (eps.shell.lanes.machines).
     env = {"EPS_POD_NAME": name}
     if dispatch_id is not None:
         env["EPS_DISPATCH_ID"] = dispatch_id
