@@ -59,7 +59,7 @@ class JobFile(NamedTuple):
     restartable: bool | None = None
     footprint_gb: float | None = None
     gradient_fit: bool | None = None
-    count: int | None = None
+    count: int | None = None  # type: ignore[assignment]  # shadows tuple.count on purpose
     pin: str | None = None
     workdir: str | None = None  # absolute (relative paths are taken from the file's folder)
     setup: str | None = None

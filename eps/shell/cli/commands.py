@@ -69,7 +69,7 @@ def _dispatch_command(
     lanes: Lanes,
     reporter: Reporter,
 ) -> int:
-    from eps.shell.state.reconcile import Reconciler, cancel, status
+    from eps.shell.state.reconcile import Reconciler, cancel
 
     # Every input error is found before anything happens: no reconcile, no provider call.
     if getattr(ns, "resume", None) and (ns.intent or command):
@@ -252,7 +252,7 @@ def _gather(
 
 
 def _status(ns: argparse.Namespace, settings: Settings, ledger: Ledger, lanes: Lanes, reporter: Reporter) -> int:
-    """``eps status``: reconcile within a budget per provider (a provider without credentials
+    """``eps status``: reconcile, each provider within --timeout (a provider without credentials
     is not asked at all), then answer from the ledger."""
     import time
 
@@ -262,7 +262,7 @@ def _status(ns: argparse.Namespace, settings: Settings, ledger: Ledger, lanes: L
         from eps.core.router import unknown_intent
 
         raise unknown_intent(ns.intent, settings.policy)
-    rec = Reconciler(ledger, lanes, reporter, workers=settings.fanout_concurrency, budget_s=float(ns.budget))
+    rec = Reconciler(ledger, lanes, reporter, workers=settings.fanout_concurrency, answer_within_s=float(ns.timeout))
     rec.reconcile({ns.dispatch} if ns.dispatch else None)
     since = None if ns.since is None else time.time() - ns.since
     limit = None if ns.all else ns.limit

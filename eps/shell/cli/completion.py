@@ -27,7 +27,7 @@ def script(shell: str) -> str:
 
     from eps.shell.cli.parser import build
 
-    text: str = shtab.complete(build(), shell=shell, preamble={"bash": _BASH, "zsh": _ZSH})
+    text: str = shtab.complete(build(), shell=shell, preamble={"bash": _BASH, "zsh": _ZSH})  # type: ignore[arg-type]
     return text if text.endswith("\n") else text + "\n"
 
 

@@ -187,7 +187,7 @@ def _dispatch_arg(p: argparse.ArgumentParser, help_: str, *, optional: bool = Fa
     a.complete = _COMPLETE["dispatches"]  # type: ignore[attr-defined]
 
 
-def build() -> _Parser:
+def build() -> _Parser:  # noqa: PLR0915  (one statement per option: the parser is a table)
     """The whole ``eps`` parser."""
     root = _Parser(
         prog="eps",
@@ -225,7 +225,7 @@ def build() -> _Parser:
     _json(c)
     c.add_argument("--timeout", type=_duration, default=10, help="how long each lane may take to answer (10s)")
 
-    s = _sub(sub, "status", "what is running where, from the ledger (reconciled within a time budget)")
+    s = _sub(sub, "status", "what is running where, from the ledger (reconciled, each provider within --timeout)")
     _dispatch_arg(s, "one dispatch id (default: the active ones and the newest)", optional=True)
     s.add_argument("--limit", type=_limit, default=20, help="how many of the newest finished ones to show (20)")
     s.add_argument("--all", action="store_true", help="every dispatch in the ledger")
@@ -233,7 +233,7 @@ def build() -> _Parser:
     s.add_argument("--since", type=_duration, metavar="DURATION", help="only those submitted within DURATION (2d)")
     a = s.add_argument("--intent", metavar="INTENT", help="only those of this intent")
     a.complete = _COMPLETE["intents"]  # type: ignore[attr-defined]
-    s.add_argument("--budget", type=_duration, default=5, help="how long each provider may take to answer (5s)")
+    s.add_argument("--timeout", type=_duration, default=5, help="how long each provider may take to answer (5s)")
     _json(s)
     _wide(s)
 

@@ -30,7 +30,9 @@ def _when(ts: float | None) -> str:
     return "-" if ts is None else time.strftime("%m-%d %H:%M", time.localtime(ts))
 
 
-def print_status(rows: list[dict[str, Any]], notes: list[dict[str, Any]], env: Mapping[str, str], *, wide: bool) -> None:
+def print_status(
+    rows: list[dict[str, Any]], notes: list[dict[str, Any]], env: Mapping[str, str], *, wide: bool
+) -> None:
     out = sys.stdout
     table = []
     for r in rows:

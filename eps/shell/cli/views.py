@@ -184,7 +184,8 @@ def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = (
             if r.kind.value == "slurm" and r.park_cap_s is None:
                 cap = "pin"
             here = "yes" if s.runnable else "no"
-            rows.append([str(i), r.lane, _target(r), r.provisioning.value, cap, _money(r.price_per_hour), here, r.reason])
+            money = _money(r.price_per_hour)
+            rows.append([str(i), r.lane, _target(r), r.provisioning.value, cap, money, here, r.reason])
         out.table(_PLAN_COLS, rows)
     wait = f"{plan.worst_case_wait_s} s ({human(plan.worst_case_wait_s)})"
     paid = any(r.provisioning.value in ("spot", "on-demand") for r in plan.rungs)

@@ -404,7 +404,8 @@ class Ledger:
     ) -> list[DispatchRow]:
         """The newest ``limit`` dispatches (all: ``None``) in ``states``, submitted at or after
         ``since``, of ``intent``; oldest first.  Indexed."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         if states:
             where.append(f"state IN ({','.join('?' * len(states))})")
             args.extend(s.value for s in states)
@@ -414,7 +415,7 @@ class Ledger:
         if intent is not None:
             where.append("intent = ?")
             args.append(intent)
-        sql = "SELECT * FROM dispatches" + (" WHERE " + " AND ".join(where) if where else "")
+        sql = "SELECT * FROM dispatches" + (" WHERE " + " AND ".join(where) if where else "")  # noqa: S608 (fixed clauses)
         sql += " ORDER BY created_at DESC" + (" LIMIT ?" if limit is not None else "")
         rows = self._query(sql, (*args, *(() if limit is None else (limit,))))
         return sorted(self._rows(rows), key=lambda r: r.created_at)

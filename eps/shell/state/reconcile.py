@@ -81,9 +81,9 @@ class Reconciler:
         *,
         workers: int = 16,
         wall: Callable[[], float] = time.time,
-        budget_s: float | None = None,
+        answer_within_s: float | None = None,
     ) -> None:
-        self.budget_s = budget_s  # how long each provider's listing may take (None: as long as it takes)
+        self.answer_within_s = answer_within_s  # how long each provider's listing may take (None: as long as it takes)
         self.ledger = ledger
         self.lanes = lanes
         self.reporter = reporter
@@ -97,11 +97,11 @@ class Reconciler:
         found: list[LiveItem] = []
         lanes = self.lanes.usable()
         answers: dict[str, Any] = {}
-        if self.budget_s is None:
+        if self.answer_within_s is None:
             for lane in lanes:
                 answers[lane.name] = lane.inventory(None)
         else:
-            # Every provider asked at once, each within the budget; one that does not answer
+            # Every provider asked at once, each within the time given; one that does not answer
             # in time is noted and judged next time (daemon threads: a hung call never holds
             # the command open).
             def ask(lane: Any) -> None:
@@ -110,7 +110,7 @@ class Reconciler:
             threads = [threading.Thread(target=ask, args=(lane,), daemon=True) for lane in lanes]
             for t in threads:
                 t.start()
-            deadline = time.monotonic() + self.budget_s
+            deadline = time.monotonic() + self.answer_within_s
             for t in threads:
                 t.join(max(0.0, deadline - time.monotonic()))
         for lane in lanes:
@@ -120,7 +120,8 @@ class Reconciler:
                 case Failure(f):
                     self.unchecked[lane.name] = f.message
                 case None:
-                    self.unchecked[lane.name] = f"no answer within {self.budget_s:g} s; shown as the ledger has it"
+                    late = f"no answer within {self.answer_within_s:g} s; shown as the ledger has it"
+                    self.unchecked[lane.name] = late
         return found
 
     def release(self, item: LiveItem) -> str | None:
