@@ -141,9 +141,8 @@ def did_you_mean(word: str, known: list[str]) -> str:
     """``" (did you mean gpu-1?)"`` when ``word`` is close to one of ``known``, else ``""``."""
     from difflib import get_close_matches  # only on this error path
 
-    close = get_close_matches(word, known, n=2, cutoff=0.6)
-    if not close:
-        close = [k for k in known if k.replace("-", "") == word.replace("-", "").lower()]
+    close = [k for k in known if k.replace("-", "") == word.replace("-", "").lower()]
+    close = close or get_close_matches(word, known, n=1, cutoff=0.6)
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
