@@ -146,7 +146,15 @@ class Out:
         self.bold = bold
 
     def line(self, text: str = "") -> None:
-        self.file.write(text + "\n")
+        """A line of prose, wrapped to the width (continuations indented under it)."""
+        if self.width is None or len(text) <= self.width:
+            self.file.write(text + "\n")
+            return
+        import textwrap
+
+        lead = " " * (len(text) - len(text.lstrip()) + 4)
+        wrapped = textwrap.wrap(text, self.width, subsequent_indent=lead, break_on_hyphens=False)
+        self.file.write("\n".join(wrapped) + "\n")
 
     def table(self, cols: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
         self.file.write(render(cols, rows, self.width, bold=self.bold))
