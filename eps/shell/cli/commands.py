@@ -270,7 +270,8 @@ def _status(ns: argparse.Namespace, settings: Settings, ledger: Ledger, lanes: L
                   policy=settings.policy)  # fmt: skip
     for d, why in sorted(ledger.quarantined.items()):
         sys.stderr.write(f"eps: warning: dispatch {d}: its ledger row cannot be read ({why}); left as it is\n")
-    notes = _status_notes(rows, lanes, rec.unchecked)
+    late = {lane: why for lane, why in rec.unchecked.items() if lane not in rec.down}
+    notes = _status_notes(rows, lanes, late)
     if ns.json:
         _emit({"dispatches": rows, "notes": notes})
     else:

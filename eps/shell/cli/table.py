@@ -32,6 +32,7 @@ class Column(NamedTuple):
     header: str
     right: bool = False  # right-aligned (numbers)
     flex: bool = False  # may wrap to make the table fit
+    keep: bool = False  # never cut (an id)
 
 
 def width_for(stream: Any, env: Mapping[str, str], *, wide: bool = False) -> int | None:
@@ -73,7 +74,10 @@ def _fit(natural: list[int], cols: Sequence[Column], width: int | None) -> list[
         over -= give
     # Then the widest other columns are cut, down to their header's width.
     while over > 0:
-        i = max(range(len(widths)), key=lambda k: widths[k] - len(cols[k].header))
+        cuttable = [k for k in range(len(widths)) if not cols[k].keep]
+        if not cuttable:
+            break
+        i = max(cuttable, key=lambda k: widths[k] - len(cols[k].header))
         room = widths[i] - max(len(cols[i].header), 4)
         if room <= 0:
             break

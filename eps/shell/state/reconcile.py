@@ -90,11 +90,19 @@ class Reconciler:
         self.workers = max(1, workers)
         self.wall = wall
         self.unchecked: dict[str, str] = {}  # lane -> why its inventory could not be read
+        self.down: dict[str, str] = {}  # lane -> why it cannot be used here (so it was not asked)
 
     def inventory(self) -> list[LiveItem]:
         """Everything under eps's names, one listing per usable lane; a lane that cannot be
         listed is noted in :attr:`unchecked` and the others are still read."""
         found: list[LiveItem] = []
+        # A lane that cannot be used here (no credentials, not configured) is not asked, and
+        # what it may hold is not judged gone: settle treats it as blind.
+        for name in self.lanes.names():
+            down = self.lanes.down(name)
+            if down is not None:
+                self.down[name] = down.reason
+                self.unchecked[name] = f"not checked: {down.reason}"
         lanes = self.lanes.usable()
         answers: dict[str, Any] = {}
         if self.answer_within_s is None:
