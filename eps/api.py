@@ -216,7 +216,8 @@ def execute(job: Job, *, wait: bool = False, dispatch_id: str | None = None,
             env: Mapping[str, str] | None = None) -> Execution:  # fmt: skip
     """Walk the plan for real, as ``eps execute --json`` does; with ``wait``, until the job
     ended (``exit_code`` is then the job's own).  A job without a command is refused."""
-    argv = ["execute", "--json", *(["--wait"] if wait else []), *(["--dispatch-id", dispatch_id] if dispatch_id else [])]
+    argv = ["execute", "--json", *(["--wait"] if wait else [])]
+    argv += ["--dispatch-id", dispatch_id] if dispatch_id else []
     rc, out, err = _run([*argv, *job.argv()], env)
     events = tuple(json.loads(line) for line in out.splitlines() if line.startswith("{"))
     ids = tuple(dict.fromkeys(e["dispatch"] for e in events if e.get("event") == "dispatch"))

@@ -110,7 +110,8 @@ def test_a_job_file_gives_the_options_and_flags_override_it(capsys: pytest.Captu
     rc, out, err = run(capsys, ["plan", "--job", str(job), "cpu-bigmem", "--duration", "2h", "--no-restartable",
                                 "--count", "1", "--json"], env)  # fmt: skip
     j = json.loads(out)["job"]
-    assert (j["intent"], j["duration_s"], j["restartable"], j["count"], j["pin"]) == ("cpu-bigmem", 7200, False, 1, "gcp")
+    got = (j["intent"], j["duration_s"], j["restartable"], j["count"], j["pin"])
+    assert got == ("cpu-bigmem", 7200, False, 1, "gcp")
 
 
 JOB_FILE_ERRORS = [
@@ -147,7 +148,9 @@ def test_backend_pins_like_the_flag(capsys: pytest.CaptureFixture[str], tmp_path
 # --- 3. stable JSON, 4. exit codes ----------------------------------------------------------------
 
 
-def test_intents_json_validates_and_every_schema_is_a_schema(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_intents_json_validates_and_every_schema_is_a_schema(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     rc, out, _ = run(capsys, ["intents", "--json"], bare_env(tmp_path))
     assert rc == 0
     valid(json.loads(out), "intents")
@@ -258,7 +261,8 @@ def test_execute_usage_shows_the_command() -> None:
 
 
 def test_durations_everywhere_including_the_environment(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    env = {**set_up_env(tmp_path), "EPS_FELLOWS_QUEUE_WAIT_SECONDS": "10m", "EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS": "00:02:00"}
+    env = {**set_up_env(tmp_path), "EPS_FELLOWS_QUEUE_WAIT_SECONDS": "10m"}
+    env["EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS"] = "00:02:00"
     for text, seconds in (("1h30m", 5400), ("90min", 5400), ("01:30:00", 5400), ("2H", 7200)):
         rc, out, err = run(capsys, ["plan", "gpu-1", "--duration", text, "--json"], env)
         d = json.loads(out)

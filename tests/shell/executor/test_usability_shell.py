@@ -40,7 +40,8 @@ def stub_login(tmp: Path, *, answer: bool = True) -> Path:
         "esac\n"
     )
     login = tmp / "login"
-    body = f'PATH="{bin_dir}:$PATH" exec sh -c "$1"' if answer else 'echo "ssh: connect: Connection refused" >&2; exit 255'
+    refused = 'echo "ssh: connect: Connection refused" >&2; exit 255'
+    body = f'PATH="{bin_dir}:$PATH" exec sh -c "$1"' if answer else refused
     login.write_text(f"#!/bin/sh\n{body}\n")
     for f in (bin_dir / "sacctmgr", login):
         f.chmod(0o755)
