@@ -47,3 +47,35 @@ def test_a_changed_pending_reason_is_a_line_at_once_and_json_is_throttled_too() 
     events = [json.loads(x) for x in out.getvalue().splitlines()]
     assert [e["pending_reason"] for e in events] == ["Priority", "QOSMaxGRESPerUser"]
     assert all(e["schema_version"] == 1 and e["reason"] == {"code": "wait", "text": "P8"} for e in events)
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_a_spinner_shows_the_current_state_and_its_elapsed_time() -> None:
+    import time as real_time
+
+    err, clock = Tty(), Clock()
+    r = Reporter(json_lines=False, err=err, clock=clock)
+    r.start_live()
+    r.emit("attempt", dispatch="e1", rung="gcp/e2-standard-4/us-central1-a/spot",
+           reason={"code": "gcp_cpu", "text": "P3"})  # fmt: skip
+    clock.now = 75.0
+    real_time.sleep(0.4)  # a few refreshes
+    r.stop_live()
+    shown = err.getvalue()
+    assert "try gcp e2-standard-4 @ us-central1-a (spot): P3" in shown
+    assert "(1m15s)" in shown  # the elapsed time of the current state
+    assert any(frame in shown for frame in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")  # rich's "dots" spinner
+
+
+def test_import_eps_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, eps; heavy = [m for m in sys.modules if m.split('.')[0] in "
+            "('rich', 'attrs', 'cattrs', 'httpx', 'google', 'returns') or m == 'eps.api']; print(heavy)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -136,6 +136,8 @@ def test_a_job_file_runs_and_status_filters_and_times(eps: Any, tmp_path: Path) 
     assert row["runtime_s"] >= 0 and row["list_price_per_hour"] == 0.0 and row["list_cost"] == 0.0
     rc, out, _ = eps("status", "--json", "--active")
     assert rc == 0 and json.loads(out)["dispatches"] == []
+    rc, out, _ = eps("reconcile", "--json")
+    valid(json.loads(out), "reconcile")
     rc, out, _ = eps("status", "--json", "--since", "1h", "--intent", "cpu-small")
     doc = json.loads(out)
     valid(doc, "status")
