@@ -24,6 +24,7 @@ from eps.core.model import (
     QosGrants,
     QosTier,
     Rung,
+    RungWhy,
     Skip,
     SkipCode,
     evolve,
@@ -80,7 +81,8 @@ def _candidates(
     if not cluster.qos_ladder:
         cap = None if pinned else cluster.first_park_cap_s
         why = "P10: pinned; returns the pending handle" if pinned else f"{name} queue (no QoS ladder)"
-        return (_slurm_rung(cluster, None, intent, cap, why),), ()
+        code = RungWhy.PINNED if pinned else RungWhy.CLUSTER_QUEUE
+        return (_slurm_rung(cluster, None, intent, cap, why, code),), ()
 
     tiers = list(cluster.qos_ladder)
     dev = cluster.dev_qos
@@ -112,16 +114,21 @@ def _candidates(
             continue
         if pinned:
             cap, why = None, f"P10: pinned to {name}; submits under {qos} and returns the pending handle"
+            code = RungWhy.PINNED
         elif first:
             cap, why = cluster.first_park_cap_s, f"P7: free {cluster.gpu_model}s; every dispatch starts under {qos}"
+            code = RungWhy.LADDER_FIRST
         else:
             cap, why = cluster.later_park_cap_s, "P7: next granted tier after a park timeout"
-        rungs.append(_slurm_rung(cluster, qos, intent, cap, why))
+            code = RungWhy.LADDER_NEXT
+        rungs.append(_slurm_rung(cluster, qos, intent, cap, why, code))
         first = False
     return tuple(rungs), tuple(skipped)
 
 
-def _slurm_rung(cluster: ClusterConfig, qos: str | None, intent: Intent, cap: int | None, why: str) -> Rung:
+def _slurm_rung(
+    cluster: ClusterConfig, qos: str | None, intent: Intent, cap: int | None, why: str, code: RungWhy
+) -> Rung:
     return Rung(
         cluster.name,
         LaneKind.SLURM,
@@ -133,6 +140,7 @@ def _slurm_rung(cluster: ClusterConfig, qos: str | None, intent: Intent, cap: in
         vcpus=intent.vcpus,
         mem_gb=intent.mem_gb,
         park_cap_s=cap,
+        why=code,
     )
 
 

@@ -101,6 +101,28 @@ class Terminal(StrEnum):
     CPU_EXHAUSTED = "cpu_exhausted"
     GPU_EXHAUSTED = "gpu_exhausted"
     PIN_EXHAUSTED = "pin_exhausted"
+    NO_USABLE_LANE = "no_usable_lane"  # every lane that could take the job is unusable here; nothing was tried
+
+
+class RungWhy(StrEnum):
+    """Why a rung is in the plan, as a stable code (the rung's ``reason`` says it in words)."""
+
+    TRIVIAL_ON_VM = "trivial_on_vm"  # P2
+    PINNED = "pinned"  # P10
+    LADDER_FIRST = "ladder_first"  # P7: every dispatch starts under the top tier
+    LADDER_NEXT = "ladder_next"  # P7: the next granted tier after a park timeout
+    CLUSTER_QUEUE = "cluster_queue"  # a cluster without a QoS ladder
+    GCP_CPU = "gcp_cpu"  # P3: cheap dedicated CPU machine, GCP first
+    GCP_GPU = "gcp_gpu"  # P6: GPU after the free cluster
+    RUNPOD_CPU = "runpod_cpu"  # P3: the CPU fallback when GCP CPU is exhausted
+
+
+class DownCode(StrEnum):
+    """Why a lane cannot be used on this machine now.  Stable: JSON shows these."""
+
+    NOT_CONFIGURED = "not_configured"  # e.g. no GCP project, no SLURM client or login prefix
+    NO_CREDENTIALS = "no_credentials"  # e.g. no RunPod key, no GCP Application Default Credentials
+    LANE_DOWN = "lane_down"  # configured, but it did not answer or refused the credentials
 
 
 class ParkAction(StrEnum):
@@ -293,6 +315,7 @@ class Rung(NamedTuple):
     disk_gb: int | None = None
     park_cap_s: int | None = None
     price_per_hour: float = 0.0
+    why: RungWhy | None = None  # ``reason`` as a stable code
 
     @property
     def key(self) -> str:
@@ -363,10 +386,13 @@ class RunpodState(NamedTuple):
 
 
 class LaneDown(NamedTuple):
-    """A lane that cannot be used now (not configured, no credentials), and why."""
+    """A lane that cannot be used now (not configured, no credentials, down), why, and the
+    step that fixes it."""
 
     lane: str
     reason: str
+    code: DownCode = DownCode.LANE_DOWN
+    fix: str | None = None
 
 
 class CapacitySnapshot(NamedTuple):

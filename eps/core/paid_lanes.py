@@ -27,6 +27,7 @@ from eps.core.model import (
     Provisioning,
     Resource,
     Rung,
+    RungWhy,
     Skip,
     SkipCode,
     Stock,
@@ -142,9 +143,9 @@ def _gcp_candidates(
         else:
             skipped.append(Skip("gcp", SkipCode.ZONE_NOT_OFFERED, f"{machine.name} not offered in {zone}", zone))
     if intent.resource is Resource.GPU:
-        lead = f"P6: GPU after the free cluster; {machine.name}"
+        lead, code = f"P6: GPU after the free cluster; {machine.name}", RungWhy.GCP_GPU
     else:
-        lead = f"P3: cheap dedicated CPU machine, GCP first; {machine.name}"
+        lead, code = f"P3: cheap dedicated CPU machine, GCP first; {machine.name}", RungWhy.GCP_CPU
     rungs = []
     for prov in provs:
         if prov is Provisioning.SPOT:
@@ -169,6 +170,7 @@ def _gcp_candidates(
                     mem_gb=machine.mem_gb,
                     disk_gb=disk,
                     price_per_hour=price,
+                    why=code,
                 )
             )
     return tuple(rungs), tuple(skipped)
@@ -255,6 +257,7 @@ def _runpod_cpu_candidates(index: PolicyIndex, intent: Intent, disk: int | None,
                 mem_gb=mem,
                 disk_gb=disk,
                 price_per_hour=round(vcpus * flavor.per_vcpu_hour, 4),
+                why=RungWhy.PINNED if pinned else RungWhy.RUNPOD_CPU,
             )
         )
     return tuple(rungs), tuple(skipped)
@@ -287,6 +290,7 @@ def runpod_gpu_rungs(
                 mem_gb=intent.mem_gb,
                 disk_gb=disk_gb(job, index),
                 price_per_hour=round(intent.gpus * gpu.per_gpu_hour, 4),
+                why=RungWhy.PINNED,
             )
         )
     _runpod_filter(tuple(cand), facts, rungs, skipped)

@@ -61,6 +61,7 @@ from eps.core.model import (
     Resource,
     RoutePlan,
     Rung,
+    RungWhy,
     Skip,
     SkipCode,
     Terminal,
@@ -71,7 +72,7 @@ from eps.core.paid_lanes import gcp_rungs, runpod_cpu_rungs, runpod_gpu_rungs
 from eps.core.parking import NEVER_RUNS_REASONS, SELF_CAP_REASONS, settle_walk, worst_case
 from eps.core.tables import BIG_VOLUME_INTENT, DEFAULT_POLICY, GRADIENT_FIT_INTENT
 
-__all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "plan"]
+__all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "did_you_mean", "plan", "unknown_intent"]
 
 
 def plan(
@@ -111,7 +112,9 @@ def plan(
 
     terminal = None
     if not rungs:
-        if job.pin is not None:
+        if lanes and all(facts.lane_down(lane) is not None for lane in lanes):
+            terminal = Terminal.NO_USABLE_LANE  # nothing was exhausted: nothing here could even try
+        elif job.pin is not None:
             terminal = Terminal.PIN_EXHAUSTED
         elif intent.resource is Resource.CPU:
             terminal = Terminal.CPU_EXHAUSTED
@@ -135,12 +138,28 @@ def plan(
 # --- intent resolution (P1, P4, P5) -------------------------------------------------------
 
 
+def did_you_mean(word: str, known: list[str]) -> str:
+    """``" (did you mean gpu-1?)"`` when ``word`` is close to one of ``known``, else ``""``."""
+    from difflib import get_close_matches  # only on this error path
+
+    close = [k for k in known if k.replace("-", "") == word.replace("-", "").lower()]
+    close = close or get_close_matches(word, known, n=1, cutoff=0.6)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def unknown_intent(name: str, policy: Policy, job: Job | None = None) -> JobError:
+    """The error for an intent the policy does not have, with the closest ones and the list."""
+    known = [i.name for i in policy.intents]
+    return JobError(
+        "unknown_intent", f"unknown intent {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})", job
+    )
+
+
 def _resolve(job: Job, index: PolicyIndex) -> tuple[Intent, list[str]]:
     policy = index.policy
     intent = index.intents.get(job.intent)
     if intent is None:
-        known = ", ".join(i.name for i in policy.intents)
-        raise JobError("unknown_intent", f"unknown intent {job.intent!r} (known: {known})", job)
+        raise unknown_intent(job.intent, policy, job)
     if job.duration_s < 0:
         raise JobError("bad_duration", f"duration must not be negative (got {job.duration_s} s)", job)
     if job.count < 1:
@@ -247,8 +266,9 @@ def _lanes(
     pin = job.pin
     kind = index.lane_kinds.get(pin)
     if kind is None:
-        known = ", ".join([policy.trivial_lane, *clusters, "gcp", "runpod"])
-        raise JobError("unknown_lane", f"unknown lane {pin!r} for --pin (known: {known})", job)
+        known = [policy.trivial_lane, *clusters, "gcp", "runpod"]
+        raise JobError("unknown_lane", f"unknown lane {pin!r} for --pin{did_you_mean(pin, known)} (known: "
+                       f"{', '.join(known)})", job)  # fmt: skip
     if intent.resource is Resource.GPU and kind is LaneKind.VM:
         raise JobError("impossible_pin", f"{intent.name} needs {intent.gpus} GPU(s); the {pin} lane has none", job)
     if intent.resource is Resource.CPU and kind is LaneKind.SLURM:
@@ -312,7 +332,8 @@ def _lane_rungs(
     kind = index.lane_kinds.get(lane)
     if kind is LaneKind.VM:
         why = "P2: trivial op stays on the shared VM" if job.pin is None else "P10: pinned to the VM"
-        rungs.append(Rung(lane, LaneKind.VM, Provisioning.LOCAL, why, vcpus=intent.vcpus))
+        code = RungWhy.TRIVIAL_ON_VM if job.pin is None else RungWhy.PINNED
+        rungs.append(Rung(lane, LaneKind.VM, Provisioning.LOCAL, why, vcpus=intent.vcpus, why=code))
     elif kind is LaneKind.SLURM:
         slurm_rungs(index.clusters[lane], job, intent, facts, grants, index, rungs, skipped)
     elif kind is LaneKind.GCP:

@@ -47,6 +47,7 @@ from eps.core.outcome import FailureKind, Handle, LaneFailure, absorb, stops_dis
 from eps.core.router import plan
 from eps.core.states import LEFT_ATTEMPT_STATES, RETRYABLE_OUTCOMES, AttemptState, HandleState, Outcome
 from eps.core.tables import DEFAULT_POLICY
+from eps.core.usable import terminal_text
 
 #: Lanes whose create may have made a machine even when its answer was lost.
 _MAY_LEAVE_MACHINES = frozenset({LaneKind.GCP, LaneKind.RUNPOD})
@@ -224,7 +225,7 @@ def _replan(walk: Walk, policy: Policy) -> tuple[Walk, Step]:
     p = plan(walk.job, walk.snapshot, walk.grants, None, policy=policy)
     if p.terminal is None:
         return walk, Start(p.rungs[0], p)
-    message = f"nothing left to try ({p.terminal.value})"
+    message = terminal_text(p)
     fs = walk.failures
     if fs and all(f.kind is FailureKind.INVALID_REQUEST and f.code == "400" for f in fs):
         # RunPod's document: "if every candidate returns 400, read the last detail as a

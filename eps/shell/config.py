@@ -7,7 +7,8 @@ Config file: ``$EPS_CONFIG`` or ``$XDG_CONFIG_HOME/eps/config.toml``
 Environment overrides (per SLURM cluster NAME, upper-cased, ``-`` as ``_``):
 ``EPS_<NAME>_QUEUE_WAIT_SECONDS`` (rung 1 park cap; for fellows
 ``EPS_FELLOWS_QUEUE_WAIT_SECONDS``, default 600) and
-``EPS_<NAME>_NEXT_QUEUE_WAIT_SECONDS`` (rungs 2+, default 300).
+``EPS_<NAME>_NEXT_QUEUE_WAIT_SECONDS`` (rungs 2+, default 300).  Their values are
+durations read by the one parser (``600``, ``10m``, ``1h30m``, ``00:10:00``).
 """
 
 from __future__ import annotations
@@ -15,28 +16,27 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from eps.core.durations import parse_duration
 from eps.core.model import ClusterConfig, evolve
 from eps.core.tables import DEFAULT_POLICY, park_cap_env
 from eps.shell.settings import ConfigError, Settings, config_path, state_dir
 
 
-def _env_int(env: Mapping[str, str], name: str) -> int | None:
+def _env_seconds(env: Mapping[str, str], name: str) -> int | None:
+    """A duration from the environment, read like ``--duration`` (``600``, ``10m``, ``1h30m``, ``00:10:00``)."""
     raw = env.get(name)
     if raw is None or raw == "":
         return None
     try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number of seconds") from None
-    if value < 0:
-        raise ConfigError(f"{name}={raw!r} must not be negative")
-    return value
+        return parse_duration(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r}: {exc}") from None
 
 
 def _apply_env(cluster: ClusterConfig, env: Mapping[str, str]) -> ClusterConfig:
     first_name, next_name = park_cap_env(cluster.name)
-    first = _env_int(env, first_name)
-    nxt = _env_int(env, next_name)
+    first = _env_seconds(env, first_name)
+    nxt = _env_seconds(env, next_name)
     if first is not None:
         cluster = evolve(cluster, first_park_cap_s=first)
     if nxt is not None:

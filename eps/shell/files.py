@@ -137,10 +137,24 @@ def _converter() -> cattrs.Converter:
         return _strict_int(value, int)
 
     conv.register_structure_hook(str | int | None, wall)
+
+    def line_or_argv(value: Any, _: type) -> str | list[str] | None:
+        if value is None or isinstance(value, str):
+            return value
+        return sequence(value, list[str])  # type: ignore[no-any-return]
+
+    conv.register_structure_hook(str | list[str] | None, line_or_argv)
     return conv
 
 
 _CONV: cattrs.Converter | None = None
+
+
+def structure(data: Any, cls: Any, source: str) -> Any:
+    """``data`` as ``cls``, strictly; one :class:`ConfigError` line naming ``source`` and the path."""
+    if attrs.has(cls):
+        attrs.resolve_types(cls)
+    return _structure(data, cls, source)
 
 
 def _structure(data: Any, cls: Any, source: str) -> Any:

@@ -191,7 +191,9 @@ class Walker:
         try:
             return self.walk_from(dispatch, job, start)
         except Cancelled:
-            self.reporter.emit("stopped", dispatch=dispatch, message="cancelled")
+            self.reporter.emit(
+                "stopped", dispatch=dispatch, message="cancelled", reason={"code": "cancelled", "text": "cancelled"}
+            )
             return WalkResult(dispatch, None, failure="cancelled")
         finally:
             self.ledger.release(dispatch)
@@ -239,7 +241,8 @@ class Walker:
         attempt = self.ledger.begin_attempt(dispatch, rung, name)
         flight = _Flight(attempt, self.clock())
         self.reporter.emit(
-            "attempt", dispatch=dispatch, rung=rung.key, qos=rung.qos, reason=rung.reason,
+            "attempt", dispatch=dispatch, rung=rung.key, qos=rung.qos,
+            reason={"code": rung.why.value if rung.why else None, "text": rung.reason},
             price_per_hour=rung.price_per_hour,
         )  # fmt: skip
         match lane.start(job, rung, dispatch, name, self.files):
@@ -256,7 +259,7 @@ class Walker:
                 )
                 self.reporter.emit(
                     "failed", dispatch=dispatch, rung=rung.key, kind=failure.kind.value, code=failure.code,
-                    message=failure.message,
+                    message=failure.message, reason={"code": failure.kind.value, "text": failure.message},
                 )  # fmt: skip
                 return flight, Failed(rung, failure)
             case Success(handle) if handle.state is HandleState.PENDING:
@@ -295,7 +298,8 @@ class Walker:
         self.reporter.emit(
             "parked", dispatch=dispatch, rung=step.rung.key, qos=step.rung.qos, id=step.handle.id,
             elapsed_s=elapsed, cap_s=step.cap_s, pending_reason=step.handle.reason,
-            next=step.next_rung.key if step.next_rung is not None else None, reason=step.decision.reason,
+            next=step.next_rung.key if step.next_rung is not None else None,
+            reason={"code": step.decision.action.value, "text": step.decision.reason},
         )  # fmt: skip
         self._check_cancel(dispatch)
         # poll again after the interval, or right when the cap runs out if sooner
@@ -331,7 +335,8 @@ class Walker:
                 parked.attempt.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED.value, reason=step.reason
             )
             self.reporter.emit(
-                "withdrawn", dispatch=dispatch, rung=step.rung.key, id=handle.id, reason=step.reason
+                "withdrawn", dispatch=dispatch, rung=step.rung.key, id=handle.id,
+                reason={"code": step.why.value, "text": step.reason},
             )
             return Withdrawn(step.rung)
         self.ledger.update_attempt(
@@ -339,7 +344,7 @@ class Walker:
         )
         self.reporter.emit(
             "advanced", dispatch=dispatch, rung=step.rung.key, qos=step.rung.qos, id=handle.id,
-            elapsed_s=elapsed, pending_reason=handle.reason, reason=step.reason,
+            elapsed_s=elapsed, pending_reason=handle.reason, reason={"code": step.why.value, "text": step.reason},
         )  # fmt: skip
         return Withdrawn(step.rung, handle.reason)
 
@@ -360,10 +365,15 @@ class Walker:
             p = step.plan
             skipped = [f"{s.lane} {s.target or ''}: {s.detail}".replace(" :", ":") for s in (p.skipped if p else ())]
             self.ledger.set_dispatch(dispatch, DispatchState.FAILED, terminal=step.terminal.value, message=step.message)
-            self.reporter.emit("terminal", dispatch=dispatch, terminal=step.terminal.value, skipped=skipped)
+            self.reporter.emit(
+                "terminal", dispatch=dispatch, terminal=step.terminal.value, skipped=skipped, message=step.message,
+                reason={"code": step.terminal.value, "text": step.message},
+            )
             return WalkResult(dispatch, None, failure=step.message, terminal=step.terminal.value, walk=walk)
         self.ledger.set_dispatch(dispatch, DispatchState.FAILED, message=step.message)
-        self.reporter.emit("stopped", dispatch=dispatch, message=step.message)
+        code = step.failure.kind.value if step.failure is not None else "stopped"
+        self.reporter.emit("stopped", dispatch=dispatch, message=step.message,
+                           reason={"code": code, "text": step.message})  # fmt: skip
         return WalkResult(dispatch, None, failure=step.message, walk=walk)
 
     def _announce_landed(self, dispatch: str, handle: Handle, *, held: bool) -> None:

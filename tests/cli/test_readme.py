@@ -15,7 +15,14 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
     blocks = re.findall(r"```(toml|json)\n(.*?)```", README.read_text(), re.S)
     kinds = []
     for kind, text in blocks:
-        if kind == "toml":
+        if kind == "toml" and text.lstrip().startswith("# job.toml"):
+            from eps.shell.jobfile import load_job_file
+
+            (tmp_path / "job.toml").write_text(text)
+            job = load_job_file(str(tmp_path / "job.toml"))
+            assert job.intent == "cpu-small" and job.duration_s == 7200 and job.pin == "gcp"
+            kinds.append("job")
+        elif kind == "toml":
             f = tmp_path / "config.toml"
             f.write_text(text)
             settings = load_settings({"EPS_CONFIG": str(f), "HOME": str(tmp_path)})
@@ -31,7 +38,7 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             f.write_text(text)
             assert load_grants(str(f)).tiers("fellows")
             kinds.append("grants")
-    assert sorted(kinds) == ["config", "grants", "snapshot"]
+    assert sorted(kinds) == ["config", "grants", "job", "snapshot"]
 
 
 def test_readme_commands_are_the_ci_commands() -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eps.core.model import CapacitySnapshot, Job, JobError, LaneDown, QosGrants, evolve
+from eps.shell.cli.exits import SCHEMA_VERSION, Exit
 from eps.shell.settings import Settings
 
 if TYPE_CHECKING:
@@ -21,45 +22,7 @@ if TYPE_CHECKING:
     from eps.shell.lanes import LaneOptions, Lanes
     from eps.shell.state.ledger import Ledger
 
-EXIT_OK, EXIT_FAILED = 0, 1
-
-
-def add_parsers(sub: Any, add_job_options: Callable[[argparse.ArgumentParser], None]) -> None:
-    from eps.shell.cli.lifecycle import EXECUTE_EPILOG, add_execute_options
-    from eps.shell.cli.lifecycle import add_parsers as add_lifecycle
-
-    e = sub.add_parser(
-        "execute",
-        help="walk the plan for real: submit, park, fail over; -- COMMAND...",
-        usage="eps execute INTENT [options] -- COMMAND...",
-        epilog=EXECUTE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_job_options(e)
-    add_execute_options(e)
-    e.add_argument("--resume", metavar="DISPATCH", help="continue the walk of a dispatch after a crash")
-    e.add_argument("--dispatch-id", metavar="ID", help="use this dispatch id (default: a new one)")
-    add_lifecycle(sub)
-
-    s = sub.add_parser("status", help="what is running where")
-    s.add_argument("dispatch", nargs="?", help="one dispatch id (default: the active ones and the newest)")
-    s.add_argument("--limit", type=_limit, default=20, help="how many of the newest finished ones to show (20)")
-    s.add_argument("--all", action="store_true", help="every dispatch in the ledger")
-    s.add_argument("--json", action="store_true")
-
-    c = sub.add_parser("cancel", help="stop a dispatch and release every resource")
-    c.add_argument("dispatch", nargs="?", help="the dispatch id")
-    c.add_argument("--all", action="store_true", help="every live dispatch")
-    c.add_argument("--json", action="store_true")
-
-    r = sub.add_parser("reconcile", help="compare the ledger with the providers; adopt or clean up")
-    r.add_argument("--json", action="store_true")
-
-
-def _limit(text: str) -> int:
-    if not text.isdigit() or not 0 <= int(text) <= 100_000:
-        raise argparse.ArgumentTypeError(f"limit must be a whole number 0..100000, got {text!r}")
-    return int(text)
+EXIT_OK, EXIT_FAILED = Exit.OK, Exit.NOTHING_STARTS
 
 
 def run(
@@ -106,7 +69,7 @@ def _dispatch_command(
     lanes: Lanes,
     reporter: Reporter,
 ) -> int:
-    from eps.shell.state.reconcile import Reconciler, cancel, status
+    from eps.shell.state.reconcile import Reconciler, cancel
 
     # Every input error is found before anything happens: no reconcile, no provider call.
     if getattr(ns, "resume", None) and (ns.intent or command):
@@ -118,21 +81,13 @@ def _dispatch_command(
         raise JobError("dispatch_exists", f"dispatch {ns.dispatch_id} already exists", None)
     workers = settings.fanout_concurrency
     if ns.cmd == "status":
-        Reconciler(ledger, lanes, reporter, workers=workers).reconcile({ns.dispatch} if ns.dispatch else None)
-        rows = status(ledger, ns.dispatch, limit=None if ns.all else ns.limit)
-        for d, why in sorted(ledger.quarantined.items()):
-            sys.stderr.write(f"eps: warning: dispatch {d}: its ledger row cannot be read ({why}); left as it is\n")
-        if ns.json:
-            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
-        else:
-            _print_status(rows)
-        return EXIT_OK
+        return _status(ns, settings, ledger, lanes, reporter)
     if ns.cmd == "cancel":
         if not ns.dispatch and not ns.all:
             raise JobError("usage", "eps cancel: name a dispatch or --all", None)
         rep = cancel(ledger, lanes, reporter, [ns.dispatch] if ns.dispatch else None, workers=workers)
         if ns.json:
-            sys.stdout.write(json.dumps(rep, indent=2) + "\n")
+            _emit(rep)
         else:
             cancelled = ", ".join(rep["cancelled"]) or "nothing"
             sys.stdout.write(f"cancelled {cancelled}; released {len(rep['released'])}\n")
@@ -143,7 +98,10 @@ def _dispatch_command(
         return EXIT_FAILED if rep["errors"] else EXIT_OK
     if ns.cmd == "reconcile":
         report = Reconciler(ledger, lanes, reporter, workers=workers).reconcile()
-        sys.stdout.write(json.dumps(report, indent=2) + "\n" if ns.json else _reconcile_text(report))
+        if ns.json:
+            _emit(report)
+        else:
+            sys.stdout.write(_reconcile_text(report))
         return EXIT_FAILED if report["errors"] else EXIT_OK
     if ns.cmd in ("logs", "pull", "wait", "ssh"):
         return _lifecycle(ns, settings, command, ledger, lanes, reporter)
@@ -219,6 +177,8 @@ def _execute(
             sys.stdout.write(f"{r.dispatch} {h.lane} {where} {h.machine or ''} {h.id} {h.state}\n".replace("  ", " "))
         elif not reporter.json_lines:
             sys.stdout.write(f"{r.dispatch} failed: {r.failure}\n")
+            if r.terminal == "no_usable_lane":
+                sys.stdout.write("  what this machine can use, and how to fix the rest: eps check\n")
     started = all(r.handle is not None for r in results)
     if not any(r.handle is not None for r in results):
         return EXIT_FAILED
@@ -291,27 +251,59 @@ def _gather(
     return evolve(snapshot, unavailable=(*snapshot.unavailable, *down)), grants
 
 
-def _print_status(rows: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _status(ns: argparse.Namespace, settings: Settings, ledger: Ledger, lanes: Lanes, reporter: Reporter) -> int:
+    """``eps status``: reconcile, each provider within --timeout (a provider without credentials
+    is not asked at all), then answer from the ledger."""
+    import time
 
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("dispatch", "intent", "result", "lane", "where", "id", "attempts", "note"):
-        table.add_column(col)
-    for r in rows:
-        h = r["handle"] or {}
-        where = h.get("qos") or h.get("zone") or ""
-        table.add_row(
-            r["dispatch"],
-            r["intent"],
-            r["result"],
-            h.get("lane", ""),
-            where,
-            h.get("id", ""),
-            str(len(r["attempts"])),
-            r["terminal"] or r["message"] or "",
-        )
-    Console(width=140).print(table)
+    from eps.shell.state.reconcile import Reconciler, status
+
+    if ns.intent is not None and settings.policy.intent(ns.intent) is None:
+        from eps.core.router import unknown_intent
+
+        raise unknown_intent(ns.intent, settings.policy)
+    rec = Reconciler(ledger, lanes, reporter, workers=settings.fanout_concurrency, answer_within_s=float(ns.timeout))
+    rec.reconcile({ns.dispatch} if ns.dispatch else None)
+    since = None if ns.since is None else time.time() - ns.since
+    limit = None if ns.all else ns.limit
+    rows = status(ledger, ns.dispatch, limit=limit, active=ns.active, since=since, intent=ns.intent,
+                  policy=settings.policy)  # fmt: skip
+    for d, why in sorted(ledger.quarantined.items()):
+        sys.stderr.write(f"eps: warning: dispatch {d}: its ledger row cannot be read ({why}); left as it is\n")
+    late = {lane: why for lane, why in rec.unchecked.items() if lane not in rec.down}
+    notes = _status_notes(rows, lanes, late)
+    if ns.json:
+        _emit({"dispatches": rows, "notes": notes})
+    else:
+        from eps.shell.cli.status_view import print_status
+
+        print_status(rows, notes, lanes.env, wide=ns.wide)
+    return EXIT_OK
+
+
+def _status_notes(rows: list[dict[str, Any]], lanes: Lanes, unchecked: dict[str, str]) -> list[dict[str, Any]]:
+    from eps.shell.state.reconcile import ACTIVE_STATES
+
+    """Why the providers of the rows shown were not asked (no credentials, not configured) or
+    did not answer in time: those rows are as the ledger has them."""
+    notes = []
+    live = [r for r in rows if r["state"] in {s.value for s in ACTIVE_STATES}]
+    used = {r["handle"]["lane"] for r in live if r["handle"]} | {
+        a["rung"].split("/", 1)[0] for r in live for a in r["attempts"]
+    }
+    for lane in sorted(used):
+        if lanes.policy.lane_kind(lane) is None:
+            continue
+        down = lanes.down(lane)
+        if down is not None:
+            notes.append({"lane": lane, "code": down.code.value, "text": f"not checked: {down.reason}"})
+    for lane, why in sorted(unchecked.items()):
+        notes.append({"lane": lane, "code": "unchecked", "text": why})
+    return notes
+
+
+def _emit(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps({"schema_version": SCHEMA_VERSION, **doc}, indent=2) + "\n")
 
 
 def _reconcile_text(report: dict[str, Any]) -> str:

@@ -29,63 +29,25 @@ if TYPE_CHECKING:
     from eps.shell.lanes.jobs import JobFiles
     from eps.shell.state.ledger import DispatchRow, Ledger
 
-EXECUTE_EPILOG = (
-    "One argument after -- is a shell line, run through bash -lc (pipes, &&, globs work);\n"
-    "several arguments are an argv, run as is.  The job writes its results to $EPS_OUTPUT_DIR.\n"
-    "examples:\n"
-    "  eps execute cpu-small --duration 2h --workdir . --setup 'pip install -r requirements.txt' \\\n"
-    "      --env HF_TOKEN --wait -- python analyse.py\n"
-    "  eps execute cpu-small --count 8 --workdir . -- 'python shard.py $EPS_TASK_INDEX $EPS_TASK_COUNT'\n"
-    "  eps execute gpu-1 --duration 3h --restartable --workdir . -- python train.py"
-)
-
-
-def add_execute_options(e: argparse.ArgumentParser) -> None:
-    e.add_argument(
-        "--workdir", metavar="DIR", help="ship DIR to the machine (.gitignore/.epsignore honoured); run in it"
-    )
-    e.add_argument("--setup", metavar="CMD", help="a shell line run once before the command (e.g. pip install ...)")
-    e.add_argument(
-        "--env", metavar="KEY[=VALUE]", action="append", default=[],
-        help="pass a variable: KEY takes its value from your environment; values are never written down",
-    )  # fmt: skip
-    e.add_argument("--time-limit", metavar="DURATION", help="stop the job after this long (default: 1.5 x --duration)")
-    e.add_argument("--wait", action="store_true", help="wait for the job, pull its outputs, exit with its code")
-    e.add_argument("--follow", action="store_true", help="like --wait, and stream the job's log meanwhile")
-
-
-def add_parsers(sub: Any) -> None:
-    lg = sub.add_parser("logs", help="the job's stdout and stderr (live with -f)")
-    lg.add_argument("dispatch")
-    lg.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
-
-    p = sub.add_parser("pull", help="copy the job's $EPS_OUTPUT_DIR back")
-    p.add_argument("dispatch")
-    p.add_argument("--to", metavar="DIR", help="where to (default: <state dir>/outputs/<dispatch>)")
-
-    w = sub.add_parser("wait", help="wait for the job to end, pull its outputs, exit with its code")
-    w.add_argument("dispatch")
-    w.add_argument("--json", action="store_true")
-
-    s = sub.add_parser("ssh", help="a shell where the job runs (or run -- COMMAND there)")
-    s.add_argument("dispatch")
-
-
 def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tuple[Job, dict[str, str]]:
-    """The execute-only parts of the job, checked: the workdir exists and is a readable
-    directory, every ``--env KEY`` has a value, the time limit parses.  Returns the job and
-    the values of its ``--env`` names (kept out of the job record)."""
+    """The execute-only parts of the job (flags, else the job file's), checked: the workdir
+    exists and is a readable directory, every ``--env KEY`` has a value, the time limit
+    parses.  Returns the job and the values of its ``--env`` names (kept out of the job record)."""
     from eps.core.durations import parse_duration
 
+    from_file = getattr(ns, "job_file", None)
+    given_workdir = ns.workdir if ns.workdir is not None else (from_file.workdir if from_file else None)
+    setup = ns.setup if ns.setup is not None else (from_file.setup if from_file else None)
+    env_items = ns.env if ns.env is not None else list(from_file.env or ()) if from_file else []
     workdir = None
-    if ns.workdir is not None:
-        workdir = os.path.abspath(os.path.expanduser(ns.workdir))
+    if given_workdir is not None:
+        workdir = os.path.abspath(os.path.expanduser(given_workdir))
         if not os.path.isdir(workdir):
-            raise JobError("workdir", f"--workdir {ns.workdir}: no such directory", job)
+            raise JobError("workdir", f"--workdir {given_workdir}: no such directory", job)
         if not os.access(workdir, os.R_OK | os.X_OK):
-            raise JobError("workdir", f"--workdir {ns.workdir}: not readable", job)
+            raise JobError("workdir", f"--workdir {given_workdir}: not readable", job)
     values: dict[str, str] = {}
-    for item in ns.env:
+    for item in env_items:
         name, sep, value = item.partition("=")
         if not name.isidentifier() or not name.isascii():
             raise JobError("env", f"--env {name!r}: not a variable name", job)
@@ -94,7 +56,7 @@ def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tup
                 raise JobError("env", f"--env {name}: not set in your environment (give --env {name}=VALUE)", job)
             value = env[name]
         values[name] = value
-    limit = None
+    limit = from_file.time_limit_s if from_file is not None else None
     if ns.time_limit is not None:
         try:
             limit = parse_duration(ns.time_limit)
@@ -102,9 +64,9 @@ def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tup
             raise JobError("time_limit", f"--time-limit: {exc}", job) from None
         if limit <= 0:
             raise JobError("time_limit", "--time-limit must be positive", job)
-    if ns.setup is not None and not ns.setup.strip():
+    if setup is not None and not setup.strip():
         raise JobError("setup", "--setup is empty", job)
-    job = evolve(job, workdir=workdir, setup=ns.setup, env_names=tuple(values), time_limit_s=limit)
+    job = evolve(job, workdir=workdir, setup=setup, env_names=tuple(values), time_limit_s=limit)
     return job, values
 
 

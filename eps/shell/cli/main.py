@@ -1,116 +1,73 @@
 """The ``eps`` command line: ``main(argv) -> int`` and a one-line entry point.
 
-Exit codes, mapped in one place (:func:`main`):
-0 success; 1 a dispatch failed or nothing could start; 2 bad input (usage,
-unknown intent, bad duration, impossible pin, malformed file or config):
-one line on stderr, nothing changed; 130 interrupted.
+Exit codes are one table (:mod:`eps.shell.cli.exits`), mapped here and nowhere else:
+0 ok; 1 nothing can start (a terminal plan, or a plan no rung of which this machine
+can run; a dispatch that started nothing; ``eps check`` with a resource kind no lane
+here can run); 2 bad input: one line on stderr (with ``--json``, one JSON object),
+nothing changed; 70 a bug in eps; 130 interrupted.
 
-The plan path imports only the pure core, argparse and json; rich, cattrs and
-the provider clients load only when a command needs them.
+The plan path imports only the pure core, argparse and json (and a job file's
+converter when ``--job`` is given); the provider clients load only when a command
+needs them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
+from eps._version import __version__
 from eps.core.durations import parse_duration
 from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, Policy, QosGrants
+from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
+from eps.shell.cli.parser import JOB_DEFAULTS, UsageError, build, glue_negative_values
 from eps.shell.config import load_settings
 from eps.shell.settings import ConfigError, Settings
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+EXIT_OK = Exit.OK
+EXIT_FAILED = Exit.NOTHING_STARTS
+EXIT_USAGE = Exit.BAD_INPUT
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "entry", "main", "make_job"]
 
 
-class UsageError(Exception):
-    """Bad command line: one line, exit 2."""
+def make_job(ns: argparse.Namespace, command: Sequence[str] = ()) -> Job:
+    """The job of ``ns``: the job file's values (``--job``), overridden by the flags given,
+    then the defaults; the command after ``--`` wins over the file's."""
+    from_file = None
+    if getattr(ns, "job", None):
+        from eps.shell.jobfile import load_job_file
 
+        from_file = load_job_file(ns.job)
+    ns.job_file = from_file
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, no usage dump
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+    def pick(flag: str, field: str | None = None) -> Any:
+        given = getattr(ns, flag, None)
+        if given is not None:
+            return given
+        if from_file is not None:
+            value = getattr(from_file, field or flag)
+            if value is not None:
+                return value
+        return JOB_DEFAULTS.get(flag)
 
-
-def _duration(text: str) -> int:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"count must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"count must be at least 1, got {value}")
-    return value
-
-
-def _footprint(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"footprint must be a number of GB, got {text!r}") from None
-    if value < 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"footprint must be a finite number >= 0, got {text!r}")
-    return value
-
-
-def _add_job_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("intent", nargs="?", help="what the job needs (see `eps intents`)")
-    p.add_argument("--duration", type=_duration, default=3600, help="estimated run time: 45s, 30m, 3h, 2d (1h)")
-    p.add_argument("--restartable", action="store_true", help="the job can be restarted (spot-friendly)")
-    p.add_argument("--footprint-gb", type=_footprint, default=0.0, help="data footprint in GB")
-    p.add_argument("--gradient-fit", action="store_true", help="the job is a gradient-descent fit")
-    p.add_argument("--count", type=_count, default=1, help="parallel copies (CPU: N machines)")
-    p.add_argument("--pin", metavar="LANE", help="run only on this lane: vm, fellows, gcp, runpod")
-    p.add_argument("--snapshot", metavar="FILE", help="capacity snapshot (JSON or TOML)")
-    p.add_argument("--grants", metavar="FILE", help="QoS grants (JSON or TOML); default: the fellows tiers")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-
-
-def _parser() -> _Parser:
-    root = _Parser(prog="eps", description="Plan and run research compute jobs on the right lane.")
-    root.add_argument("--list-intents", action="store_true", help="same as `eps intents`")
-    sub = root.add_subparsers(dest="cmd", parser_class=_Parser)
-
-    p = sub.add_parser("plan", help="dry run: the route plan for a job")
-    _add_job_options(p)
-    p.add_argument(
-        "--park", metavar="[CLUSTER:]QOS=SECONDS", help="the job is parked (PENDING) on that tier for that long"
-    )
-    p.add_argument("--park-reason", metavar="REASON", help="its SLURM pending reason (e.g. Priority)")
-    p.add_argument("--list-intents", action="store_true", help="list the intents and exit")
-
-    i = sub.add_parser("intents", help="the intent table")
-    i.add_argument("--json", action="store_true")
-
-    from eps.shell.cli import commands
-
-    commands.add_parsers(sub, _add_job_options)
-    return root
-
-
-def _job(ns: argparse.Namespace, command: Sequence[str] = ()) -> Job:
-    if not ns.intent:
-        raise UsageError("eps: an intent is needed (see `eps intents`)")
+    intent = pick("intent")
+    if not intent:
+        raise UsageError("eps: an intent is needed (see `eps intents`), or a job file with one (--job)")
+    if not command and from_file is not None and from_file.command:
+        command = from_file.command
     return Job(
-        intent=ns.intent,
-        duration_s=ns.duration,
-        restartable=ns.restartable,
-        footprint_gb=ns.footprint_gb,
-        gradient_fit=ns.gradient_fit,
-        count=ns.count,
-        pin=ns.pin,
+        intent=intent,
+        duration_s=pick("duration", "duration_s"),
+        restartable=pick("restartable"),
+        footprint_gb=pick("footprint_gb"),
+        gradient_fit=pick("gradient_fit"),
+        count=pick("count"),
+        pin=pick("pin"),
         command=tuple(command),
     )
 
@@ -155,36 +112,83 @@ def _park(text: str | None, reason: str | None, policy: Policy) -> ParkState | N
     return ParkState(cluster.name, q, elapsed, reason)
 
 
-def cmd_plan(ns: argparse.Namespace, settings: Settings) -> int:
+def cmd_plan(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
     from eps.core.router import plan
+    from eps.core.usable import can_start
+    from eps.shell.availability import down_here
 
-    job = _job(ns)
+    job = make_job(ns)
     snap, grants = _inputs(ns)
     park = _park(ns.park, ns.park_reason, settings.policy)
     result = plan(job, snap, grants, park, policy=settings.policy)
+    lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
+    down = (*snap.unavailable, *down_here(settings, env, lanes))
     if ns.json:
         from eps.shell.cli.views import plan_dict
 
-        _emit(plan_dict(result, job))
+        emit(plan_dict(result, job, down))
     else:
-        from eps.shell.cli.views import print_plan
+        from eps.shell.cli.views import out_for, print_plan
 
-        print_plan(result, job)
-    return EXIT_OK
+        print_plan(result, job, out_for(sys.stdout, env, wide=ns.wide), down)
+    return EXIT_OK if can_start(result, down) else EXIT_FAILED
 
 
-def cmd_intents(ns: argparse.Namespace, settings: Settings) -> int:
+def cmd_intents(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
     from eps.shell.cli import views
 
     if getattr(ns, "json", False):
-        _emit([views.intent_dict(it, settings.policy) for it in settings.policy.intents])
+        emit(views.intents_doc(settings.policy))
     else:
-        views.print_intents(settings.policy)
+        views.print_intents(settings.policy, views.out_for(sys.stdout, env, wide=getattr(ns, "wide", False)))
     return EXIT_OK
 
 
-def _emit(obj: Any) -> None:
+def cmd_schema(ns: argparse.Namespace) -> int:
+    from eps.shell.cli.schemas import names, schema_text
+
+    if ns.name is None:
+        sys.stdout.write("\n".join(names()) + "\n")
+        return EXIT_OK
+    sys.stdout.write(schema_text(ns.name))
+    return EXIT_OK
+
+
+def emit(obj: Any) -> None:
+    """One ``--json`` document on stdout."""
+    if isinstance(obj, dict) and "schema_version" not in obj:
+        obj = {"schema_version": SCHEMA_VERSION, **obj}
     sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+
+
+def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_options: Any) -> int:
+    ns = build().parse_args(args)
+    if ns.version:
+        sys.stdout.write(f"eps {__version__}\n")
+        return EXIT_OK
+    if ns.cmd == "schema":
+        return cmd_schema(ns)
+    if ns.cmd == "completion":
+        from eps.shell.cli.completion import script
+
+        sys.stdout.write(script(ns.shell))
+        return EXIT_OK
+    settings = load_settings(env)
+    if ns.list_intents or ns.cmd == "intents":
+        return cmd_intents(ns, settings, env)
+    if ns.cmd == "plan":
+        if command:
+            raise UsageError("eps plan: a command after -- is for `eps execute`")
+        return cmd_plan(ns, settings, env)
+    if ns.cmd is None:
+        raise UsageError("eps: a command is needed: check, plan, intents, execute, status, cancel, ... (eps --help)")
+    if ns.cmd == "check":
+        from eps.shell.cli.check import run_check
+
+        return run_check(ns, settings, dict(env), lane_options)
+    from eps.shell.cli import commands
+
+    return commands.run(ns, settings, command, make_job, env=dict(env), options=lane_options)
 
 
 def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *, lane_options: Any = None) -> int:
@@ -193,33 +197,27 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *
     ``env`` replaces ``os.environ``; ``lane_options`` (an ``eps.shell.lanes.LaneOptions``)
     lets tests point the lanes at local servers and make them poll fast."""
     args = list(sys.argv[1:] if argv is None else argv)
+    environ: Mapping[str, str] = os.environ if env is None else env
     command: list[str] = []
     if "--" in args:  # eps execute INTENT [opts] -- COMMAND...
         k = args.index("--")
         args, command = args[:k], args[k + 1 :]
-    args = _glue_negative_values(args)
-    try:
-        ns = _parser().parse_args(args)
-        settings = load_settings(os.environ if env is None else env)
-        if ns.list_intents or ns.cmd == "intents":
-            return cmd_intents(ns, settings)
-        if ns.cmd == "plan":
-            if command:
-                raise UsageError("eps plan: a command after -- is for `eps execute`")
-            return cmd_plan(ns, settings)
-        if ns.cmd is None:
-            raise UsageError("eps: a command is needed: plan, intents, execute, status, cancel, reconcile")
-        from eps.shell.cli import commands
+    as_json = "--json" in args
+    if args[:1] == ["_complete"]:  # the shell completion's callback (not in --help)
+        from eps.shell.cli.completion import answer
 
-        return commands.run(
-            ns, settings, command, _job, env=dict(os.environ if env is None else env), options=lane_options
-        )
+        return answer(args[1:], environ)
+    try:
+        return _run(glue_negative_values(args), command, environ, lane_options)
     except (UsageError, JobError, ConfigError) as exc:
-        sys.stderr.write(f"eps: error: {_one_line(exc)}\n")
+        code = exc.code if isinstance(exc, JobError) else "usage" if isinstance(exc, UsageError) else "bad_file"
+        write_error(sys.stderr, as_json=as_json, code=code, text=_one_line(exc), exit_code=EXIT_USAGE,
+                    prefix="eps: error: ")  # fmt: skip
         return EXIT_USAGE
     except KeyboardInterrupt:
-        sys.stderr.write("eps: interrupted\n")
-        return 130
+        write_error(sys.stderr, as_json=as_json, code="interrupted", text="interrupted", exit_code=Exit.INTERRUPTED,
+                    prefix="eps: ")  # fmt: skip
+        return Exit.INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # a bug in eps: say so in one line, keep the details in a file
@@ -229,27 +227,10 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *
         fd, path = tempfile.mkstemp(prefix="eps-crash-", suffix=".txt")
         with os.fdopen(fd, "w") as fh:
             traceback.print_exc(file=fh)
-        sys.stderr.write(f"eps: internal error: {type(exc).__name__}: {_one_line(exc)} (details in {path})\n")
-        return 70
-
-
-_VALUE_OPTIONS = ("--duration", "--footprint-gb", "--count", "--park")
-
-
-def _glue_negative_values(args: list[str]) -> list[str]:
-    """``--duration -3h`` -> ``--duration=-3h`` so the value reaches its validator
-    (argparse would otherwise take ``-3h`` for an option and say something vaguer)."""
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in _VALUE_OPTIONS and i + 1 < len(args) and args[i + 1].startswith("-") and args[i + 1][1:2].isdigit():
-            out.append(f"{a}={args[i + 1]}")
-            i += 2
-            continue
-        out.append(a)
-        i += 1
-    return out
+        text = f"{type(exc).__name__}: {_one_line(exc)} (details in {path})"
+        write_error(sys.stderr, as_json=as_json, code="internal", text=text, exit_code=Exit.INTERNAL,
+                    prefix="eps: internal error: ")  # fmt: skip
+        return Exit.INTERNAL
 
 
 def _one_line(exc: BaseException) -> str:

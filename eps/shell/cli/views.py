@@ -1,18 +1,30 @@
-"""How plans and intents look: plain dicts for ``--json`` and rich tables for people.
-
-``rich`` is imported only inside the table functions, so ``--json`` output never
-pays for it.
+"""How plans and intents look: plain dicts for ``--json`` (each with ``schema_version``;
+their JSON Schemas are in ``eps/schemas``) and plain-text tables for people
+(:mod:`eps.shell.cli.table`: they fit the width, and cost a few milliseconds).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eps.core.durations import human
-from eps.core.model import Intent, Job, Policy, RoutePlan, Rung, Skip
+from eps.core.model import Intent, Job, LaneDown, Policy, RoutePlan, Rung, Skip
+from eps.core.usable import can_start, mark, terminal_text, unusable_lanes
+from eps.shell.cli.exits import SCHEMA_VERSION
+from eps.shell.cli.table import Column, render
 
 
-def rung_dict(r: Rung) -> dict[str, Any]:
+def reason(code: str | None, text: str) -> dict[str, Any]:
+    """Every reason in eps's JSON: a stable code and the words."""
+    return {"code": code, "text": text}
+
+
+def down_dict(d: LaneDown) -> dict[str, Any]:
+    return {"lane": d.lane, "code": d.code.value, "text": d.reason, "fix": d.fix}
+
+
+def rung_dict(r: Rung, down: LaneDown | None = None) -> dict[str, Any]:
     return {
         "lane": r.lane,
         "kind": r.kind.value,
@@ -26,13 +38,15 @@ def rung_dict(r: Rung) -> dict[str, Any]:
         "disk_gb": r.disk_gb,
         "park_cap_s": r.park_cap_s,
         "price_per_hour": r.price_per_hour,
-        "reason": r.reason,
+        "reason": reason(r.why.value if r.why else None, r.reason),
         "key": r.key,
+        "runnable": down is None,
+        "not_runnable": None if down is None else {"code": down.code.value, "text": down.reason, "fix": down.fix},
     }
 
 
 def skip_dict(s: Skip) -> dict[str, Any]:
-    return {"lane": s.lane, "reason": s.code.value, "detail": s.detail, "target": s.target}
+    return {"lane": s.lane, "reason": reason(s.code.value, s.detail), "target": s.target}
 
 
 def job_dict(job: Job) -> dict[str, Any]:
@@ -48,20 +62,31 @@ def job_dict(job: Job) -> dict[str, Any]:
     }
 
 
-def plan_dict(plan: RoutePlan, job: Job) -> dict[str, Any]:
+def plan_dict(plan: RoutePlan, job: Job, down: Sequence[LaneDown] = ()) -> dict[str, Any]:
     park = None
     if plan.park is not None:
         p = plan.park
-        park = {"action": p.action.value, "rung": p.rung, "remaining_s": p.remaining_s, "reason": p.reason}
+        park = {
+            "action": p.action.value,
+            "rung": p.rung,
+            "remaining_s": p.remaining_s,
+            "reason": reason(p.action.value, p.reason),
+        }
+    terminal = None
+    if plan.terminal is not None:
+        terminal = reason(plan.terminal.value, terminal_text(plan, down))
     return {
+        "schema_version": SCHEMA_VERSION,
         "intent": plan.intent,
         "resolved_intent": plan.resolved_intent,
         "resource": plan.resource.value,
         "count": plan.count,
         "job": job_dict(job),
-        "rungs": [rung_dict(r) for r in plan.rungs],
+        "rungs": [rung_dict(s.rung, s.down) for s in mark(plan, down)],
         "skipped": [skip_dict(s) for s in plan.skipped],
-        "terminal": plan.terminal.value if plan.terminal else None,
+        "terminal": terminal,
+        "can_start": can_start(plan, down),
+        "unusable_lanes": [down_dict(d) for d in unusable_lanes(plan, down)],
         "worst_case_wait_s": plan.worst_case_wait_s,
         "notes": list(plan.notes),
         "park": park,
@@ -89,9 +114,20 @@ def intent_dict(it: Intent, policy: Policy) -> dict[str, Any]:
     }
 
 
+def intents_doc(policy: Policy) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "intents": [intent_dict(it, policy) for it in policy.intents]}
+
+
+def key_label(key: str) -> str:
+    """A rung key (``fellows/high-eur/-/queue``) as people read it: ``fellows high-eur (queue)``."""
+    lane, target, zone, how = ([*key.split("/"), "", "", ""])[:4]
+    where = " ".join(x for x in (target, "@ " + zone if zone not in ("", "-") else "") if x and x != "-")
+    return f"{lane} {where} ({how})".replace("  ", " ") if how else key
+
+
 def _target(r: Rung) -> str:
     if r.qos:
-        return f"{r.qos}  ({r.machine})"
+        return f"{r.qos} ({r.machine})"
     if r.zone:
         return f"{r.machine} @ {r.zone}"
     return r.machine or "local"
@@ -101,72 +137,112 @@ def _money(x: float) -> str:
     return "free" if x == 0 else f"${x:,.3f}" if x < 1 else f"${x:,.2f}"
 
 
-def _console(file: Any) -> Any:
-    import shutil
+class Out:
+    """Where a view writes, how wide it may be, and whether it may be bold."""
 
-    from rich.console import Console
+    def __init__(self, file: Any, width: int | None, *, bold: bool = False) -> None:
+        self.file = file
+        self.width = width
+        self.bold = bold
 
-    # Wide enough that reasons do not wrap into unreadable columns when piped.
-    width = max(shutil.get_terminal_size((140, 24)).columns, 120)
-    return Console(file=file, highlight=False, width=width)
+    def line(self, text: str = "") -> None:
+        """A line of prose, wrapped to the width (continuations indented under it)."""
+        if self.width is None or len(text) <= self.width:
+            self.file.write(text + "\n")
+            return
+        import textwrap
+
+        lead = " " * (len(text) - len(text.lstrip()) + 4)
+        wrapped = textwrap.wrap(text, self.width, subsequent_indent=lead, break_on_hyphens=False)
+        self.file.write("\n".join(wrapped) + "\n")
+
+    def table(self, cols: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
+        self.file.write(render(cols, rows, self.width, bold=self.bold))
 
 
-def print_plan(plan: RoutePlan, job: Job, *, file: Any = None) -> None:
-    from rich.table import Table
+_PLAN_COLS = (
+    Column("#", right=True),
+    Column("lane"),
+    Column("target"),
+    Column("how"),
+    Column("park cap", right=True),
+    Column("$/h", right=True),
+    Column("here"),
+    Column("why", flex=True),
+)
 
-    console = _console(file)
-    head = f"[bold]{plan.intent}[/bold]"
-    if plan.resolved_intent != plan.intent:
-        head += f" -> [bold]{plan.resolved_intent}[/bold]"
+
+def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = ()) -> None:
+    head = plan.intent if plan.resolved_intent == plan.intent else f"{plan.intent} -> {plan.resolved_intent}"
     extra = f", {plan.count} independent copies" if plan.count > 1 else ""
-    console.print(
-        f"{head}  ({plan.resource.value}, {human(job.duration_s)}"
-        f"{', restartable' if job.restartable else ''}{extra}"
-        f"{', pinned to ' + job.pin if job.pin else ''})"
-    )
+    pin = f", pinned to {job.pin}" if job.pin else ""
+    out.line(f"{head}  ({plan.resource.value}, {human(job.duration_s)}{', restartable' if job.restartable else ''}"
+             f"{extra}{pin})")  # fmt: skip
     for note in plan.notes:
-        console.print(f"  note: {note}")
+        out.line(f"  note: {note}")
     if plan.park is not None:
         p = plan.park
-        console.print(f"  parked on {p.rung}: [bold]{p.action.value}[/bold] ({p.reason})")
-    if plan.rungs:
-        table = Table(title=None, box=None, pad_edge=False, header_style="bold")
-        for col in ("#", "lane", "target", "how", "park cap", "$/h", "why"):
-            table.add_column(col, justify="right" if col in ("#", "park cap", "$/h") else "left")
-        for i, r in enumerate(plan.rungs, 1):
+        out.line(f"  parked on {key_label(p.rung)}: {p.action.value} ({p.reason})")
+    marked = mark(plan, down)
+    if marked:
+        rows = []
+        for i, s in enumerate(marked, 1):
+            r = s.rung
             cap = "-" if r.park_cap_s is None else human(r.park_cap_s)
             if r.kind.value == "slurm" and r.park_cap_s is None:
                 cap = "pin"
-            table.add_row(str(i), r.lane, _target(r), r.provisioning.value, cap, _money(r.price_per_hour), r.reason)
-        console.print(table)
+            here = "yes" if s.runnable else "no"
+            money = _money(r.price_per_hour)
+            rows.append([str(i), r.lane, _target(r), r.provisioning.value, cap, money, here, r.reason])
+        out.table(_PLAN_COLS, rows)
     wait = f"{plan.worst_case_wait_s} s ({human(plan.worst_case_wait_s)})"
     paid = any(r.provisioning.value in ("spot", "on-demand", "flex-start") for r in plan.rungs)
     queued = any(r.provisioning.value == "queue" for r in plan.rungs)
     if paid:
-        console.print(f"worst-case wait before a paid lane: {wait}")
+        out.line(f"worst-case wait before a paid lane: {wait}")
     elif queued:
-        console.print(f"worst-case queue wait: {wait}; no paid lane follows (see skipped)")
+        out.line(f"worst-case queue wait: {wait}; no paid lane follows (see skipped)")
     if plan.skipped:
-        console.print("skipped:")
-        for s in plan.skipped:
-            target = f" {s.target}" if s.target else ""
-            console.print(f"  {s.lane}{target}: {s.code.value}: {s.detail}")
+        out.line("skipped:")
+        for sk in plan.skipped:
+            target = f" {sk.target}" if sk.target else ""
+            out.line(f"  {sk.lane}{target}: {sk.code.value}: {sk.detail}")
+    unusable = unusable_lanes(plan, down)
+    if unusable:
+        out.line("not usable on this machine now (`eps check` shows every lane):")
+        for d in unusable:
+            out.line(f"  {d.lane}: {d.reason}")
+            if d.fix:
+                out.line(f"    fix: {d.fix}")
     if plan.terminal is not None:
-        console.print(f"[bold red]terminal: {plan.terminal.value}[/bold red] (no rung left to try)")
-    console.print("prices are list prices, information only; eps never limits work by dollars (P12)")
+        out.line(f"terminal: {terminal_text(plan, down)}")
+    elif not can_start(plan, down):
+        out.line("nothing here can start this job now: eps execute would end with no_usable_lane")
+    out.line("prices are list prices, information only; eps never limits work by dollars (P12)")
 
 
-def print_intents(policy: Policy, *, file: Any = None) -> None:
-    from rich.table import Table
+_INTENT_COLS = (
+    Column("intent"),
+    Column("kind"),
+    Column("lanes (auto)"),
+    Column("GCP machine"),
+    Column("RunPod", flex=True),
+    Column("what for", flex=True),
+)
 
-    console = _console(file)
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("intent", "kind", "lanes (auto)", "GCP machine", "RunPod", "what for"):
-        table.add_column(col)
+
+def print_intents(policy: Policy, out: Out) -> None:
+    rows = []
     for it in policy.intents:
         d = intent_dict(it, policy)
         machine = (d["gcp_machine"] or "-") + ("" if d["gcp_spot"] else " (on-demand)")
         runpod = ", ".join(d["runpod"]) + (" (pin only)" if d["runpod_needs_pin"] else "")
         kind = f"{it.gpus} GPU" if it.gpus else f"{it.vcpus} vCPU"
-        table.add_row(it.name, kind, " -> ".join(d["lanes"]), machine, runpod, it.description)
-    console.print(table)
+        rows.append([it.name, kind, " -> ".join(d["lanes"]), machine, runpod, it.description])
+    out.table(_INTENT_COLS, rows)
+
+
+def out_for(stream: Any, env: Mapping[str, str], *, wide: bool = False) -> Out:
+    from eps.shell.cli.table import styled, width_for
+
+    return Out(stream, width_for(stream, env, wide=wide), bold=styled(stream, env))

@@ -1,8 +1,9 @@
 """The lanes of one command, built lazily from the settings and keyed by lane kind.
 
 A command that never touches GCP never imports google-cloud-compute; a lane that
-is not set up here (no GCP project, no RunPod key, no SLURM client) reports why
-through :meth:`Lane.down` instead of failing mid-walk.  One provider client per
+is not set up here (no GCP project or credentials, no RunPod key, no SLURM client)
+reports why through :meth:`Lanes.down` (answered by :mod:`eps.shell.availability`,
+without building the adapter) instead of failing mid-walk.  One provider client per
 command: every lane object is built once and shared by the threads of a fan-out.
 This is the only place that maps a lane kind to its adapter.
 """
@@ -10,7 +11,6 @@ This is the only place that maps a lane kind to its adapter.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,8 +18,8 @@ from typing import Any
 from returns.result import Failure, Success
 
 from eps.core.model import LaneDown, LaneKind, Policy, QosGrants, Rung
+from eps.shell.availability import DOWN_CHECKS, lane_names
 from eps.shell.lanes.base import Lane, LaneOptions
-from eps.shell.secrets import secret_problem
 from eps.shell.settings import Settings
 
 
@@ -85,44 +85,6 @@ def _patience(lanes: Lanes) -> dict[str, Any]:
     return {} if given is None else {"patience": given}
 
 
-def _vm_down(lanes: Lanes, name: str) -> LaneDown | None:
-    return None
-
-
-def _slurm_down(lanes: Lanes, name: str) -> LaneDown | None:
-    if lanes.settings.cluster_access(name).login or lanes.options.slurm_runner is not None:
-        return None
-    if shutil.which("sbatch") is None:
-        return LaneDown(name, f"no SLURM client here and no login prefix for {name}")
-    return None
-
-
-def _gcp_down(lanes: Lanes, name: str) -> LaneDown | None:
-    if not lanes.settings.gcp.project:
-        return LaneDown(name, "no GCP project configured (gcp.project in the eps config)")
-    return None
-
-
-def _runpod_down(lanes: Lanes, name: str) -> LaneDown | None:
-    key = lanes.options.runpod_api_key or lanes.env.get("RUNPOD_API_KEY", "").strip()
-    if key:
-        problem = secret_problem(key)
-        return None if problem is None else LaneDown(name, f"the RunPod API key in RUNPOD_API_KEY {problem}")
-    if os.path.exists(os.path.expanduser("~/.runpod/config.toml")):
-        return None
-    return LaneDown(name, "no RunPod API key (RUNPOD_API_KEY or ~/.runpod/config.toml)")
-
-
-#: Why a lane of each kind cannot be used here, answered without importing its adapter
-#: (the RunPod and GCP clients cost over 100 ms to import; ``eps status`` must not pay that
-#: for a lane that is not set up).
-DOWN_CHECKS: Mapping[LaneKind, Callable[[Lanes, str], LaneDown | None]] = {
-    LaneKind.VM: _vm_down,
-    LaneKind.SLURM: _slurm_down,
-    LaneKind.GCP: _gcp_down,
-    LaneKind.RUNPOD: _runpod_down,
-}
-
 #: How each kind of lane is built.  Tests replace single lanes with ``overrides``.
 FACTORIES: Mapping[LaneKind, Callable[[Lanes, str], Lane]] = {
     LaneKind.VM: _vm,
@@ -161,7 +123,7 @@ class Lanes:
 
     def names(self) -> tuple[str, ...]:
         """Every lane of the policy: the VM, each cluster, gcp, runpod."""
-        return (self.policy.trivial_lane, *(c.name for c in self.policy.clusters), "gcp", "runpod")
+        return lane_names(self.settings)
 
     def get(self, name: str) -> Lane:
         with self._lock:
@@ -183,7 +145,13 @@ class Lanes:
         kind = self.policy.lane_kind(name)
         if kind is None:
             raise KeyError(f"unknown lane {name!r}")
-        return DOWN_CHECKS[kind](self, name)
+        return DOWN_CHECKS[kind](
+            self.settings,
+            self.env,
+            name,
+            runpod_key=self.options.runpod_api_key,
+            runner_given=self.options.slurm_runner is not None,
+        )
 
     def usable(self) -> list[Lane]:
         """The lanes that are set up here, built (only those)."""

@@ -97,6 +97,7 @@ class DispatchRow:
     job_status: str | None = None  # how it ended (eps.core.jobscript.JobEnd)
     ended_at: float | None = None
     pulled_at: float | None = None  # when its outputs and log were copied back
+    started_at: float | None = None  # when eps first saw it started (running, or a held job queued)
 
 
 @frozen
@@ -328,12 +329,14 @@ class Ledger:
             applied = move_dispatch(dispatch, DispatchState(row[0]), state)
             if applied is None:
                 return None
+            now = self._clock()
+            started = now if applied is DispatchState.STARTED else None
             db.execute(
                 "UPDATE dispatches SET state=?, terminal=coalesce(?, terminal), message=coalesce(?, message),"
-                " handle=coalesce(?, handle), updated_at=? WHERE id=?",
+                " handle=coalesce(?, handle), started_at=coalesce(started_at, ?), updated_at=? WHERE id=?",
                 (
                     applied.value, terminal, message, codec.handle_to_json(handle) if handle else None,
-                    self._clock(), dispatch,
+                    started, now, dispatch,
                 ),
             )  # fmt: skip
             return applied
@@ -389,6 +392,32 @@ class Ledger:
             " SELECT * FROM (SELECT * FROM dispatches ORDER BY created_at DESC LIMIT ?) ORDER BY created_at",
             (*values, limit),
         )
+        return sorted(self._rows(rows), key=lambda r: r.created_at)
+
+    def select(
+        self,
+        *,
+        states: tuple[DispatchState, ...] | None = None,
+        since: float | None = None,
+        intent: str | None = None,
+        limit: int | None = None,
+    ) -> list[DispatchRow]:
+        """The newest ``limit`` dispatches (all: ``None``) in ``states``, submitted at or after
+        ``since``, of ``intent``; oldest first.  Indexed."""
+        where: list[str] = []
+        args: list[Any] = []
+        if states:
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            args.extend(s.value for s in states)
+        if since is not None:
+            where.append("created_at >= ?")
+            args.append(since)
+        if intent is not None:
+            where.append("intent = ?")
+            args.append(intent)
+        sql = "SELECT * FROM dispatches" + (" WHERE " + " AND ".join(where) if where else "")  # noqa: S608 (fixed clauses)
+        sql += " ORDER BY created_at DESC" + (" LIMIT ?" if limit is not None else "")
+        rows = self._query(sql, (*args, *(() if limit is None else (limit,))))
         return sorted(self._rows(rows), key=lambda r: r.created_at)
 
     def children(self, parent: str) -> list[DispatchRow]:
@@ -497,6 +526,7 @@ def _dispatch_row(r: sqlite3.Row) -> DispatchRow:
         job_status=r["job_status"],
         ended_at=r["ended_at"],
         pulled_at=r["pulled_at"],
+        started_at=r["started_at"],
     )
 
 

@@ -91,5 +91,12 @@ def _v3(db: sqlite3.Connection) -> None:
         db.execute(f"ALTER TABLE dispatches ADD COLUMN {column}")
 
 
-MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3}
+def _v4(db: sqlite3.Connection) -> None:
+    """When the dispatch's job started (``eps status``'s started and runtime columns), and an
+    index for ``eps status --intent``."""
+    db.execute("ALTER TABLE dispatches ADD COLUMN started_at REAL")
+    db.execute("CREATE INDEX IF NOT EXISTS dispatches_by_intent ON dispatches(intent)")
+
+
+MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -16,6 +16,7 @@ machines takes seconds, not hours), each by one thread.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,8 @@ from typing import Any
 from returns.result import Failure, Success
 
 from eps.core.lifecycle import result_word
-from eps.core.model import JobError, LaneKind, evolve
+from eps.core.model import JobError, LaneKind, Policy, Provisioning, evolve
+from eps.core.prices import list_cost, list_price_per_hour
 from eps.core.settle import (
     RELEASE_ONLY,
     DispatchView,
@@ -88,24 +90,55 @@ class Reconciler:
         *,
         workers: int = 16,
         wall: Callable[[], float] = time.time,
+        answer_within_s: float | None = None,
     ) -> None:
+        self.answer_within_s = answer_within_s  # how long each provider's listing may take (None: as long as it takes)
         self.ledger = ledger
         self.lanes = lanes
         self.reporter = reporter
         self.workers = max(1, workers)
         self.wall = wall
         self.unchecked: dict[str, str] = {}  # lane -> why its inventory could not be read
+        self.down: dict[str, str] = {}  # lane -> why it cannot be used here (so it was not asked)
 
     def inventory(self) -> list[LiveItem]:
         """Everything under eps's names, one listing per usable lane; a lane that cannot be
         listed is noted in :attr:`unchecked` and the others are still read."""
         found: list[LiveItem] = []
-        for lane in self.lanes.usable():
-            match lane.inventory(None):
+        # A lane that cannot be used here (no credentials, not configured) is not asked, and
+        # what it may hold is not judged gone: settle treats it as blind.
+        for name in self.lanes.names():
+            down = self.lanes.down(name)
+            if down is not None:
+                self.down[name] = down.reason
+                self.unchecked[name] = f"not checked: {down.reason}"
+        lanes = self.lanes.usable()
+        answers: dict[str, Any] = {}
+        if self.answer_within_s is None:
+            for lane in lanes:
+                answers[lane.name] = lane.inventory(None)
+        else:
+            # Every provider asked at once, each within the time given; one that does not answer
+            # in time is noted and judged next time (daemon threads: a hung call never holds
+            # the command open).
+            def ask(lane: Any) -> None:
+                answers[lane.name] = lane.inventory(None)
+
+            threads = [threading.Thread(target=ask, args=(lane,), daemon=True) for lane in lanes]
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + self.answer_within_s
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))
+        for lane in lanes:
+            match answers.get(lane.name):
                 case Success(items):
                     found.extend(items)
                 case Failure(f):
                     self.unchecked[lane.name] = f.message
+                case None:
+                    late = f"no answer within {self.answer_within_s:g} s; shown as the ledger has it"
+                    self.unchecked[lane.name] = late
         return found
 
     def release(self, item: LiveItem) -> str | None:
@@ -363,15 +396,31 @@ def cancel(
     return report
 
 
-def status(ledger: Ledger, dispatch: str | None, *, limit: int | None = 20) -> list[dict[str, Any]]:
-    """The status rows: one dispatch, or the active ones plus the ``limit`` newest (all: ``None``)."""
+def status(
+    ledger: Ledger,
+    dispatch: str | None,
+    *,
+    limit: int | None = 20,
+    active: bool = False,
+    since: float | None = None,
+    intent: str | None = None,
+    policy: Policy | None = None,
+    now: float | None = None,
+) -> list[dict[str, Any]]:
+    """The status rows: one dispatch; or, with a filter (``active``, submitted at or after
+    ``since``, of ``intent``), the newest ``limit`` that match (all: ``None``); or else the
+    active ones plus the ``limit`` newest.  Each row has its times (submitted, started,
+    ended, runtime) and, as information only (P12), the list price of its runtime."""
     if dispatch is not None:
         row = ledger.dispatch(dispatch)
         if row is None:
             raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
         rows = [row]
+    elif active or since is not None or intent is not None:
+        rows = ledger.select(states=ACTIVE_STATES if active else None, since=since, intent=intent, limit=limit)
     else:
         rows = ledger.recent(ACTIVE_STATES, limit)
+    now = time.time() if now is None else now
     out = []
     for r in rows:
         try:
@@ -390,6 +439,7 @@ def status(ledger: Ledger, dispatch: str | None, *, limit: int | None = 20) -> l
                 "message": r.message,
                 "handle": codec.to_data(r.handle) if r.handle else None,
                 "created_at": r.created_at,
+                **_times(r, now, policy),
                 "attempts": [
                     {
                         "seq": a.seq,
@@ -404,3 +454,27 @@ def status(ledger: Ledger, dispatch: str | None, *, limit: int | None = 20) -> l
             }
         )
     return out
+
+
+def _times(r: DispatchRow, now: float, policy: Policy | None) -> dict[str, Any]:
+    """Submitted, started, ended, runtime, and the runtime's list price (information only, P12)."""
+    ended = r.ended_at
+    if ended is None and r.state in SETTLED_DISPATCH_STATES and r.started_at is not None:
+        ended = r.updated_at
+    runtime = None
+    if r.started_at is not None:
+        runtime = max(0.0, (ended if ended is not None else now) - r.started_at)
+    per_hour = None
+    if r.handle is not None and policy is not None:
+        how = r.handle.rung.rsplit("/", 1)[-1]
+        prov = Provisioning(how) if how in {p.value for p in Provisioning} else None
+        gpus = getattr(policy.intent(r.intent), "gpus", 0) * max(1, r.job.count)
+        per_hour = list_price_per_hour(policy, r.handle.kind, r.handle.machine, prov, gpus)
+    return {
+        "submitted_at": r.created_at,
+        "started_at": r.started_at,
+        "ended_at": ended,
+        "runtime_s": None if runtime is None else round(runtime, 1),
+        "list_price_per_hour": per_hour,
+        "list_cost": list_cost(per_hour, runtime),
+    }

@@ -88,5 +88,7 @@ class Eps:
     def status(self, dispatch: str | None = None) -> list[dict[str, Any]]:
         rc, out, err = self("status", "--json", *([dispatch] if dispatch else []))
         assert rc == 0, err
-        data: list[dict[str, Any]] = json.loads(out)
+        doc = json.loads(out)
+        assert doc["schema_version"] == 1
+        data: list[dict[str, Any]] = doc["dispatches"]
         return data

@@ -76,7 +76,7 @@ CASES: list[tuple[list[str], str]] = [
 
 ENV_CASES: list[tuple[list[str], dict[str, str], str]] = [
     (["execute", "cpu-small", "--", "true"], {"EPS_CONFIG": "/nonexistent/config.toml"}, "no such file"),
-    (["execute", "cpu-small", "--", "true"], {"EPS_FELLOWS_QUEUE_WAIT_SECONDS": "soon"}, "not a whole number"),
+    (["execute", "cpu-small", "--", "true"], {"EPS_FELLOWS_QUEUE_WAIT_SECONDS": "soon"}, "bad duration"),
     (["execute", "gpu-1", "--", "true"], {"EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS": "-1"}, "must not be negative"),
     (["status"], {"EPS_CONFIG": "@BAD_CONFIG@"}, "not valid TOML"),
     (["cancel", "--all"], {"EPS_CONFIG": "@EXTRA_CONFIG@"}, "extra fields"),

@@ -316,7 +316,7 @@ def test_one_unreadable_ledger_row_does_not_stop_status_or_reconcile(eps: Any) -
         db.execute("UPDATE dispatches SET handle='{\"half' WHERE id=?", (bad,))
     rc, out, err = eps("status", "--json")
     assert rc == 0, err
-    assert [r["dispatch"] for r in json.loads(out)] == [good]
+    assert [r["dispatch"] for r in json.loads(out)["dispatches"]] == [good]
     assert f"dispatch {bad}: its ledger row cannot be read" in err
     rc, out, err = eps("reconcile")
     assert rc == 0, (out, err)

@@ -60,7 +60,7 @@ def test_a_real_job_on_the_cluster_end_to_end(slurm_cluster: Path, tmp_path: Pat
     assert rc == 0, err
     import json
 
-    [row] = json.loads(out)
+    [row] = json.loads(out)["dispatches"]
     d = row["dispatch"]
     assert row["handle"]["lane"] == "fellows" and row["handle"]["qos"] == "high-eur"
     assert row["message"].startswith("failed (exit 3)")

@@ -1,0 +1,289 @@
+"""The ``eps`` argument parser: every subcommand, every option with its help, and each
+subcommand's help ending with real examples (a test parses every example).
+
+Job options default to ``None`` so that a job file (``--job``) can fill what the
+command line leaves out: flags override the file, the file overrides the defaults
+(:data:`JOB_DEFAULTS`).  Cheap to build: argparse only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any, NoReturn
+
+from eps.core.durations import parse_duration
+
+
+class UsageError(Exception):
+    """Bad command line: one line, exit 2."""
+
+
+#: What a job option is when neither the command line nor a job file gives it.
+JOB_DEFAULTS: dict[str, Any] = {
+    "duration": 3600,
+    "restartable": False,
+    "footprint_gb": 0.0,
+    "gradient_fit": False,
+    "count": 1,
+}
+
+#: Each subcommand's examples, shown at the end of its help (and parsed by a test).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "plan": (
+        "eps plan gpu-1 --duration 2h",
+        "eps plan cpu-small --duration 30m --json",
+        "eps plan --job job.toml --count 4",
+    ),
+    "intents": ("eps intents", "eps intents --json"),
+    "execute": (
+        "eps execute --job job.toml --wait",
+        "eps execute cpu-small --duration 2h --workdir . --setup 'pip install -r requirements.txt' "
+        "--env HF_TOKEN --wait -- python analyse.py",
+        "eps execute cpu-small --count 8 --workdir . -- 'python shard.py $EPS_TASK_INDEX $EPS_TASK_COUNT'",
+    ),
+    "check": ("eps check", "eps check --json"),
+    "status": ("eps status", "eps status --active --since 2d", "eps status --intent gpu-1 --json"),
+    "cancel": ("eps cancel e1a2b3c4d5", "eps cancel --all"),
+    "reconcile": ("eps reconcile", "eps reconcile --json"),
+    "logs": ("eps logs e1a2b3c4d5", "eps logs -f e1a2b3c4d5"),
+    "pull": ("eps pull e1a2b3c4d5", "eps pull e1a2b3c4d5 --to results/"),
+    "wait": ("eps wait e1a2b3c4d5", "eps wait e1a2b3c4d5 --json"),
+    "ssh": ("eps ssh e1a2b3c4d5", "eps ssh e1a2b3c4d5 -- nvidia-smi"),
+    "schema": ("eps schema", "eps schema plan"),
+    "completion": (
+        "eps completion bash > ~/.local/share/bash-completion/completions/eps",
+        "eps completion zsh > ~/.zfunc/_eps",
+    ),
+}
+
+EXECUTE_NOTE = (
+    "One argument after -- is a shell line, run through bash -lc (pipes, &&, globs work);\n"
+    "several arguments are an argv, run as is.  The job writes its results to $EPS_OUTPUT_DIR.\n"
+)
+
+#: Shell completion hooks (shtab reads ``action.complete``): functions of the preamble in
+#: :mod:`eps.shell.cli.completion` that ask ``eps _complete WHAT``.
+_COMPLETE = {
+    what: {"bash": f"_eps_complete_{what}", "zsh": f"_eps_complete_{what}"}
+    for what in ("intents", "lanes", "dispatches", "schemas")
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, no usage dump
+        raise UsageError(f"{self.prog}: {_suggest_choice(message)} (see {self.prog} --help)")
+
+
+def _suggest_choice(message: str) -> str:
+    """argparse's "invalid choice: 'exeucte' (choose from ...)" with a "did you mean"."""
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if m is None:
+        return message
+    choices = [c.strip().strip("'") for c in m[2].split(",")]
+    from difflib import get_close_matches
+
+    close = get_close_matches(m[1], choices, n=2, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"choose from {', '.join(choices)}"
+    return f"{message[: m.start()]}invalid choice: {m[1]!r} ({hint})"
+
+
+def _epilog(cmd: str, note: str = "") -> str:
+    return note + "examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[cmd])
+
+
+def _sub(sub: Any, name: str, help_: str, *, note: str = "", usage: str | None = None) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help_,
+        description=help_[0].upper() + help_[1:] + ".",
+        epilog=_epilog(name, note),
+        usage=usage,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return p
+
+
+def _duration(text: str) -> int:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"count must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"count must be at least 1, got {value}")
+    return value
+
+
+def _footprint(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"footprint must be a number of GB, got {text!r}") from None
+    if value < 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"footprint must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _limit(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 100_000:
+        raise argparse.ArgumentTypeError(f"limit must be a whole number 0..100000, got {text!r}")
+    return int(text)
+
+
+def _json(p: argparse.ArgumentParser, what: str = "output") -> None:
+    p.add_argument("--json", action="store_true", help=f"machine-readable {what} (see `eps schema`)")
+
+
+def _wide(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wide", action="store_true", help="never wrap or cut table cells, whatever the width")
+
+
+def add_job_options(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument("intent", nargs="?", help="what the job needs (see `eps intents`)")
+    a.complete = _COMPLETE["intents"]  # type: ignore[attr-defined]
+    p.add_argument("--job", metavar="FILE", help="a job file (TOML): its fields are the defaults, flags override them")
+    p.add_argument("--duration", type=_duration, help="estimated run time: 45s, 30m, 1h30m, 90min, 01:30:00, 2d (1h)")
+    p.add_argument(
+        "--restartable", action=argparse.BooleanOptionalAction, help="the job can be restarted (spot-friendly)"
+    )
+    p.add_argument("--footprint-gb", type=_footprint, help="data footprint in GB (0)")
+    p.add_argument("--gradient-fit", action=argparse.BooleanOptionalAction, help="the job is a gradient-descent fit")
+    p.add_argument("--count", type=_count, help="parallel copies (CPU: N machines; GPU: one N-times machine) (1)")
+    a = p.add_argument("--pin", metavar="LANE", help="run only on this lane: vm, fellows, gcp, runpod (P10)")
+    a.complete = _COMPLETE["lanes"]  # type: ignore[attr-defined]
+    p.add_argument("--snapshot", metavar="FILE", help="capacity snapshot (JSON or TOML)")
+    p.add_argument("--grants", metavar="FILE", help="QoS grants (JSON or TOML); default: the fellows tiers")
+    _json(p)
+
+
+def add_execute_options(e: argparse.ArgumentParser) -> None:
+    e.add_argument(
+        "--workdir", metavar="DIR", help="ship DIR to the machine (.gitignore/.epsignore honoured); run in it"
+    )
+    e.add_argument("--setup", metavar="CMD", help="a shell line run once before the command (e.g. pip install ...)")
+    e.add_argument(
+        "--env", metavar="KEY[=VALUE]", action="append", default=None,
+        help="pass a variable: KEY takes its value from your environment; values are never written down",
+    )  # fmt: skip
+    e.add_argument("--time-limit", metavar="DURATION", help="stop the job after this long (default: 1.5 x --duration)")
+    e.add_argument("--wait", action="store_true", help="wait for the job, pull its outputs, exit with its code")
+    e.add_argument("--follow", action="store_true", help="like --wait, and stream the job's log meanwhile")
+    a = e.add_argument("--resume", metavar="DISPATCH", help="continue the walk of a dispatch after a crash")
+    a.complete = _COMPLETE["dispatches"]  # type: ignore[attr-defined]
+    e.add_argument("--dispatch-id", metavar="ID", help="use this dispatch id (default: a new one)")
+
+
+def _dispatch_arg(p: argparse.ArgumentParser, help_: str, *, optional: bool = False) -> None:
+    a = p.add_argument("dispatch", nargs="?" if optional else None, help=help_)
+    a.complete = _COMPLETE["dispatches"]  # type: ignore[attr-defined]
+
+
+def build() -> _Parser:  # noqa: PLR0915  (one statement per option: the parser is a table)
+    """The whole ``eps`` parser."""
+    root = _Parser(
+        prog="eps",
+        description="Plan and run research compute jobs on the right lane.",
+        epilog="start with: eps check; eps plan INTENT --duration 2h; eps SUBCOMMAND --help",
+    )
+    root.add_argument("--version", action="store_true", help="print the version and exit")
+    root.add_argument("--list-intents", action="store_true", help="same as `eps intents`")
+    sub = root.add_subparsers(dest="cmd", parser_class=_Parser, metavar="SUBCOMMAND")
+
+    p = _sub(sub, "plan", "dry run: the route plan for a job, and what this machine can run of it")
+    add_job_options(p)
+    _wide(p)
+    p.add_argument(
+        "--park", metavar="[CLUSTER:]QOS=DURATION", help="the job is parked (PENDING) on that tier for that long"
+    )
+    p.add_argument("--park-reason", metavar="REASON", help="its SLURM pending reason (e.g. Priority)")
+    p.add_argument("--list-intents", action="store_true", help="list the intents and exit")
+
+    i = _sub(sub, "intents", "the intent table")
+    _json(i)
+    _wide(i)
+
+    e = _sub(
+        sub,
+        "execute",
+        "walk the plan for real: submit, park, fail over; then run -- COMMAND",
+        note=EXECUTE_NOTE,
+        usage="eps execute [INTENT] [options] -- COMMAND...",
+    )
+    add_job_options(e)
+    add_execute_options(e)
+
+    c = _sub(sub, "check", "which lanes this machine can use, and how to fix the others")
+    _json(c)
+    c.add_argument("--timeout", type=_duration, default=10, help="how long each lane may take to answer (10s)")
+
+    s = _sub(sub, "status", "what is running where, from the ledger (reconciled, each provider within --timeout)")
+    _dispatch_arg(s, "one dispatch id (default: the active ones and the newest)", optional=True)
+    s.add_argument("--limit", type=_limit, default=20, help="how many of the newest finished ones to show (20)")
+    s.add_argument("--all", action="store_true", help="every dispatch in the ledger")
+    s.add_argument("--active", action="store_true", help="only the dispatches that may hold something")
+    s.add_argument("--since", type=_duration, metavar="DURATION", help="only those submitted within DURATION (2d)")
+    a = s.add_argument("--intent", metavar="INTENT", help="only those of this intent")
+    a.complete = _COMPLETE["intents"]  # type: ignore[attr-defined]
+    s.add_argument("--timeout", type=_duration, default=5, help="how long each provider may take to answer (5s)")
+    _json(s)
+    _wide(s)
+
+    c = _sub(sub, "cancel", "stop a dispatch and release every resource (a finished one is left as it is)")
+    _dispatch_arg(c, "the dispatch id", optional=True)
+    c.add_argument("--all", action="store_true", help="every live dispatch")
+    _json(c)
+
+    r = _sub(sub, "reconcile", "compare the ledger with the providers; adopt or clean up")
+    _json(r)
+
+    lg = _sub(sub, "logs", "the job's stdout and stderr (live with -f)")
+    _dispatch_arg(lg, "the dispatch id")
+    lg.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
+
+    pl = _sub(sub, "pull", "copy the job's $EPS_OUTPUT_DIR back")
+    _dispatch_arg(pl, "the dispatch id")
+    pl.add_argument("--to", metavar="DIR", help="where to (default: <state dir>/outputs/<dispatch>)")
+
+    w = _sub(sub, "wait", "wait for the job to end, pull its outputs, exit with its code")
+    _dispatch_arg(w, "the dispatch id")
+    _json(w, "progress events")
+
+    sh = _sub(sub, "ssh", "a shell where the job runs (or run -- COMMAND there)", usage="eps ssh DISPATCH [-- COMMAND]")
+    _dispatch_arg(sh, "the dispatch id")
+
+    sc = _sub(sub, "schema", "the JSON Schema of a --json output (plan, intents, status, events, check, ...)")
+    a = sc.add_argument("name", nargs="?", help="which schema (none: list them)")
+    a.complete = _COMPLETE["schemas"]  # type: ignore[attr-defined]
+
+    co = _sub(sub, "completion", "a shell completion script (intents, lanes and dispatch ids complete too)")
+    co.add_argument("shell", choices=("bash", "zsh"), help="bash or zsh")
+    return root
+
+
+#: Options that take a value which may look like a negative number.
+VALUE_OPTIONS = ("--duration", "--footprint-gb", "--count", "--park")
+
+
+def glue_negative_values(args: list[str]) -> list[str]:
+    """``--duration -3h`` -> ``--duration=-3h`` so the value reaches its validator
+    (argparse would otherwise take ``-3h`` for an option and say something vaguer)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in VALUE_OPTIONS and i + 1 < len(args) and args[i + 1].startswith("-") and args[i + 1][1:2].isdigit():
+            out.append(f"{a}={args[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out

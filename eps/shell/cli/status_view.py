@@ -1,0 +1,64 @@
+"""``eps status`` for people: one row per dispatch that fits the width (the note wraps),
+with its times and, as information only (P12), the list price of its runtime."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from eps.core.durations import human
+from eps.shell.cli.table import Column, render, styled, width_for
+
+_COLS = (
+    Column("dispatch", keep=True),
+    Column("intent"),
+    Column("result"),
+    Column("where"),
+    Column("submitted"),
+    Column("started"),
+    Column("ended"),
+    Column("runtime", right=True),
+    Column("list $", right=True),
+    Column("note", flex=True),
+)
+#: Narrower than this, the started and ended columns are left out (``--json`` and ``--wide`` keep them).
+FULL_WIDTH = 140
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%m-%d %H:%M", time.localtime(ts))
+
+
+def print_status(
+    rows: list[dict[str, Any]], notes: list[dict[str, Any]], env: Mapping[str, str], *, wide: bool
+) -> None:
+    import textwrap
+
+    out = sys.stdout
+    width = width_for(out, env, wide=wide)
+    keep = [c.header for c in _COLS if width is None or width >= FULL_WIDTH or c.header not in ("started", "ended")]
+    table = []
+    for r in rows:
+        h = r["handle"] or {}
+        runtime = "-" if r["runtime_s"] is None else human(round(r["runtime_s"]))
+        cost = r["list_cost"]
+        money = "-" if cost is None else "free" if r["list_price_per_hour"] == 0 else f"{cost:.2f}"
+        where = " ".join(x for x in (h.get("lane", ""), h.get("qos") or h.get("zone") or "") if x) or "-"
+        cells = {
+            "dispatch": r["dispatch"], "intent": r["intent"], "result": r["result"], "where": where,
+            "submitted": _when(r["submitted_at"]), "started": _when(r["started_at"]), "ended": _when(r["ended_at"]),
+            "runtime": runtime, "list $": money, "note": r["terminal"] or r["message"] or "",
+        }  # fmt: skip
+        table.append([cells[k] for k in keep])
+    if table:
+        cols = [c for c in _COLS if c.header in keep]
+        out.write(render(cols, table, width, bold=styled(out, env)))
+    else:
+        out.write("no dispatches\n")
+    for n in notes:
+        text = f"note: {n['lane']}: {n['text']}"
+        out.write(("\n".join(textwrap.wrap(text, width, subsequent_indent="    ")) if width else text) + "\n")
+    if any(r["list_cost"] for r in rows):
+        out.write("list $: list price x runtime, information only; eps never limits work by dollars (P12)\n")

@@ -1,0 +1,123 @@
+"""The job file (``eps plan --job job.toml``, ``eps execute --job job.toml``): the job's
+options in one TOML (or JSON) file, for a job dispatched again and again.
+
+```toml
+intent = "cpu-small"
+duration = "2h"            # any duration eps reads, or whole seconds
+restartable = true
+footprint_gb = 20
+gradient_fit = false
+count = 4                  # parallel copies
+backend = "gcp"            # a pin (P10): vm, a cluster (fellows), gcp, runpod
+workdir = "."              # relative to this file's folder
+setup = "pip install -r requirements.txt"
+env = ["HF_TOKEN", "MODE=fast"]
+time_limit = "3h"
+command = "python analyse.py --out $EPS_OUTPUT_DIR/result.csv"   # a shell line, or a list: an argv
+```
+
+Every field is optional; the command line overrides each one.  Parsed by the same
+strict converter as every other user file (:mod:`eps.shell.files`): no coercion, no
+unknown key, and one line naming the file and the path of the first bad value, such as
+``job.toml: bad duration 'soon': ... @ $.duration``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+from attrs import frozen
+
+from eps.core.durations import parse_duration
+from eps.shell.files import read_data, structure
+from eps.shell.settings import ConfigError
+
+
+@frozen
+class _JobDoc:
+    intent: str | None = None
+    duration: str | int | None = None
+    restartable: bool | None = None
+    footprint_gb: float | None = None
+    gradient_fit: bool | None = None
+    count: int | None = None
+    backend: str | None = None
+    workdir: str | None = None
+    setup: str | None = None
+    env: list[str] | None = None
+    time_limit: str | int | None = None
+    command: str | list[str] | None = None
+
+
+class JobFile(NamedTuple):
+    """A job file's values, checked; ``None`` where the file says nothing."""
+
+    path: str
+    intent: str | None = None
+    duration_s: int | None = None
+    restartable: bool | None = None
+    footprint_gb: float | None = None
+    gradient_fit: bool | None = None
+    count: int | None = None  # type: ignore[assignment]  # shadows tuple.count on purpose
+    pin: str | None = None
+    workdir: str | None = None  # absolute (relative paths are taken from the file's folder)
+    setup: str | None = None
+    env: tuple[str, ...] | None = None
+    time_limit_s: int | None = None
+    command: tuple[str, ...] | None = None
+
+
+def _seconds(path: str, field: str, value: str | int | None, *, positive: bool = False) -> int | None:
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value) if isinstance(value, str) else parse_duration(str(value))
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc} @ $.{field}") from None
+    if positive and seconds <= 0:
+        raise ConfigError(f"{path}: must be positive @ $.{field}")
+    return seconds
+
+
+def load_job_file(path: str) -> JobFile:
+    """Read and check a job file; :class:`ConfigError` (one line, with the path) if anything is wrong."""
+    data: Any = read_data(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a job file is a table of job options @ $")
+    doc: _JobDoc = structure(data, _JobDoc, path)
+    if doc.count is not None and doc.count < 1:
+        raise ConfigError(f"{path}: count must be at least 1, got {doc.count} @ $.count")
+    if doc.footprint_gb is not None and doc.footprint_gb < 0:
+        raise ConfigError(f"{path}: must not be negative @ $.footprint_gb (got {doc.footprint_gb:g})")
+    for field in ("intent", "backend", "setup", "workdir"):
+        value = getattr(doc, field)
+        if value is not None and not value.strip():
+            raise ConfigError(f"{path}: must not be blank @ $.{field}")
+    command: tuple[str, ...] | None = None
+    if isinstance(doc.command, str):
+        if not doc.command.strip():
+            raise ConfigError(f"{path}: must not be blank @ $.command")
+        command = (doc.command,)
+    elif doc.command is not None:
+        if not doc.command:
+            raise ConfigError(f"{path}: must not be empty @ $.command")
+        command = tuple(doc.command)
+    workdir = doc.workdir
+    if workdir is not None:
+        workdir = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(workdir))
+    return JobFile(
+        path=path,
+        intent=doc.intent,
+        duration_s=_seconds(path, "duration", doc.duration),
+        restartable=doc.restartable,
+        footprint_gb=doc.footprint_gb,
+        gradient_fit=doc.gradient_fit,
+        count=doc.count,
+        pin=doc.backend,
+        workdir=workdir,
+        setup=doc.setup,
+        env=None if doc.env is None else tuple(doc.env),
+        time_limit_s=_seconds(path, "time_limit", doc.time_limit, positive=True),
+        command=command,
+    )
