@@ -20,8 +20,8 @@ def run(capsys: pytest.CaptureFixture[str], argv: list[str], env: dict[str, str]
 def plan_json(capsys: pytest.CaptureFixture[str], *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     rc, out, err = run(capsys, ["plan", *args, "--json"], env)
     data: dict[str, Any] = json.loads(out)
-    # 0 when this machine can start a rung of the plan, else 1 (issue 15: plan equals execute)
-    assert rc == (0 if data["can_start"] else 1), err
+    # 1 only for a terminal (the policy leaves no rung); can_start says whether this machine can run one
+    assert rc == (1 if data["terminal"] else 0), err
     return data
 
 

@@ -26,10 +26,10 @@ class Exit(IntEnum):
 
 #: (code, name, meaning): the table README shows.
 EXIT_TABLE: tuple[tuple[int, str, str], ...] = (
-    (Exit.OK, "ok", "done: a plan with a rung this machine can run, a dispatch started, a check with a "
-     "usable lane per resource kind"),
-    (Exit.NOTHING_STARTS, "nothing can start", "a plan whose only outcome is a terminal (no rung left, or none "
-     "this machine can run), a dispatch that started nothing, `eps check` with a resource kind no lane here can "
+    (Exit.OK, "ok", "done: a plan with rungs (whether this machine can run them is its `here` column and "
+     "`can_start`), a dispatch started, a check with a usable lane per resource kind"),
+    (Exit.NOTHING_STARTS, "nothing can start", "a plan whose only outcome is a terminal (the policy leaves no "
+     "rung), a dispatch that started nothing, `eps check` with a resource kind no lane here can "
      "run, a cancel or reconcile that could not release something"),
     (Exit.BAD_INPUT, "bad input", "usage, unknown intent/lane/dispatch, bad duration, impossible pin, malformed "
      "job file, snapshot, grants or config: one line on stderr (one JSON object with --json), nothing changed"),

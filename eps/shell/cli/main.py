@@ -114,7 +114,6 @@ def _park(text: str | None, reason: str | None, policy: Policy) -> ParkState | N
 
 def cmd_plan(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
     from eps.core.router import plan
-    from eps.core.usable import can_start
     from eps.shell.availability import down_here
 
     job = make_job(ns)
@@ -131,7 +130,9 @@ def cmd_plan(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str])
         from eps.shell.cli.views import out_for, print_plan
 
         print_plan(result, job, out_for(sys.stdout, env, wide=ns.wide), down)
-    return EXIT_OK if can_start(result, down) else EXIT_FAILED
+    # The exit status is the policy's answer (1: a terminal, no rung at all); whether this
+    # machine can run the rungs is the `here` column / `can_start`, and `eps check`'s status.
+    return EXIT_OK if result.terminal is None else EXIT_FAILED
 
 
 def cmd_intents(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
