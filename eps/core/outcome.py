@@ -14,9 +14,11 @@ from attrs import frozen
 
 from eps.core.model import (
     Capacity,
+    DownCode,
     CapacitySnapshot,
     ClusterState,
     GcpState,
+    LaneDown,
     LaneKind,
     Provisioning,
     QueueState,
@@ -137,4 +139,9 @@ def absorb(
         return evolve(snap, queues=(*snap.queues, learned))
     if rung.kind is LaneKind.SLURM and kind is FailureKind.UNREACHABLE:
         return evolve(snap, clusters=(*snap.clusters, ClusterState(rung.lane, reachable=False)))
+    if kind in LANE_FATAL and not any(d.lane == rung.lane for d in snap.unavailable):
+        # Nothing else on this lane can work either (its machines never let eps in, the
+        # key is refused, the account is out of money): its other rungs are not tried.
+        down = LaneDown(rung.lane, f"{rung.lane}: {failure.message}", DownCode.LANE_DOWN)
+        return evolve(snap, unavailable=(*snap.unavailable, down))
     return snap

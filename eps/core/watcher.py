@@ -75,7 +75,7 @@ def render_watcher(spec: WatchSpec) -> str:
         "# or when the job outlived its limit: a machine nobody needs does not keep billing.",
         "set -u",
         "born=$(date +%s)",
-        "say() { echo \"eps watcher ($(date -u +%FT%TZ)): $*\"; }",
+        'say() { echo "eps watcher ($(date -u +%FT%TZ)): $*"; }',
         "why=",
         "gone_since=",
         "while :; do",
@@ -93,7 +93,7 @@ def render_watcher(spec: WatchSpec) -> str:
         f'    pid=$(cat -- "$root/{lay.pid}" 2>/dev/null)',
         '    case "$pid" in ""|*[!0-9]*) pid= ;; esac',
         f'    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && [ ! -s "$root/{lay.exit_code}" ]; then',
-        '      gone_since=${gone_since:-$now}',
+        "      gone_since=${gone_since:-$now}",
         f'      if [ "$now" -ge $((gone_since + {spec.linger_s})) ]; then',
         f'        why="the job\'s wrapper is gone without an exit code and the {spec.linger_s} s linger has passed"',
         "        break",
@@ -123,7 +123,7 @@ def render_watch_start(root: str) -> str:
     pid = quote_arg(f"{root.rstrip('/')}/{WATCH_PID}")
     log = quote_arg(f"{root.rstrip('/')}/{WATCH_LOG}")
     return (
-        f"if [ -s {pid} ] && kill -0 \"$(cat -- {pid})\" 2>/dev/null; then exit 0; fi; "
+        f'if [ -s {pid} ] && kill -0 "$(cat -- {pid})" 2>/dev/null; then exit 0; fi; '
         f"rm -f -- {pid}; "
         f"nohup setsid bash {script} </dev/null >>{log} 2>&1 & echo $! > {pid}"
     )

@@ -178,7 +178,23 @@ class Walker:
         start = resume(job, self.snapshot, self.grants, [a.record() for a in attempts])
         if start.running is not None:
             handle = next(a for a in attempts if a.id == start.running.id).as_handle(HandleState.RUNNING)
+            lane = self.lanes.get(handle.lane)
+            # The dead walk may have made the machine but never launched the job on it.
+            launched = lane.launch_on(handle, job, dispatch, self.files)
+            if isinstance(launched, Failure):
+                why = launched.failure().message
+                released = lane.release(handle)
+                gone = "released" if isinstance(released, Success) else "NOT released yet (eps reconcile releases it)"
+                self.ledger.update_attempt(
+                    start.running.id, AttemptState.CANCELLED, handle=handle.id, outcome=Outcome.NOT_LAUNCHED.value,
+                    reason=f"the job could not be launched on it: {why}",
+                )  # fmt: skip
+                message = f"the job could not be launched on {handle.id} ({why}); {gone}; eps execute --resume again"
+                self.ledger.set_dispatch(dispatch, DispatchState.INTERRUPTED, message=message)
+                self.ledger.release(dispatch)
+                return WalkResult(dispatch, None, failure=message)
             self.ledger.set_dispatch(dispatch, DispatchState.STARTED, handle=handle)
+            self.ledger.release(dispatch)
             self._announce_landed(dispatch, handle, held=False)
             return WalkResult(dispatch, handle)
         self.ledger.set_dispatch(dispatch, DispatchState.WALKING)

@@ -157,7 +157,7 @@ def _execute(
         job, values = life.job_options(ns, job, lanes.env)
         Walker.check(job, ns.dispatch_id, snapshot, grants, settings.policy)
         files = life.check_files(job, values)
-    Reconciler(ledger, lanes, reporter).reconcile()
+    Reconciler(ledger, lanes, reporter).reconcile(leave=[ns.resume] if ns.resume else ())
     snapshot, grants = _gather(ns, lanes, job, snapshot, grants)
     walker = Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot, files=files)
     dispatch = ns.resume or ns.dispatch_id or walker.new_dispatch_id()

@@ -44,6 +44,12 @@ class Lane(Protocol):
         machine made for a job that then could not be started is released again."""
         ...
 
+    def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        """Make sure the job runs on ``handle``'s machine: a resume adopting a machine whose
+        walk died between making it and launching the job ships and launches it there.  A
+        lane whose start is one step (VM, SLURM) has nothing to do."""
+        ...
+
     def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
         """Where the job's files and records are (its dispatch root, and how to reach it)."""
         ...

@@ -30,7 +30,7 @@ from eps.core.lifecycle import time_limit_s
 from eps.core.model import Job
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.watcher import WatchSpec, render_watch_start, render_watcher
-from eps.shell.lanes.jobs import JobFiles, Site, launch, site_root, stage
+from eps.shell.lanes.jobs import JobFiles, Site, launch, probe, site_root, stage
 from eps.shell.remote.keys import KeyPair, ensure_key, load_key
 from eps.shell.remote.ssh import FRESH_MACHINE, Patience, Remote, check_remote, wait_reachable
 from eps.shell.remote.sync import put_file
@@ -90,6 +90,7 @@ def start_on(
         return Failure(released_after(up.failure(), release(), f"{what} {handle.id}"))
     return Success(handle)
 
+
 #: One shell line: rsync present, or installed by whichever package manager the image has
 #: (as root, or through passwordless sudo: a GCE user from ``ssh-keys`` has it).
 ENSURE_RSYNC = (
@@ -103,6 +104,29 @@ ENSURE_RSYNC = (
     "elif command -v apk >/dev/null 2>&1; then $s apk add -q rsync; fi; } >/dev/null 2>&1; "
     'command -v rsync >/dev/null 2>&1 || { echo "rsync is not installed and could not be installed" >&2; exit 1; }'
 )
+
+
+def launch_again(
+    access: MachineAccess,
+    key: KeyPair,
+    handle: Handle,
+    address: Callable[[], Result[tuple[str, int], LaneFailure]],
+    job: Job,
+    dispatch: str,
+    files: JobFiles,
+    *,
+    halt: str | None = None,
+) -> Result[Handle, LaneFailure]:
+    """The job on a machine made earlier (a resume after the walk died before the launch):
+    nothing when the job is there already, else ship and launch it as :func:`start_on` does.
+    The caller releases the machine on failure."""
+    site = _patiently(address, access.patience).bind(lambda where: access.site(where, key, dispatch, job))
+    match site.bind(probe):
+        case Success(progress) if progress.exists:
+            return Success(handle)
+    watcher = access.watch(dispatch, job, halt) if halt is not None else None
+    up = site.bind(lambda s: bring_up(s, job, dispatch, files, watcher=watcher, patience=access.patience))
+    return up.map(lambda _: handle)
 
 
 def _patiently(

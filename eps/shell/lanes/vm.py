@@ -49,6 +49,9 @@ class VmLane:
     def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
         return Success(Site(Remote.local(), site_root(self.work_root, dispatch, job)))
 
+    def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        return Success(handle)  # started in one step: nothing is ever made without its job
+
     def shell_inner(self, handle: Handle) -> list[str] | None:
         return None
 

@@ -18,7 +18,7 @@ from returns.result import Failure, Result, Success
 from eps.core.jobscript import JobProgress
 from eps.core.lifecycle import result_word
 from eps.core.outcome import FailureKind, LaneFailure
-from eps.core.states import DispatchState
+from eps.core.states import AttemptState, DispatchState, Outcome
 from eps.shell.lanes import Lanes
 from eps.shell.lanes import jobs as J
 from eps.shell.state.ledger import DispatchRow, Ledger
@@ -79,6 +79,9 @@ class Finisher:
             released = self.lanes.get(row.handle.lane).release(row.handle)
             if isinstance(released, Failure):
                 note += f"; machine not released yet: {released.failure().message}"
+        for a in self.ledger.attempts(row.id):
+            if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
+                self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=Outcome.ENDED.value, reason=note)
         self.ledger.set_dispatch(row.id, DispatchState.ENDED, message=note)
         J.drop_env_values(self.state_dir, row.id)
         return note

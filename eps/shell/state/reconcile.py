@@ -149,13 +149,20 @@ class Reconciler:
         return None
 
     def reconcile(
-        self, only: Collection[str] | None = None, *, owners: bool = False, resuming: bool = False
+        self,
+        only: Collection[str] | None = None,
+        *,
+        owners: bool = False,
+        resuming: bool = False,
+        leave: Collection[str] = (),
     ) -> dict[str, Any]:
         """Settle every active dispatch and every dispatch that owns something live (or only
-        those in ``only``, and with ``owners`` every owner of something live as well).
+        those in ``only``, and with ``owners`` every owner of something live as well), but
+        those in ``leave`` (a resume settles its own dispatch, under its lock).
         Returns the report: adopted, released, foreign, interrupted, ended, preempted,
         skipped (busy or changed meanwhile), errors and unchecked lanes."""
         ids = {r.id for r in self.ledger.dispatches(states=ACTIVE_STATES)} if only is None else set(only)
+        ids -= set(leave)
         restrict = only is not None and not owners
         taken_at = self.wall()  # rows first, then the inventory: see the module docstring
         by_dispatch: dict[str, list[LiveItem]] = {}
@@ -164,7 +171,7 @@ class Reconciler:
         report: dict[str, Any] = {k: [] for k in _REPORT_KEYS}
         report["unchecked"] = self.unchecked
         for d, items in by_dispatch.items():
-            if restrict and d not in ids:
+            if (restrict and d not in ids) or d in leave:
                 continue
             if self.ledger.dispatch(d) is not None:
                 ids.add(d)
@@ -199,8 +206,11 @@ class Reconciler:
                 if row.state not in RELEASE_ONLY and _last_change(row, self.ledger) >= taken_at:
                     part["skipped"].append(f"{dispatch}: changed while the providers were read; settled next time")
                     return part
-                items = self._never_launched(row, by_dispatch.get(dispatch, []), part)
-                self._settle(row, self._job_ended(row, items), part, resuming=resuming)
+                items = by_dispatch.get(dispatch, [])
+                unconfirmed: frozenset[str] = frozenset()
+                if not resuming:  # a resume launches the job on the machine instead (Walker.resume)
+                    items, unconfirmed = self._never_launched(row, items, part)
+                self._settle(row, self._job_ended(row, items), part, resuming=resuming, unconfirmed=unconfirmed)
             except QuarantinedRow as exc:
                 part["errors"].append(str(exc))
         return part
@@ -216,21 +226,31 @@ class Reconciler:
             report["ended"].append(row.id)
         drop_env_values(self.ledger.state_dir, row.id)
 
-    def _never_launched(self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]]) -> list[LiveItem]:
+    def _never_launched(
+        self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]]
+    ) -> tuple[list[LiveItem], frozenset[str]]:
         """A machine eps made (GCP VM, RunPod pod) that runs with no job on it, while no eps
         process owns its dispatch (we hold the lock): the walk died between making it and
         launching the job.  Nobody will launch it now: release it (its rung may be tried
-        again by a resume, P7), and settle the dispatch with what is left."""
+        again by a resume, P7), and settle the dispatch with what is left.
+
+        Also returns the machines of a dead walk whose job cannot be confirmed (still coming
+        up, or not answering): kept, but their dispatch is not called started (see _adopt)."""
         if row.state in RELEASE_ONLY or not items:
-            return items
-        kept = []
+            return items, frozenset()
+        walk_died = row.state not in (DispatchState.STARTED, DispatchState.HELD)
+        kept, unconfirmed = [], set()
         for item in items:
             h = item.handle
-            if h.kind not in MADE_MACHINES or h.state is not HandleState.RUNNING:
+            if h.kind not in MADE_MACHINES:
                 kept.append(item)
                 continue
-            progress = Finisher(self.ledger, self.lanes).progress(evolve(row, handle=h)).value_or(None)
-            if progress is None or progress.exists:  # unreachable (its watcher guards it) or a job is there
+            progress = None
+            if h.state is HandleState.RUNNING:
+                progress = Finisher(self.ledger, self.lanes).progress(evolve(row, handle=h)).value_or(None)
+            if progress is None or progress.exists:  # a job is there, or it cannot be told (yet)
+                if walk_died and progress is None:
+                    unconfirmed.add(h.id)
                 kept.append(item)
                 continue
             err = self.release(item)
@@ -247,7 +267,7 @@ class Reconciler:
                     reason="the machine came up, but eps stopped before the job was launched on it; released",
                 )  # fmt: skip
             report["released"].append(f"{row.id}:{h.lane}:{h.id}")
-        return kept
+        return kept, frozenset(unconfirmed)
 
     def _job_ended(self, row: DispatchRow, items: list[LiveItem]) -> list[LiveItem]:
         """A machine lingers after its job ended (for the pull): for a started dispatch whose
@@ -263,7 +283,15 @@ class Reconciler:
             return [evolve(item, handle=evolve(item.handle, state=HandleState.FINISHED))]
         return items
 
-    def _settle(self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]], *, resuming: bool) -> None:
+    def _settle(
+        self,
+        row: DispatchRow,
+        items: list[LiveItem],
+        report: dict[str, list[str]],
+        *,
+        resuming: bool,
+        unconfirmed: frozenset[str] = frozenset(),
+    ) -> None:
         view = view_of(row, self.ledger)
         s = settle(view, items, blind=frozenset(self.unchecked), resuming=resuming)
         for lane in s.blind:
@@ -290,7 +318,7 @@ class Reconciler:
                 report["preempted"].append(row.id)
             case Verdict.KEEP:
                 self._release_all(view, s.release, report)
-                self._adopt(row, s, report)
+                self._adopt(row, s, report, unconfirmed)
             case Verdict.WALK_DIED:
                 for a in s.vanished:
                     outcome, why = self._vanished(row.id, a)
@@ -306,7 +334,9 @@ class Reconciler:
                 self._ended(view, note)
                 report["ended"].append(row.id)
 
-    def _adopt(self, row: DispatchRow, s: Settlement, report: dict[str, list[str]]) -> None:
+    def _adopt(
+        self, row: DispatchRow, s: Settlement, report: dict[str, list[str]], unconfirmed: frozenset[str] = frozenset()
+    ) -> None:
         keep, owner, state = s.keep, s.keep_attempt, s.keep_state
         if keep is None or state is None:  # pragma: no cover - settle sets them for KEEP
             return
@@ -317,7 +347,16 @@ class Reconciler:
             outcome = (owner.outcome if recorded else None) or Outcome.ADOPTED.value
             self.ledger.update_attempt(owner.id, state, handle=handle.id, outcome=outcome)
         report["adopted"].append(f"{row.id}:{handle.lane}:{handle.id}")
-        if s.dispatch_state is DispatchState.STARTED:
+        if s.dispatch_state is DispatchState.STARTED and handle.id in unconfirmed:
+            # A dead walk's machine whose job was never seen on it: not "started".
+            message = (
+                f"{handle.id} is up (or coming up) but eps stopped before the job was seen on it: "
+                f"eps execute --resume {row.id} launches it there; left alone, the next reconcile "
+                "releases it once it answers, and its own watcher stops it"
+            )
+            self.ledger.set_dispatch(row.id, DispatchState.INTERRUPTED, message=message)
+            report["interrupted"].append(row.id)
+        elif s.dispatch_state is DispatchState.STARTED:
             self.ledger.set_dispatch(row.id, DispatchState.STARTED, handle=handle)
         elif s.dispatch_state is not None:
             self.ledger.set_dispatch(row.id, s.dispatch_state, message=s.message)
@@ -361,7 +400,12 @@ def _walker_gone(ledger: Ledger, dispatch: str) -> bool | None:
 
 
 def cancel(
-    ledger: Ledger, lanes: Lanes, reporter: Reporter, dispatches: Collection[str] | None, *, wait_s: float = 60.0,
+    ledger: Ledger,
+    lanes: Lanes,
+    reporter: Reporter,
+    dispatches: Collection[str] | None,
+    *,
+    wait_s: float = 60.0,
     workers: int = 16,
 ) -> dict[str, Any]:
     """Cancel ``dispatches`` (and their copies), or every active one (``None``: ``--all``), wait

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from executor_support import KEY, PROJECT, Eps, gcp_fake, runpod_fake
+from executor_support import KEY, PROJECT, Eps, gcp_fake, runpod_fake, ssh_support
 
 
 @pytest.fixture
@@ -30,6 +30,13 @@ def runpod() -> Iterator[Any]:
     assert found == [], "the RunPod test server answered outside its API document:\n" + "\n".join(found[:20])
 
 
+@pytest.fixture(scope="session")
+def sshd() -> Path:
+    """The test sshd: the fake providers' machines (GCP natIP, RunPod ssh.direct) are it."""
+    return ssh_support.start_sshd()
+
+
 @pytest.fixture
-def eps(tmp_path: Path, gcp: Any, runpod: Any) -> Eps:
-    return Eps(tmp_path, gcp, runpod)
+def eps(tmp_path: Path, gcp: Any, runpod: Any, sshd: Path) -> Iterator[Eps]:
+    yield Eps(tmp_path, gcp, runpod)
+    ssh_support.stop_machine_jobs(tmp_path)

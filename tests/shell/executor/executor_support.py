@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from eps.shell.lanes import LaneOptions
+from eps.shell.remote.ssh import Patience
 from eps.shell.retry import RetryPolicy
 
 HERE = Path(__file__).parent
@@ -38,6 +39,7 @@ def _load(name: str, path: Path) -> ModuleType:
 
 gcp_fake = _load("gcp_fake_server_for_executor", HERE.parent / "gcp" / "fake_server.py")
 runpod_fake = _load("runpod_fake_server", HERE.parent / "runpod" / "fake_server.py")
+ssh_support = _load("ssh_support", HERE.parent / "ssh" / "ssh_support.py")
 
 
 def _no_slurm(argv: Any, stdin: Any = None, **_: Any) -> tuple[int, str, str]:
@@ -50,11 +52,19 @@ class Eps:
     def __init__(self, tmp: Path, gcp: Any, runpod: Any) -> None:
         self.state = tmp / "state"
         self.config = tmp / "config.toml"
+        gcp_machines, runpod_machines = ssh_support.machine_keys(tmp)
         self.config.write_text(
             "[jobs]\nkeeper = false\nwait_poll_s = 0.05\n"
             f'[gcp]\nproject = "{PROJECT}"\nendpoint = "{gcp.endpoint}"\nzones = ["us-central1-a", "us-central1-b"]\n'
-            f'[runpod]\nbase_url = "{runpod.url}"\n'
+            + gcp_machines
+            + f'[runpod]\nbase_url = "{runpod.url}"\n'
+            + runpod_machines
         )
+        # The fakes' machines are the test sshd (GCP natIP / RunPod ssh.direct): eps ships and
+        # launches each job there for real, with its own key.
+        gcp.nat_ip = ssh_support.VM_IP
+        runpod.public_ip, runpod.ssh_port = ssh_support.VM_IP, ssh_support.VM_PORT
+        ssh_support.give_key(self.state)
         self.env = {
             "EPS_STATE_DIR": str(self.state),
             "EPS_CONFIG": str(self.config),
@@ -63,6 +73,7 @@ class Eps:
         }
         fast = RetryPolicy(attempts=2, timeout_s=5.0, wait_initial_s=0.0, wait_max_s=0.0, wait_jitter_s=0.0)
         self.options = LaneOptions(
+            machine_patience=Patience(within_s=20.0, first_delay_s=0.2, max_delay_s=1.0, retry_auth=True),
             slurm_runner=_no_slurm,
             gcp_options={"retry": fast, "poll_interval_s": 0.05, "request_timeout_s": 10.0},
             runpod_options={

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from executor_support import KEY, gcp_fake, runpod_fake
+from executor_support import KEY, gcp_fake, runpod_fake, ssh_support
 
 from eps.core.model import Job, LaneKind, Provisioning, Rung
 from eps.shell.lanes.gcp.wire import instance_name
@@ -64,7 +64,7 @@ def test_cancel_stops_a_vm_process(eps: Any) -> None:
 
 def test_p3_gcp_zone_failover_then_start(eps: Any, gcp: Any) -> None:
     gcp.program("us-central1-a", gcp_fake.exhausted(gcp.project, "us-central1-a"))
-    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "python3", "analyse.py")
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "sleep", "300")
     assert rc == 0, events
     failed = [e for e in events if e["event"] == "failed"]
     assert failed[0]["rung"] == "gcp/e2-standard-4/us-central1-a/spot" and failed[0]["kind"] == "zone_exhausted"
@@ -84,7 +84,7 @@ def test_p3_gcp_zone_failover_then_start(eps: Any, gcp: Any) -> None:
 def test_p3_gcp_cpu_exhausted_fails_over_to_runpod_cpu_pod(eps: Any, gcp: Any, runpod: Any) -> None:
     for zone in ("us-central1-a", "us-central1-b"):
         gcp.always(zone, gcp_fake.exhausted(gcp.project, zone))
-    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "python3", "analyse.py")
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "sleep", "300")
     assert rc == 0
     assert [e["kind"] for e in events if e["event"] == "failed"] == ["zone_exhausted"] * 4
     assert events[-1]["handle"]["lane"] == "runpod"
@@ -132,7 +132,7 @@ def test_gcp_auth_error_stops_the_walk(eps: Any, gcp: Any, runpod: Any) -> None:
 
 
 def test_p5_cpu_fan_out_gives_n_independent_dispatches(eps: Any, gcp: Any) -> None:
-    rc, events = eps.events("cpu-small", "--duration", "30m", "--count", "3", "--", "python3", "shard.py")
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--count", "3", "--", "sleep", "300")
     assert rc == 0
     started = [e for e in events if e["event"] == "started"]
     assert len(started) == 3
@@ -144,32 +144,69 @@ def test_p5_cpu_fan_out_gives_n_independent_dispatches(eps: Any, gcp: Any) -> No
     assert gcp.instances == {}
 
 
-def test_crash_after_insert_before_record_is_adopted_not_recreated(eps: Any, gcp: Any) -> None:
-    """The walk died between the provider call and its record: reconcile adopts the machine."""
-    ledger = Ledger(str(eps.state))
-    job = Job("cpu-small", 1800, command=("true",))
+def _dead_walk_left_a_vm(gcp: Any, state: Path, dispatch: str) -> str:
+    """The walk died between the insert and its record, before the job was launched: the
+    ledger has the attempt (intent), GCP has the VM (up, with an external address)."""
+    ledger = Ledger(str(state))
+    job = Job("cpu-small", 1800, command=("echo from-the-adopted-vm",))
     rung = Rung(
         "gcp", LaneKind.GCP, Provisioning.SPOT, "x", machine="e2-standard-4", zone="us-central1-a", vcpus=4, mem_gb=16
     )
-    ledger.new_dispatch("ecrash00001", job)
-    ledger.begin_attempt("ecrash00001", rung, instance_name("ecrash00001", rung))
+    ledger.new_dispatch(dispatch, job)
+    name = instance_name(dispatch, rung, 1)
+    ledger.begin_attempt(dispatch, rung, name)
     ledger.close()
-    name = instance_name("ecrash00001", rung)
     gcp.add_instance(
         "us-central1-a",
         {
             "name": name,
             "machineType": "zones/us-central1-a/machineTypes/e2-standard-4",
-            "labels": {"eps-dispatch": "ecrash00001"},
+            "labels": {"eps-dispatch": dispatch},
             "metadata": {"items": [{"key": "eps-rung", "value": rung.key}]},
+            "networkInterfaces": [{"accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]}],
         },
     )
-    rc, _out, err = eps("reconcile", "--json")
+    return name
+
+
+def test_a_dead_walks_vm_that_cannot_be_asked_is_kept_but_not_called_started(eps: Any, gcp: Any) -> None:
+    """Reconcile cannot tell whether the job is on the VM (it does not answer ssh): the VM is
+    kept and adopted, the dispatch is interrupted (not started), and --resume launches the
+    job on that very VM once it answers: no second machine."""
+    gcp.nat_ip = "127.0.0.9"  # nothing listens there
+    name = _dead_walk_left_a_vm(gcp, eps.state, "ecrash00001")
+    rc, out, err = eps("reconcile", "--json")
     assert rc == 0, err
+    assert "ecrash00001:gcp:" + name in json.loads(out)["adopted"]
     [row] = eps.status("ecrash00001")
-    assert row["state"] == "started"
-    assert row["attempts"][0]["handle"] == name
+    assert row["state"] == "interrupted" and "--resume ecrash00001" in row["message"]
+    assert row["attempts"][0]["handle"] == name and len(gcp.instances) == 1
+    gcp.nat_ip = ssh_support.VM_IP
+    gcp.set_status("us-central1-a", name, "RUNNING")  # its address now leads to a machine that answers
+    rc, events = eps.events("--resume", "ecrash00001")
+    assert rc == 0 and events[-1]["event"] == "started" and events[-1]["handle"]["id"] == name
     assert len(gcp.recorded("POST", r"/instances$")) == 0  # never submitted twice
+    rc, out, err = eps("wait", "ecrash00001")
+    assert rc == 0, (out, err)
+    assert "from-the-adopted-vm" in (eps.state / "logs" / "ecrash00001.log").read_text()
+    assert gcp.instances == {}
+
+
+def test_a_dead_walks_vm_with_no_job_on_it_is_released(eps: Any, gcp: Any) -> None:
+    """The VM answers and has no job: nobody will launch one (no eps owns the dispatch), so
+    reconcile releases it rather than let it bill; the rung may be tried again (P7)."""
+    name = _dead_walk_left_a_vm(gcp, eps.state, "ecrash00002")
+    rc, out, err = eps("reconcile", "--json")
+    assert rc == 0, err
+    assert "ecrash00002:gcp:" + name in json.loads(out)["released"]
+    assert gcp.instances == {}
+    [row] = eps.status("ecrash00002")
+    assert row["state"] == "interrupted"
+    assert [(a["state"], a["outcome"]) for a in row["attempts"]] == [("cancelled", "not_launched")]
+    rc, events = eps.events("--resume", "ecrash00002")
+    assert rc == 0 and events[-1]["event"] == "started"
+    assert events[-1]["handle"]["rung"] == "gcp/e2-standard-4/us-central1-a/spot"  # the same rung again
+    assert events[-1]["handle"]["id"] != name
 
 
 def test_reconcile_releases_what_a_cancelled_dispatch_left(eps: Any, gcp: Any) -> None:
@@ -214,7 +251,7 @@ def test_read_only_state_dir_is_one_clear_line_and_submits_nothing(eps: Any, gcp
 
 
 def test_corrupt_ledger_is_one_clear_line(eps: Any, gcp: Any) -> None:
-    eps.state.mkdir(parents=True)
+    eps.state.mkdir(parents=True, exist_ok=True)
     (eps.state / "ledger.sqlite3").write_bytes(b"this is not a database" * 100)
     rc, _out, err = eps("execute", "cpu-small", "--duration", "30m", "--", "true")
     assert rc == 2 and "corrupt" in err and len(err.strip().splitlines()) == 1
@@ -239,7 +276,7 @@ def test_secrets_never_reach_output_or_the_ledger(eps: Any, gcp: Any, runpod: An
 
 def test_p11_preempted_spot_vm_is_reported_and_resume_goes_on_demand(eps: Any, gcp: Any) -> None:
     """A non-restartable job whose spot VM is taken back re-plans without spot (P11)."""
-    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "python3", "analyse.py")
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "sleep", "300")
     assert rc == 0
     d, h = events[-1]["dispatch"], events[-1]["handle"]
     assert h["rung"].endswith("/spot")
@@ -255,7 +292,7 @@ def test_p11_preempted_spot_vm_is_reported_and_resume_goes_on_demand(eps: Any, g
 
 
 def test_p11_preempted_restartable_job_may_use_spot_in_another_zone(eps: Any, gcp: Any) -> None:
-    rc, events = eps.events("cpu-small", "--duration", "5h", "--restartable", "--", "python3", "train.py")
+    rc, events = eps.events("cpu-small", "--duration", "5h", "--restartable", "--", "sleep", "300")
     assert rc == 0
     d = events[-1]["dispatch"]
     [(zone, name)] = gcp.instances
@@ -267,23 +304,40 @@ def test_p11_preempted_restartable_job_may_use_spot_in_another_zone(eps: Any, gc
 
 
 def test_a_finished_gcp_machine_is_deleted_not_left_billing(eps: Any, gcp: Any) -> None:
-    """The startup script powers the VM off after the job; status then releases it (disk too)."""
-    rc, events = eps.events("cpu-small", "--duration", "5h", "--", "python3", "analyse.py")
+    """The job ran on the VM (over ssh, for real); once it ended, status pulls its outputs and
+    whole log, records its exit code, and deletes the VM (disk too)."""
+    line = 'echo result=42 > "$EPS_OUTPUT_DIR/r.txt"; echo done; exit 3'
+    rc, events = eps.events("cpu-small", "--duration", "5h", "--", line)
     assert rc == 0
     d = events[-1]["dispatch"]
     [(zone, name)] = gcp.instances
     script = next(i["value"] for i in gcp.instances[(zone, name)]["metadata"]["items"] if i["key"] == "startup-script")
-    assert "shutdown -h now" in script
-    gcp.serial[(zone, name)] = "boot...\neps: job log (last 64 KiB) follows\nresult=42\n\neps: exit code 3\n"
-    gcp.set_status(zone, name, "TERMINATED")  # what the VM's own shutdown looks like from outside
+    assert "eps watcher" in script and "shutdown -h now" in script  # the VM's own guard
+    deadline = time.monotonic() + 30
+    while True:
+        [row] = eps.status(d)
+        if row["state"] == "ended" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert row["state"] == "ended" and gcp.instances == {}
+    assert row["exit_code"] == 3 and "failed (exit 3)" in row["message"]
+    assert (eps.state / "outputs" / d / "r.txt").read_text() == "result=42\n"
+    assert "done" in (eps.state / "logs" / f"{d}.log").read_text()
+
+
+def test_a_vm_its_watcher_stopped_is_deleted_and_says_what_was_lost(eps: Any, gcp: Any) -> None:
+    rc, events = eps.events("cpu-small", "--duration", "5h", "--", "sleep", "300")
+    assert rc == 0
+    d = events[-1]["dispatch"]
+    [(zone, name)] = gcp.instances
+    gcp.set_status(zone, name, "TERMINATED")  # the watcher powered it off (say, eps was gone too long)
     [row] = eps.status(d)
     assert row["state"] == "ended" and gcp.instances == {}
-    assert row["message"].startswith("exit code 3; machine released")
-    assert "result=42" in (eps.state / "logs" / f"{d}.log").read_text()  # the output outlives the VM
+    assert "outputs not pulled" in row["message"] and "not running" in row["message"]
 
 
 def test_a_finished_spot_machine_is_not_mistaken_for_a_preemption(eps: Any, gcp: Any) -> None:
-    _, events = eps.events("cpu-small", "--duration", "30m", "--", "python3", "analyse.py")
+    _, events = eps.events("cpu-small", "--duration", "30m", "--", "sleep", "300")
     d = events[-1]["dispatch"]
     [(zone, name)] = gcp.instances
     assert gcp.instances[(zone, name)]["scheduling"]["instanceTerminationAction"] == "DELETE"

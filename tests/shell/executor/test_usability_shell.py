@@ -71,7 +71,8 @@ def test_check_every_lane_usable_exits_0_and_creates_nothing(eps: Any, gcp: Any,
     assert "high-eur, normal-eur, low-eur" in lanes["fellows"]["detail"]
     assert lanes["gcp"]["credentials"] is True and lanes["runpod"]["reachable"] is True
     assert doc["usable"] == {"cpu": ["gcp", "runpod"], "gpu": ["fellows", "gcp"]}
-    assert not plain.state.exists()  # no ledger, no state directory
+    # no ledger, nothing else (the harness put eps's ssh key there beforehand)
+    assert sorted(p.name for p in plain.state.iterdir()) == ["ssh"]
     assert gcp.instances == {} and runpod.pods == {}
     rc, text, _ = plain("check")
     assert rc == 0 and "GPU jobs: fellows -> gcp" in text

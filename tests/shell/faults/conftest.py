@@ -30,6 +30,7 @@ from faults_support import (
     runpod_fake,
     scancel_names,
     squeue,
+    ssh_support,
     wait_until,
 )
 
@@ -58,8 +59,14 @@ def rtrap(runpod: Any) -> RunpodTrap:
     return RunpodTrap(runpod)
 
 
+@pytest.fixture(scope="session")
+def sshd() -> Path:
+    """The test sshd: the fake providers' machines (GCP natIP, RunPod ssh.direct) are it."""
+    return ssh_support.start_sshd()
+
+
 @pytest.fixture
-def eps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap) -> Iterator[Eps]:
+def eps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path) -> Iterator[Eps]:
     e = Eps(tmp_path, gtrap.fake, rtrap.fake)
     yield e
     e.close()
@@ -93,7 +100,7 @@ def slurm_cluster() -> Path:
 
 
 @pytest.fixture
-def seps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, slurm_cluster: Path) -> Iterator[Eps]:
+def seps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, slurm_cluster: Path, sshd: Path) -> Iterator[Eps]:
     """``eps`` with the real cluster behind ``slurm_wrap.sh`` (park caps 2 s, then 1 s)."""
     e = Eps(tmp_path, gtrap.fake, rtrap.fake, slurm=True, caps=(2, 1))
     yield e

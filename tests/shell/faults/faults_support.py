@@ -66,6 +66,7 @@ def _load(name: str, path: Path) -> ModuleType:
 
 gcp_fake = _load("gcp_fake_server_for_faults", SHELL / "gcp" / "fake_server.py")
 runpod_fake = _load("runpod_fake_server_for_faults", SHELL / "runpod" / "fake_server.py")
+ssh_support = _load("ssh_support", SHELL / "ssh" / "ssh_support.py")
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.05) -> Any:
@@ -190,12 +191,19 @@ class Eps:
         zones = ", ".join(f'"{z}"' for z in ZONES)
         # Without the cluster, fellows is reached through `false`: it reports unavailable at once.
         login = f'["{WRAP}"]' if slurm else '["false"]'
+        gcp_machines, runpod_machines = ssh_support.machine_keys(tmp)
         self.config.write_text(
             f'[gcp]\nproject = "{PROJECT}"\nendpoint = "{gcp.endpoint}"\nzones = [{zones}]\npoll_interval_s = 0.05\n'
-            f'[runpod]\nbase_url = "{runpod.url}"\npoll_interval_s = 0.05\n'
-            "[jobs]\nkeeper = false\nwait_poll_s = 0.05\n"
+            + gcp_machines
+            + f'[runpod]\nbase_url = "{runpod.url}"\npoll_interval_s = 0.05\n'
+            + runpod_machines
+            +             "[jobs]\nkeeper = false\nwait_poll_s = 0.05\n"
             f'[[clusters]]\nname = "fellows"\nlogin = {login}\n'
         )
+        # The fakes' machines are the test sshd: eps ships and launches each job there for real.
+        gcp.nat_ip = ssh_support.VM_IP
+        runpod.public_ip, runpod.ssh_port = ssh_support.VM_IP, ssh_support.VM_PORT
+        ssh_support.give_key(self.state)
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("EPS_", "RUNPOD_"))},
             "EPS_STATE_DIR": str(self.state),
@@ -227,6 +235,7 @@ class Eps:
     def close(self) -> None:
         for child in self.children:
             child.close()
+        ssh_support.stop_machine_jobs(self.tmp)
 
     # -- the ledger, read directly (``eps status`` would reconcile first) --
 

@@ -27,6 +27,7 @@ from faults_support import (
     assert_no_orphans,
     gcp_fake,
     runpod_fake,
+    ssh_support,
     tmpfs,
     wait_until,
 )
@@ -92,8 +93,9 @@ def test_kill_at_the_gcp_insert_then_resume(eps: Eps, gtrap: GcpTrap, rtrap: Run
 
 def test_kill_after_the_machine_is_up_before_running_is_recorded(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
     """Killed while reading the finished insert operation: the machine runs, the ledger
-    still says ``intent``.  ``eps reconcile`` adopts it; ``--resume`` reports it, and
-    nothing is created again."""
+    still says ``intent``, and no job was ever launched on it.  ``eps reconcile`` (no eps
+    owns the dispatch) releases the machine rather than let it bill with nothing on it; the
+    dispatch is interrupted, and ``--resume`` tries the rung again under a new name."""
     d = _id()
     child = eps.start("execute", "--json", "--dispatch-id", d, *CPU, "--", "true")
     gtrap.arm("POST", r"/operations/[^/]+/wait$", "after", child)
@@ -104,12 +106,37 @@ def test_kill_after_the_machine_is_up_before_running_is_recorded(eps: Eps, gtrap
 
     rc, out, err = eps.run("reconcile", "--json")
     assert rc == 0, err
-    assert f"{d}:gcp:{inst['name']}" in out
+    assert f"{d}:gcp:{inst['name']}" in json.loads(out)["released"]
+    assert gtrap.live(d) == []
     row = eps.dispatch(d)
-    assert (row["state"], row["handle"]["id"]) == ("started", inst["name"])
+    assert row["state"] == "interrupted"
+    [attempt] = eps.attempts(d)
+    assert (attempt["state"], attempt["outcome"]) == ("cancelled", "not_launched")
+    handle = _resume_started(eps, d)
+    assert handle["rung"] == attempt["rung"] and handle["id"] != inst["name"]  # the same rung, a new VM
+    [again] = gtrap.live(d)
+    assert again["name"] == handle["id"]
+    assert len(gtrap.inserts()) == 2
+    _check(eps, gtrap, rtrap, d)
+
+
+def test_a_resume_launches_the_job_on_the_machine_the_dead_walk_made(
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
+) -> None:
+    """Killed after the VM came up, before the job was launched; ``--resume`` straight away
+    adopts that VM and launches the job on it: one machine, and the job runs there."""
+    d = _id()
+    child = eps.start("execute", "--json", "--dispatch-id", d, *CPU, "--", "echo ran-after-resume")
+    gtrap.arm("POST", r"/operations/[^/]+/wait$", "after", child)
+    assert child.wait(30) == -signal.SIGKILL
+    [inst] = gtrap.live(d)
     handle = _resume_started(eps, d)
     assert handle["id"] == inst["name"]
     assert len(gtrap.inserts()) == 1 and len(gtrap.materialized) == 1
+    rc, out, err = eps.run("wait", d, timeout_s=60)
+    assert rc == 0, (out, err)
+    assert "ran-after-resume" in (eps.state / "logs" / f"{d}.log").read_text()
+    assert gtrap.live(d) == []  # pulled, then released
     _check(eps, gtrap, rtrap, d)
 
 
@@ -388,7 +415,8 @@ def test_read_only_state_directory(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, 
         subprocess.run(["mount", "-o", "remount,rw", str(mnt)], check=True)
         d = _id()
         env = {"EPS_STATE_DIR": str(mnt / "state")}
-        rc, _, err = eps.run("execute", "--dispatch-id", d, *CPU, "--", "true", env=env)
+        ssh_support.give_key(mnt / "state")  # the VM it makes is the test sshd
+        rc, _, err = eps.run("execute", "--dispatch-id", d, *CPU, "--", "sleep 300", env=env)
         assert rc == 0, err
         inserts = len(gtrap.inserts())
         subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
@@ -421,8 +449,9 @@ def test_full_state_disk_is_one_clear_line_and_loses_nothing(
         pytest.skip("mounting a tiny tmpfs needs root")
     with tmpfs(tmp_path / "full", "1m") as mnt:
         env = {"EPS_STATE_DIR": str(mnt / "state")}
+        ssh_support.give_key(mnt / "state")  # the VMs it makes are the test sshd
         first = _id()
-        rc, _, err = eps.run("execute", "--dispatch-id", first, *CPU, "--", "true", env=env)
+        rc, _, err = eps.run("execute", "--dispatch-id", first, *CPU, "--", "sleep 300", env=env)
         assert rc == 0, err
         inserts = len(gtrap.inserts())
 
@@ -433,8 +462,9 @@ def test_full_state_disk_is_one_clear_line_and_loses_nothing(
         assert "full" in err
         assert len(gtrap.inserts()) == inserts  # nothing submitted
 
-        # The disk fills between the insert and its record: the walk stops with one line,
-        # and once there is room again reconcile adopts the machine it made.
+        # The disk fills between the insert and its record (the job is launched on the VM, the
+        # record of it fails): the walk stops with one line, and once there is room again
+        # reconcile finds the machine with its job running on it, and adopts it.
         filler.unlink()
         d = _id()
         gtrap.arm("POST", r"/instances$", "after", lambda: _fill(mnt))

@@ -15,7 +15,7 @@ def test_twenty_parallel_executes_all_stay_started_and_cancel_all_leaves_nothing
     eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
 ) -> None:
     gcp: Any = gtrap.fake
-    children = [eps.start("execute", "--json", "cpu-small", "--duration", "30m", "--", "true") for _ in range(20)]
+    children = [eps.start("execute", "--json", "cpu-small", "--duration", "30m", "--", "sleep 300") for _ in range(20)]
     codes = [c.wait(180) for c in children]
     assert codes == [0] * 20, [c.err for c in children if c.proc.returncode]
     running = {name for (_, name), inst in gcp.instances.items() if inst["status"] == "RUNNING"}
@@ -40,7 +40,7 @@ def test_a_wrongly_judged_dispatch_is_put_right_by_the_next_reconcile(
     eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
 ) -> None:
     gcp: Any = gtrap.fake
-    rc, events, err = eps.execute("cpu-small", "--duration", "30m", "--", "true")
+    rc, events, err = eps.execute("cpu-small", "--duration", "30m", "--", "sleep 300")
     assert rc == 0, err
     d = events[-1]["dispatch"]
     db = sqlite3.connect(eps.state / "ledger.sqlite3")  # what the old race wrote: a running VM judged preempted
@@ -64,10 +64,10 @@ def test_cancel_all_releases_what_it_can_see_when_another_provider_is_down(
     from faults_support import gcp_fake
 
     runpod: Any = rtrap.fake
-    rc, events, err = eps.execute("cpu-small", "--duration", "30m", "--", "true")
+    rc, events, err = eps.execute("cpu-small", "--duration", "30m", "--", "sleep 300")
     assert rc == 0, err
     on_gcp = events[-1]["dispatch"]
-    rc, events, err = eps.execute("cpu-small", "--duration", "30m", "--pin", "runpod", "--", "true")
+    rc, events, err = eps.execute("cpu-small", "--duration", "30m", "--pin", "runpod", "--", "sleep 300")
     assert rc == 0, err
     assert len(runpod.live_pods()) == 1 and len(gtrap.fake.instances) == 1
     gtrap.fake.fail("GET", r"/aggregated/instances", gcp_fake.unavailable(), times=1000)

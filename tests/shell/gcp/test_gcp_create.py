@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shlex
 import uuid
 
 from returns.result import Failure, Success
@@ -134,17 +133,20 @@ def test_awkward_dispatch_id_becomes_a_valid_label_and_name(server, lane, gcp_ru
     assert metadata(body)["eps-dispatch-id"] == dispatch  # kept verbatim where any text may go
 
 
-def test_startup_script_runs_the_quoted_command_and_records_exit_code(server, lane, gcp_rung, job):
+def test_the_startup_script_is_the_machines_watcher_and_never_the_command(server, lane, gcp_rung, job):
+    """eps launches the job over ssh; the startup script only guards the VM (eps.core.watcher):
+    the job's command (with its quotes and ``rm -rf``) appears nowhere in the metadata."""
     rung = gcp_rung()
-    lane.create(job, rung, "d1", 1)
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEpsTestKey eps"
+    lane.create(job, rung, "d1", 1, ssh_public_key=key, ssh_user="eps")
     meta = metadata(only_insert(server))
     script = meta["startup-script"]
-    assert script == startup_script(job, "d1", rung)
-    assert script.startswith("#!/bin/bash\n")
-    assert f"( {shlex.join(job.command)} )" in script
-    assert "'it'\"'\"'s $HOME; rm -rf /'" in script  # quoted: no expansion, no second command
-    assert "/var/lib/eps/exit-code" in script
-    assert "guest-attributes/eps/exit-code" in script
+    assert script == startup_script(job, "d1", rung, user="eps", work_root="eps-runs", linger_s=600)
+    assert script.startswith("#!/bin/bash\n") and f"# rung {rung.key}" in script
+    assert "getent passwd eps" in script and "eps-runs/d1/0" in script
+    assert "shutdown -h now" in script and "no job was launched within 1800 s" in script
+    assert "rm -rf" not in script and "it's" not in script
+    assert meta["ssh-keys"] == f"eps:{key}"
     assert meta["enable-guest-attributes"] == "TRUE"
     assert meta["eps-rung-key"] == rung.key
     assert meta["eps-lane"] == "gcp"

@@ -124,14 +124,3 @@ def test_lane_from_settings_needs_a_project():
 
     with pytest.raises(ValueError, match=r"gcp\.project"):
         GcpClient.from_settings(GcpSettings())
-
-
-def test_job_output_reads_the_serial_console_and_the_exit_code(server, lane, gcp_rung, job):
-    handle = lane.create(job, gcp_rung(), "d1", 1).unwrap()
-    script = server.instances[("us-central1-a", handle.id)]["metadata"]["items"]
-    assert any("eps: exit code $code" in i["value"] and "shutdown -h now" in i["value"] for i in script)
-    server.serial[("us-central1-a", handle.id)] = "kernel...\nlast lines of the job\neps: exit code 0\n"
-    text, code = lane.job_output(handle).unwrap()
-    assert "last lines of the job" in text and code == 0
-    server.serial[("us-central1-a", handle.id)] = "kernel... (still running)\n"
-    assert lane.job_output(handle).unwrap()[1] is None

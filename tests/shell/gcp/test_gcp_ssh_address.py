@@ -72,12 +72,20 @@ def test_no_external_ip_asked_for_none_given(server, make_lane, gcp_rung, job):
     assert server.ssh_address(ZONE, handle.id) is None
 
 
+def test_an_insert_nobody_waits_on_still_brings_the_vm_up(server):
+    """A walk that died right after the insert leaves its operation unpolled: the VM still
+    comes up (reading it finishes the insert, as the time that passed would have)."""
+    post(server, "/instances", {"name": "vm-2", "machineType": E2, "networkInterfaces": [{"accessConfigs": NAT}]})
+    assert get(server, "vm-2")["status"] == "RUNNING"
+    assert server.ssh_address(ZONE, "vm-2") == "127.0.0.1"
+
+
 def test_the_external_address_comes_and_goes_with_the_vm(server):
     server.program(ZONE, fs.Created(polls=2))
     post(server, "/instances", {"name": "vm-1", "machineType": E2, "networkInterfaces": [{"accessConfigs": NAT}]})
+    post(server, "/operations/operation-1/wait")
     config = get(server, "vm-1")["networkInterfaces"][0]["accessConfigs"][0]
     assert "natIP" not in config  # PROVISIONING
-    post(server, "/operations/operation-1/wait")
     assert server.ssh_address(ZONE, "vm-1") is None  # operation RUNNING, the VM not up yet
     server.set_status(ZONE, "vm-1", "STAGING")
     assert server.ssh_address(ZONE, "vm-1") == "127.0.0.1"

@@ -40,6 +40,20 @@ def _load_fake_server() -> ModuleType:
 
 fake_server = _load_fake_server()
 
+
+def _load_ssh_support() -> ModuleType:
+    if "ssh_support" in sys.modules:
+        return sys.modules["ssh_support"]
+    spec = importlib.util.spec_from_file_location("ssh_support", _HERE.parent / "ssh" / "ssh_support.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ssh_support"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+ssh_support = _load_ssh_support()
+
 sys.modules.setdefault("runpod_testkit", sys.modules[__name__])
 FakeRunpod = fake_server.FakeRunpod
 Fault = fake_server.Fault
@@ -89,6 +103,22 @@ def every_answer_is_documented() -> Iterator[None]:
 def fake() -> Iterator[FakeRunpod]:
     with fake_server.FakeRunpod(api_key=KEY) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def sshd() -> Path:
+    """The test sshd: a pod's ssh.direct address leads there (see ``pods_reach_sshd``)."""
+    return ssh_support.start_sshd()
+
+
+@pytest.fixture
+def pods_reach_sshd(fake: FakeRunpod, sshd: Path, tmp_path: Path) -> Iterator[Path]:
+    """Every pod of ``fake`` answers ssh at the test sshd, so eps ships and launches its jobs
+    for real; afterwards the jobs and watchers eps started there are stopped.  Yields the
+    directory under which the pods' dispatch roots go."""
+    fake.public_ip, fake.ssh_port = ssh_support.VM_IP, ssh_support.VM_PORT
+    yield tmp_path
+    ssh_support.stop_machine_jobs(tmp_path)
 
 
 @pytest.fixture

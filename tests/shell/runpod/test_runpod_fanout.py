@@ -10,12 +10,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from runpod_testkit import KEY, FakeRunpod, schema_validator
+import pytest
+from runpod_testkit import KEY, FakeRunpod, schema_validator, ssh_support
 
 from eps.core.model import CapacitySnapshot, Job, evolve
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY
 from eps.shell.cli.progress import Reporter
 from eps.shell.lanes import LaneOptions, Lanes
+from eps.shell.remote.ssh import Patience
 from eps.shell.retry import RetryPolicy
 from eps.shell.settings import RunpodSettings, Settings
 from eps.shell.state.ledger import Ledger
@@ -23,7 +25,8 @@ from eps.shell.state.reconcile import cancel
 from eps.shell.walker import Walker, WalkResult
 
 CREATE = schema_validator("CreatePodRequest")
-JOB = Job("cpu-small", 3600, count=50, pin="runpod", command=("python", "shard.py"))
+JOB = Job("cpu-small", 3600, count=50, pin="runpod", command=("sleep", "300"))
+pytestmark = pytest.mark.usefixtures("pods_reach_sshd")
 #: cpu-small's RunPod flavors for these tests: four candidates per copy.
 FLAVORS = ("cpu3g", "cpu5g", "cpu3c", "cpu5c")
 
@@ -36,11 +39,13 @@ class Harness:
         intents = tuple(evolve(small, runpod_cpu=FLAVORS) if i is small else i for i in DEFAULT_POLICY.intents)
         self.settings = Settings(
             policy=evolve(DEFAULT_POLICY, intents=intents),
-            runpod=RunpodSettings(base_url=fake.url, concurrency=concurrency),
+            runpod=RunpodSettings(base_url=fake.url, concurrency=concurrency, work_root=str(tmp / "runpod-runs")),
             state_dir=str(tmp / "state"),
             fanout_concurrency=concurrency,
         )
+        ssh_support.give_key(tmp / "state")  # the pods are the test sshd: jobs are shipped for real
         self.options = LaneOptions(
+            machine_patience=Patience(within_s=20.0, first_delay_s=0.2, max_delay_s=1.0, retry_auth=True),
             runpod_api_key=KEY,
             runpod_options={
                 "poll_interval_s": 0.01,

@@ -11,9 +11,13 @@ from runpod_testkit import KEY, FakeRunpod, Fault, SleepRecorder, cpu_rung, fast
 
 from eps.core.names import pod_name
 from eps.core.outcome import FailureKind
+from eps.shell.lanes.machines import MachineAccess
 from eps.shell.lanes.runpod.client import RunpodClient
 from eps.shell.lanes.runpod.lane import RunpodLane
 from eps.shell.lanes.runpod.wire import ApiKey, RunpodSettings, load_api_key
+
+#: These tests make no pod that eps would reach.
+NO_MACHINES = MachineAccess("/nonexistent/eps-state", "root", "eps-runs", 600)
 
 
 def test_key_from_the_environment_wins(tmp_path: Path) -> None:
@@ -61,7 +65,7 @@ def test_reprs_hide_the_key() -> None:
     assert KEY not in repr(key)
     assert KEY not in str(key)
     assert KEY not in f"{key}"
-    lane = RunpodLane(RunpodSettings(), {"RUNPOD_API_KEY": KEY})
+    lane = RunpodLane(RunpodSettings(), {"RUNPOD_API_KEY": KEY}, access=NO_MACHINES)
     assert KEY not in repr(lane) and KEY not in repr(vars(lane))
     assert KEY not in repr(RunpodClient(key))
 
@@ -121,8 +125,8 @@ def test_lane_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
     assert load_api_key().failure().kind is FailureKind.AUTH
     monkeypatch.setenv("RUNPOD_API_KEY", KEY)
-    lane = RunpodLane(RunpodSettings(), {"RUNPOD_API_KEY": KEY})
+    lane = RunpodLane(RunpodSettings(), {"RUNPOD_API_KEY": KEY}, access=NO_MACHINES)
     client = lane.client()
     assert isinstance(client, Success)
     assert KEY not in repr(client)
-    assert isinstance(RunpodLane(RunpodSettings(), {}).client(), Failure)  # no key anywhere: AUTH
+    assert isinstance(RunpodLane(RunpodSettings(), {}, access=NO_MACHINES).client(), Failure)  # no key anywhere: AUTH

@@ -90,3 +90,65 @@ def sshd_log_since(offset: int) -> str:
             return fh.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+# --- eps's key for the fake providers' machines ----------------------------------------------------
+
+#: One key pair for every test session on this machine (made once by eps's own ensure_key),
+#: authorized for root; each test's state dir gets a copy (see :func:`give_key`).
+SHARED_KEY_STATE = STATE / "eps-client"
+
+
+def give_key(state_dir: Path) -> str:
+    """Put eps's key pair into ``state_dir`` (as eps would have made it there) and make sure the
+    test sshd lets it in as root: the fake GCP VMs and RunPod pods (whose address is this sshd)
+    are then reachable the way real ones are.  Returns the public key line."""
+    from eps.shell.remote.keys import PRIVATE_NAME, ensure_key, key_dir
+
+    shared = ensure_key(str(SHARED_KEY_STATE)).unwrap()
+    authorize(shared.public_key)
+    target = Path(key_dir(str(state_dir)))
+    target.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(target, 0o700)
+    for name, mode in ((PRIVATE_NAME, 0o600), (PRIVATE_NAME + ".pub", 0o644)):
+        dest = target / name
+        if not dest.exists():
+            data = Path(shared.private_path if name == PRIVATE_NAME else shared.public_path).read_bytes()
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+    return shared.public_key
+
+
+def machine_keys(root: Path) -> tuple[str, str]:
+    """The ``[gcp]`` and ``[runpod]`` lines (no headers) that make eps reach the fake providers'
+    machines on this sshd: GCP logs in as root (the test sshd's only user); dispatch roots go
+    under ``root`` (not /root)."""
+    return (
+        f'ssh_user = "{USER}"\nwork_root = "{root}/gcp-runs"\n',
+        f'work_root = "{root}/runpod-runs"\n',
+    )
+
+
+def stop_machine_jobs(root: Path) -> None:
+    """After a test: stop every job and watcher eps launched on the fake providers' machines
+    under ``root`` (on a real provider they die with their VM or pod; here they are processes
+    of this machine)."""
+    import signal
+
+    from eps.core.jobscript import render_cancel
+
+    for script in [*root.glob("*-runs/*/*/run.sh")]:
+        run_root = script.parent
+        subprocess.run(["bash", "-c", render_cancel(str(run_root))], capture_output=True, timeout=30, check=False)
+        try:
+            pid = int((run_root / "watch.pid").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                mine = str(run_root).encode() in fh.read()
+            if mine:
+                os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass

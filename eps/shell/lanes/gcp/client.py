@@ -204,10 +204,14 @@ class GcpClient:
         attempt: int,
         *,
         copy: int = 0,
+        name: str | None = None,
         ssh_public_key: str | None = None,
         ssh_user: str = "eps",
     ) -> Result[Handle, LaneFailure]:
-        """Start one machine for ``rung`` (copy ``copy`` of a ``--count`` fan-out).
+        """Start one machine for ``rung`` (copy ``copy`` of a ``--count`` fan-out), named
+        ``name`` when given (the walker's name for the attempt), else by dispatch, rung and copy.
+        The insert's request id follows the name: the same attempt sent again is a no-op at
+        Compute; another attempt on the same rung (a resume) is a new request.
 
         ``ssh_public_key``: one OpenSSH public key line; the VM gets the metadata item
         ``ssh-keys`` = ``<ssh_user>:<key>`` (GCE's ``USERNAME:KEY_VALUE`` format), so the
@@ -224,7 +228,8 @@ class GcpClient:
         if problem is not None:
             return Failure(problem)
         zone = rung.zone or ""
-        name = instance_name(dispatch_id, rung, copy)
+        given = name
+        name = name or instance_name(dispatch_id, rung, copy)
         waited = 0.0
         try:
             api, _, _ = errors()
@@ -239,7 +244,7 @@ class GcpClient:
                     project=self.project,
                     zone=zone,
                     instance_resource=instance,
-                    request_id=insert_request_id(dispatch_id, rung, attempt, copy, resend),
+                    request_id=insert_request_id(dispatch_id, rung, attempt, copy, resend, name=given),
                 )
                 try:
                     op = self._call(
@@ -386,10 +391,12 @@ class GcpClient:
             )
         nat_ip = configs[0].nat_i_p
         if not nat_ip:
+            status = str(instance.status)
+            why = "not running" if status in ("TERMINATED", "STOPPED", "STOPPING", "SUSPENDED") else "not attached yet"
             return Failure(
                 LaneFailure(
                     FailureKind.TRANSIENT,
-                    f"VM {handle.id} has no external address yet (status {instance.status})",
+                    f"VM {handle.id} has no external address: {why} (status {status})",
                     code="no_address_yet",
                 )
             )

@@ -14,12 +14,11 @@ from eps.core.model import Job, LaneKind, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
-from eps.core.tables import JOB_LIFECYCLE
 from eps.core.walk import AttemptRecord
 from eps.shell.lanes.gcp.client import GcpClient
 from eps.shell.lanes.gcp.wire import instance_name
 from eps.shell.lanes.jobs import JobFiles, Site
-from eps.shell.lanes.machines import MachineAccess, start_on
+from eps.shell.lanes.machines import MachineAccess, launch_again, start_on
 from eps.shell.settings import GcpSettings
 
 
@@ -34,11 +33,11 @@ class GcpLane:
         options: dict[str, Any] | None = None,
         *,
         name: str = "gcp",
-        access: MachineAccess | None = None,
+        access: MachineAccess,
     ) -> None:
         self.name = name
         self.settings = settings
-        self.access = access or MachineAccess(".", settings.ssh_user, settings.work_root, JOB_LIFECYCLE.linger_s)
+        self.access = access  # eps's key (state dir), the login, the work root, the linger
         self._options = {"poll_interval_s": settings.poll_interval_s, **(options or {})}
         self._given_on_wait: Callable[[float, str], None] | None = self._options.pop("on_wait", None)
         self._emit: Callable[..., None] | None = None
@@ -66,7 +65,9 @@ class GcpLane:
             return self._client
 
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
-        return instance_name(dispatch, rung)
+        """One name per attempt: a resume that tries a rung again (its machine never got the
+        job) makes a new VM under a new name and request id, never the deleted one's."""
+        return instance_name(dispatch, rung, seq)
 
     def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
         """The VM's external address, eps's key, the configured login: a job's site on the VM."""
@@ -74,6 +75,12 @@ class GcpLane:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"{self.name}: no VM to reach"))
         key = self.access.key(make=False)
         return key.bind(lambda k: self.client().address(handle).bind(lambda a: self.access.site(a, k, dispatch, job)))
+
+    def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        client = self.client()
+        return self.access.key(make=False).bind(
+            lambda key: launch_again(self.access, key, handle, lambda: client.address(handle), job, dispatch, files)
+        )
 
     def shell_inner(self, handle: Handle) -> list[str] | None:
         return None
@@ -88,8 +95,10 @@ class GcpLane:
             case Success(key):
                 pass
         client = self.client()
-        # attempt=0: the request id is fixed per (dispatch, rung), so a retried create is a no-op
-        made = client.create(job, rung, dispatch, 0, ssh_public_key=key.public_key, ssh_user=self.access.user)
+        # attempt=0 and the attempt's name: a create sent again for this attempt is a no-op
+        made = client.create(
+            job, rung, dispatch, 0, name=name, ssh_public_key=key.public_key, ssh_user=self.access.user
+        )
         if isinstance(made, Failure):
             return made
         handle = made.unwrap()

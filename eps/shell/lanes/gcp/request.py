@@ -51,8 +51,16 @@ class InstanceShape:
 
 
 def build_instance(
-    job: Job, rung: Rung, dispatch_id: str, attempt: int, name: str, copy: int, ssh_keys: str | None,
-    shape: InstanceShape, *, ssh_user: str = "eps",
+    job: Job,
+    rung: Rung,
+    dispatch_id: str,
+    attempt: int,
+    name: str,
+    copy: int,
+    ssh_keys: str | None,
+    shape: InstanceShape,
+    *,
+    ssh_user: str = "eps",
 ) -> compute_v1.Instance:
     """The ``Instance`` an insert for ``rung`` sends."""
     compute_v1 = compute()
@@ -132,7 +140,5 @@ def build_instance(
     if shape.tags:
         instance.tags = compute_v1.Tags(items=list(shape.tags))
     if shape.service_account is not None:
-        instance.service_accounts = [
-            compute_v1.ServiceAccount(email=shape.service_account, scopes=list(shape.scopes))
-        ]
+        instance.service_accounts = [compute_v1.ServiceAccount(email=shape.service_account, scopes=list(shape.scopes))]
     return instance  # type: ignore[no-any-return]

@@ -164,12 +164,17 @@ def instance_name(dispatch_id: str, rung: Rung, copy: int = 0) -> str:
     return f"{PREFIX}{slug}-{digest}" if slug else f"{PREFIX}{digest}"
 
 
-def insert_request_id(dispatch_id: str, rung: Rung, attempt: int, copy: int = 0, resend: int = 0) -> str:
+def insert_request_id(
+    dispatch_id: str, rung: Rung, attempt: int, copy: int = 0, resend: int = 0, *, name: str | None = None
+) -> str:
     """The insert's idempotency key: a name-based UUID (version 5, so never all zeros).
 
     ``resend`` > 0: the insert sent again after Compute refused the earlier one inside its
-    operation (a rate limit): a repeated id would only bring back the refused operation."""
+    operation (a rate limit): a repeated id would only bring back the refused operation.
+    ``name``: the instance's own name when the walker chose it (one per attempt)."""
     tail = f"\0resend{resend}" if resend else ""
+    if name is not None:
+        tail += f"\0name{name}"
     return str(uuid.uuid5(_REQUEST_NAMESPACE, f"{dispatch_id}\0{rung.key}\0{copy}\0{attempt}{tail}"))
 
 

@@ -18,10 +18,9 @@ from eps.core.names import dispatch_of_pod, pod_name, pod_prefix
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
-from eps.core.tables import JOB_LIFECYCLE
 from eps.core.walk import AttemptRecord
 from eps.shell.lanes.jobs import JobFiles, Site
-from eps.shell.lanes.machines import MachineAccess, start_on
+from eps.shell.lanes.machines import MachineAccess, launch_again, start_on
 from eps.shell.lanes.runpod.client import RungAttempt, RunpodClient
 from eps.shell.lanes.runpod.wire import (
     POD_STATES,
@@ -56,11 +55,11 @@ class RunpodLane:
         *,
         key: str | None = None,
         name: str = "runpod",
-        access: MachineAccess | None = None,
+        access: MachineAccess,
     ) -> None:
         self.name = name
         self.settings = settings
-        self.access = access or MachineAccess(".", "root", "eps-runs", JOB_LIFECYCLE.linger_s)
+        self.access = access  # eps's key (state dir), the login, the work root, the linger
         # Only the key is kept (in an ApiKey, whose repr hides it), never the environment.
         given = key if key is not None else env.get("RUNPOD_API_KEY", "").strip()
         self._key: ApiKey | None = None
@@ -73,7 +72,6 @@ class RunpodLane:
                 case Failure(f):
                     self._failure = f
         self._lock = threading.Lock()
-
 
     def client(self) -> Result[RunpodClient, LaneFailure]:
         with self._lock:
@@ -98,6 +96,17 @@ class RunpodLane:
         key = self.access.key(make=False)
         where = self.client().bind(lambda c: c.address(handle.id))
         return key.bind(lambda k: where.bind(lambda a: self.access.site(a, k, dispatch, job)))
+
+    def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        def launch(client: RunpodClient) -> Result[Handle, LaneFailure]:
+            return self.access.key(make=False).bind(
+                lambda key: launch_again(
+                    self.access, key, handle, lambda: client.address(handle.id), job, dispatch, files,
+                    halt=runpod_halt(handle.id),
+                )
+            )  # fmt: skip
+
+        return self.client().bind(launch)
 
     def shell_inner(self, handle: Handle) -> list[str] | None:
         return None
@@ -193,4 +202,3 @@ class RunpodLane:
         if self._client is not None:
             self._client.close()
             self._client = None
-

@@ -386,8 +386,6 @@ def retry_after_s(reply: Reply, default: float) -> float:
         return default
 
 
-
-
 def classify(reply: Reply, what: str) -> LaneFailure:
     """A non-success answer -> one FailureKind, as the createPod table prescribes.  The
     message quotes the provider; the client scrubs the key from it before it goes anywhere."""

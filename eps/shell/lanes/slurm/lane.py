@@ -90,6 +90,9 @@ class SlurmLane:
     def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
         return Success(Site(Remote.via(self._login), site_root(self.work_root, dispatch, job)))
 
+    def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        return Success(handle)  # started in one step: nothing is ever made without its job
+
     def shell_inner(self, handle: Handle) -> list[str] | None:
         return ["srun", f"--jobid={handle.id}", "--overlap"]
 
