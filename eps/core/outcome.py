@@ -14,9 +14,9 @@ from attrs import frozen
 
 from eps.core.model import (
     Capacity,
-    DownCode,
     CapacitySnapshot,
     ClusterState,
+    DownCode,
     GcpState,
     LaneDown,
     LaneKind,
