@@ -4,11 +4,12 @@
 
 This measures the code users run: the real ``eps`` command in its own process (the
 walker, the ledger, the RunPod lane), against the local RunPod test server
-(tests/shell/runpod/fake_server.py) in another process.  Printed: wall time until
-every copy's pod is RUNNING, the eps process's peak RSS, and the floor the
-concurrency allows: ``ceil(N / concurrency) x requests per machine x latency``
-(create + the GETs until RUNNING; poll waits are on top of the floor).
-Goal: within 1.3x of the floor and under 150 MB.  Asserts nothing.
+(tests/shell/runpod/fake_server.py) in another process, whose pods' ssh address is the
+test sshd (tests/shell/ssh/sshd.sh, root): every copy's job is shipped and launched over
+ssh for real.  Printed: wall time until every copy's job runs, the eps process's peak
+RSS, and the floor the concurrency allows for the API part:
+``ceil(N / concurrency) x requests per machine x latency`` (create + the GETs until
+RUNNING; poll waits and the ssh launches are on top of the floor).  Asserts nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "shell" / "runpod" / "fake_server.py"
+sys.path.insert(0, str(ROOT / "tests" / "shell" / "ssh"))
+import ssh_support  # noqa: E402  (the test sshd: the pods' ssh address)
+
 KEY = "bench-key-not-a-secret"
 
 
@@ -38,9 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gets-to-running", type=int, default=1)
     args = parser.parse_args(argv)
 
+    ssh_support.start_sshd()
     server = subprocess.Popen(
         [sys.executable, str(SERVER), "--latency", str(args.latency), "--api-key", KEY,
-         "--gets-to-running", str(args.gets_to_running)],
+         "--gets-to-running", str(args.gets_to_running), "--public-ip", ssh_support.VM_IP,
+         "--ssh-port", str(ssh_support.VM_PORT)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -52,8 +58,10 @@ def main(argv: list[str] | None = None) -> int:
             config = Path(tmp) / "config.toml"
             config.write_text(
                 f'[runpod]\nbase_url = "{url}"\nconcurrency = {args.concurrency}\n'
-                f"poll_interval_s = {args.poll_interval}\n[fanout]\nconcurrency = {args.concurrency}\n"
+                f'poll_interval_s = {args.poll_interval}\nwork_root = "{tmp}/runpod-runs"\n'
+                f"[fanout]\nconcurrency = {args.concurrency}\n[jobs]\nkeeper = false\n"
             )
+            ssh_support.give_key(Path(tmp) / "state")
             env = {
                 **os.environ,
                 "EPS_CONFIG": str(config),
@@ -63,12 +71,13 @@ def main(argv: list[str] | None = None) -> int:
             }
             argv_eps = [
                 sys.executable, "-c", "from eps.shell.cli import entry; entry()", "execute", "cpu-small",
-                "--duration", "30m", "--pin", "runpod", "--count", str(args.n), "--json", "--", "python", "shard.py",
+                "--duration", "30m", "--pin", "runpod", "--count", str(args.n), "--json", "--", "sleep", "120",
             ]  # fmt: skip
             began = time.perf_counter()
             proc = subprocess.run(argv_eps, env=env, capture_output=True, text=True, check=False)
             wall = time.perf_counter() - began
             rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+            ssh_support.stop_machine_jobs(Path(tmp))
     finally:
         if server.stdin is not None:
             server.stdin.close()
@@ -79,12 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     per_machine = 1 + args.gets_to_running
     floor = math.ceil(args.n / args.concurrency) * per_machine * args.latency
     polls = math.ceil(args.n / args.concurrency) * args.gets_to_running * args.poll_interval
-    print(f"eps execute --count {args.n} --pin runpod: exit {proc.returncode}, {running}/{args.n} running")
+    print(f"eps execute --count {args.n} --pin runpod: exit {proc.returncode}, {running}/{args.n} jobs launched")
     print(f"server latency {args.latency * 1000:.0f} ms/call, concurrency {args.concurrency}, "
           f"{per_machine} requests per machine, poll interval {args.poll_interval:g} s")  # fmt: skip
     print(f"wall time (whole command, interpreter start included): {wall:.2f} s")
     print(f"floor ceil(N/c) x requests x latency: {floor:.2f} s; with the poll waits: {floor + polls:.2f} s")
-    print(f"ratio to the floor: {wall / floor:.2f}x (to floor + poll waits: {wall / (floor + polls):.2f}x)")
+    print(f"ratio to the floor: {wall / floor:.2f}x (to floor + poll waits: {wall / (floor + polls):.2f}x);"
+          f" the rest is the ssh launches: {max(0.0, wall - floor - polls) / max(1, running) * args.concurrency:.2f} s"
+          f" per launch at {args.concurrency} at once")  # fmt: skip
     print(f"peak RSS of the eps process: {rss_mb:.1f} MB")
     if proc.returncode != 0:
         print(proc.stderr[-2000:])

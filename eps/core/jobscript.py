@@ -121,6 +121,12 @@ class JobProgress(NamedTuple):
     def ended(self) -> bool:
         return self.exit_code is not None
 
+    @property
+    def launched(self) -> bool:
+        """The job was started here (its wrapper wrote its pid or start): a root that was only
+        shipped to (a walk that died while staging) has neither."""
+        return self.pid is not None or self.started_at is not None
+
 
 class JobScriptError(ValueError):
     """A value cannot be placed in the job wrapper safely.  Names the field."""

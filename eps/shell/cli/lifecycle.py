@@ -96,6 +96,12 @@ def rows_of(ledger: Ledger, dispatch: str) -> list[DispatchRow]:
 # --- wait ------------------------------------------------------------------------------------
 
 
+#: ``eps wait`` looks at most this far apart (it starts at ``[jobs] wait_poll_s``).
+WAIT_POLL_MAX_S = 30.0
+#: ... and asks the providers at least this often (sooner when a record cannot be read).
+WAIT_RECONCILE_S = 60.0
+
+
 def wait(
     ledger: Ledger,
     lanes: Lanes,
@@ -105,10 +111,17 @@ def wait(
     poll_s: float = 2.0,
     follow: Callable[[DispatchRow], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Block until every job of ``dispatch`` has ended; pull each one's outputs, release its
     machine, and return the exit status: the job's own code (one job), else 0 only when
-    every copy succeeded."""
+    every copy succeeded.
+
+    It looks every ``poll_s`` at first, then less and less often (x1.5 a round, up to 15 x
+    ``poll_s`` and at most :data:`WAIT_POLL_MAX_S`): a job of hours is not asked over ssh
+    every two seconds.  The
+    providers are asked (reconcile) when a job's record could not be read, and otherwise
+    at most every :data:`WAIT_RECONCILE_S`."""
     from eps.shell.state.finish import Finisher
     from eps.shell.state.reconcile import Reconciler
 
@@ -116,7 +129,10 @@ def wait(
     ids = [r.id for r in rows_of(ledger, dispatch)]
     pending = set(ids)
     followed: set[str] = set()
+    interval = poll_s
+    reconciled_at = clock()
     while pending:
+        unread = False
         for d in sorted(pending):
             row = ledger.dispatch(d)
             if row is None:
@@ -127,6 +143,7 @@ def wait(
                     followed.add(d)
                     follow(row)
                 progress = finisher.progress(row).value_or(None)
+                unread = unread or progress is None
                 if progress is not None and progress.ended:
                     with ledger.owning(d) as owned:
                         if owned:
@@ -138,11 +155,14 @@ def wait(
                 pass  # a walk (or a queue) is still deciding; the next round looks again
             else:
                 pending.discard(d)
-        if pending:
-            Reconciler(ledger, lanes, reporter).reconcile(set(pending))  # a machine that vanished, a job that left
+        if pending and (unread or clock() - reconciled_at >= WAIT_RECONCILE_S):
+            # a machine that vanished, a job that left, a walk that settled
+            Reconciler(ledger, lanes, reporter).reconcile(set(pending))
+            reconciled_at = clock()
             pending = {d for d in pending if (r := ledger.dispatch(d)) is not None and _unsettled(r)}
         if pending:
-            sleep(poll_s)
+            sleep(interval)
+            interval = min(interval * 1.5, max(poll_s, min(WAIT_POLL_MAX_S, poll_s * 15)))
     rows = [r for r in (ledger.dispatch(d) for d in ids) if r is not None]
     return _exit_of(rows)
 

@@ -122,7 +122,7 @@ def launch_again(
     The caller releases the machine on failure."""
     site = _patiently(address, access.patience).bind(lambda where: access.site(where, key, dispatch, job))
     match site.bind(probe):
-        case Success(progress) if progress.exists:
+        case Success(progress) if progress.launched:
             return Success(handle)
     watcher = access.watch(dispatch, job, halt) if halt is not None else None
     up = site.bind(lambda s: bring_up(s, job, dispatch, files, watcher=watcher, patience=access.patience))

@@ -248,7 +248,7 @@ class Reconciler:
             progress = None
             if h.state is HandleState.RUNNING:
                 progress = Finisher(self.ledger, self.lanes).progress(evolve(row, handle=h)).value_or(None)
-            if progress is None or progress.exists:  # a job is there, or it cannot be told (yet)
+            if progress is None or progress.launched:  # a job is there, or it cannot be told (yet)
                 if walk_died and progress is None:
                     unconfirmed.add(h.id)
                 kept.append(item)

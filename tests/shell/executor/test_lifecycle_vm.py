@@ -4,6 +4,7 @@ back, its exit code is the truth.  Everything through ``eps`` commands, the way 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import sqlite3
 import time
@@ -165,3 +166,34 @@ def test_execute_json_and_wait_json_agree(eps: Any) -> None:
     rc, out, err = eps("wait", d, "--json")
     assert rc == 0, err
     assert any(json.loads(line).get("event") == "ended" for line in out.splitlines() if line.startswith("{"))
+
+
+def test_wait_looks_less_and_less_often_while_a_long_job_runs(eps: Any) -> None:
+    """``eps wait`` starts at ``[jobs] wait_poll_s`` and backs off (x1.5 a round, up to 15 x
+    the setting): a job of hours is not asked over ssh every two seconds."""
+    from eps.shell.cli import lifecycle as life
+    from eps.shell.cli.progress import Reporter
+    from eps.shell.config import load_settings
+    from eps.shell.lanes import Lanes
+    from eps.shell.state.ledger import Ledger
+
+    rc, _, err = eps("execute", "cpu-small", "--duration", "30s", "--", "sleep 4")
+    assert rc == 0, err
+    d = eps.status()[0]["dispatch"]
+    settings = load_settings(eps.env)
+    ledger, lanes = Ledger(settings.state_dir), Lanes(settings, eps.options)
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        time.sleep(s)
+
+    try:
+        code = life.wait(ledger, lanes, Reporter(json_lines=True), d, poll_s=0.05, sleep=sleep)
+    finally:
+        lanes.close()
+        ledger.close()
+    assert code == 0
+    assert slept[0] == 0.05 and slept[1] == pytest.approx(0.075)
+    assert all(b >= a for a, b in itertools.pairwise(slept))
+    assert max(slept) == pytest.approx(0.75)  # 15 x wait_poll_s

@@ -681,8 +681,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
     parser.add_argument("--api-key", default=FakeRunpod.api_key)
     parser.add_argument("--gets-to-running", type=int, default=2)
+    parser.add_argument("--public-ip", default="127.0.0.1", help="where the pods' ssh.direct leads")
+    parser.add_argument("--ssh-port", type=int, default=None, help="the pods' public port of 22/tcp")
     args = parser.parse_args(argv)
-    fake = FakeRunpod(api_key=args.api_key, latency_s=args.latency, gets_to_running=args.gets_to_running)
+    fake = FakeRunpod(
+        api_key=args.api_key, latency_s=args.latency, gets_to_running=args.gets_to_running,
+        public_ip=args.public_ip, ssh_port=args.ssh_port,
+    )  # fmt: skip
     with fake:
         print(f"LISTENING {fake.url}", flush=True)
         sys.stdin.read()  # serve until the parent closes our stdin
