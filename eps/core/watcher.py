@@ -123,9 +123,9 @@ def render_watch_start(root: str) -> str:
     pid = quote_arg(f"{root.rstrip('/')}/{WATCH_PID}")
     log = quote_arg(f"{root.rstrip('/')}/{WATCH_LOG}")
     return (
-        f'if [ -s {pid} ] && kill -0 "$(cat -- {pid})" 2>/dev/null; then exit 0; fi; '
+        f'if [ -s {pid} ] && kill -0 "$(cat -- {pid})" 2>/dev/null; then :; else '
         f"rm -f -- {pid}; "
-        f"nohup setsid bash {script} </dev/null >>{log} 2>&1 & echo $! > {pid}"
+        f"nohup setsid bash {script} </dev/null >>{log} 2>&1 & echo $! > {pid}; fi"
     )
 
 

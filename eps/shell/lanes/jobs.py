@@ -84,9 +84,10 @@ def stage(
     return done.alt(_lane)
 
 
-def launch(site: Site) -> Result[int, LaneFailure]:
-    """Start the staged job detached; the wrapper's pid.  Twice starts it once."""
-    return start_job(site.remote, site.root).alt(_lane)
+def launch(site: Site, *, before: str | None = None) -> Result[int, LaneFailure]:
+    """Start the staged job detached; the wrapper's pid.  Twice starts it once.  ``before``:
+    a quiet shell line run first, in the same connection (the machine's watcher)."""
+    return start_job(site.remote, site.root, before=before).alt(_lane)
 
 
 def probe(site: Site) -> Result[JobProgress, LaneFailure]:

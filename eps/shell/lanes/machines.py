@@ -4,14 +4,13 @@ own key once it is up, given what the job wrapper needs, then the job shipped an
 The order, and why:
 
 1. wait until sshd answers and accepts eps's key (a fresh machine: minutes, see
-   :data:`~eps.shell.remote.ssh.FRESH_MACHINE`);
-2. make sure ``rsync`` is there (installed with the machine's package manager when it
-   is not; a machine where it cannot be is refused with that reason);
-3. ship the wrapper, the env file and the workdir;
-4. start the machine's watcher when the lane brings it over ssh (RunPod; on GCP it is
-   the startup script and already runs), before the job: a launch that never happens
-   still ends with the machine stopped;
-5. start the job detached.
+   :data:`~eps.shell.remote.ssh.FRESH_MACHINE`), and in the same command make sure
+   ``rsync`` is there (installed with the machine's package manager when it is not; a
+   machine where it cannot be is refused with that reason);
+2. ship the wrapper, the env file and the workdir;
+3. put the machine's watcher there when the lane brings it over ssh (RunPod; on GCP it
+   is the startup script and already runs);
+4. start the watcher, then the job detached, in one command.
 
 Any failure after the machine was made is the lane's to clean up: it releases the
 machine (a job that could not start must not leave a paid machine behind).
@@ -27,12 +26,13 @@ from returns.result import Failure, Result, Success
 
 from eps.core.jobscript import JobScriptError
 from eps.core.lifecycle import time_limit_s
-from eps.core.model import Job
+from eps.core.model import Job, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.watcher import WatchSpec, render_watch_start, render_watcher
 from eps.shell.lanes.jobs import JobFiles, Site, launch, probe, site_root, stage
+from eps.shell.remote.errors import RemoteErrorKind
 from eps.shell.remote.keys import KeyPair, ensure_key, load_key
-from eps.shell.remote.ssh import FRESH_MACHINE, Patience, Remote, check_remote, wait_reachable
+from eps.shell.remote.ssh import FRESH_MACHINE, Patience, Remote, check_remote
 from eps.shell.remote.sync import put_file
 
 
@@ -155,48 +155,37 @@ def bring_up(
     *,
     watcher: WatchSpec | None = None,
     patience: Patience = FRESH_MACHINE,
-    on_step: Callable[[str], None] | None = None,
 ) -> Result[int, LaneFailure]:
-    """Reach the fresh machine, prepare it, ship the job, start the watcher (when given),
-    then the job.  The wrapper's pid."""
+    """Reach the fresh machine and make sure it has rsync (one command, retried while the
+    machine is not up yet), ship the job, then start the watcher (when given) and the job
+    (one command).  The wrapper's pid."""
     remote = site.remote
-
-    def step(what: str) -> None:
-        if on_step is not None:
-            on_step(what)
-
-    step(f"waiting for ssh on {remote.describe()}")
-    reached = wait_reachable(remote, patience=patience)
-    if isinstance(reached, Failure):
-        failure = reached.failure().lane_failure()
-        return Failure(LaneFailure(failure.kind, f"the machine never let eps in: {failure.message}", code=failure.code))
-    step("checking rsync")
-    tools = check_remote(remote, ENSURE_RSYNC, "making sure rsync is installed", timeout_s=600)
-    if isinstance(tools, Failure):
-        return Failure(tools.failure().lane_failure())
-    step("shipping the job")
+    ready = check_remote(remote, ENSURE_RSYNC, "making sure rsync is installed", timeout_s=600, patience=patience)
+    if isinstance(ready, Failure):
+        failure = ready.failure().lane_failure()
+        if ready.failure().kind in (RemoteErrorKind.UNREACHABLE, RemoteErrorKind.AUTH, RemoteErrorKind.HOST_KEY):
+            return Failure(evolve(failure, message=f"the machine never let eps in: {failure.message}"))
+        return Failure(failure)
     staged = stage(site, job, dispatch, files)
     if isinstance(staged, Failure):
         return staged
+    before = None
     if watcher is not None:
-        started = start_watcher(site, watcher)
-        if isinstance(started, Failure):
-            return started
-    step("starting the job")
-    return launch(site)
+        put = put_watcher(site, watcher)
+        if isinstance(put, Failure):
+            return put
+        before = render_watch_start(site.root)
+    return launch(site, before=before)
 
 
-def start_watcher(site: Site, watcher: WatchSpec) -> Result[None, LaneFailure]:
-    """Put ``watch.sh`` in the dispatch root and start it detached (once)."""
+def put_watcher(site: Site, watcher: WatchSpec) -> Result[None, LaneFailure]:
+    """Put ``watch.sh`` in the dispatch root (started with the job, :func:`bring_up`)."""
     try:
         text = render_watcher(watcher)
     except JobScriptError as exc:
         return Failure(LaneFailure(FailureKind.INVALID_REQUEST, str(exc), code="watcher_render"))
     put = put_file(site.remote, f"{site.root}/watch.sh", text.encode(), mode=0o700)
-    if isinstance(put, Failure):
-        return Failure(put.failure().lane_failure())
-    started = check_remote(site.remote, render_watch_start(site.root), "starting the machine's watcher", timeout_s=60)
-    return started.map(lambda _: None).alt(lambda f: f.lane_failure())
+    return put.alt(lambda f: f.lane_failure())
 
 
 def released_after(failure: LaneFailure, released: Result[object, LaneFailure], what: str) -> LaneFailure:

@@ -77,11 +77,13 @@ def stage_job(
 
 
 def start_job(
-    remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process
+    remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process, before: str | None = None
 ) -> Result[int, RemoteFailure]:
     """Start the staged job detached; its wrapper's pid once it has recorded its start.
-    Starting twice starts it once (the second call answers with the first pid's probe)."""
-    started = check_remote(remote, render_start(root), f"starting the job in {root}", patience=patience, runner=runner)
+    Starting twice starts it once (the second call answers with the first pid's probe).
+    ``before``: a shell line run first in the same connection (one that prints nothing)."""
+    line = render_start(root) if before is None else f"{before}; {render_start(root)}"
+    started = check_remote(remote, line, f"starting the job in {root}", patience=patience, runner=runner)
     match started:
         case Success(text) if text.strip().isdigit():
             return Success(int(text.strip()))
