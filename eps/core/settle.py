@@ -22,6 +22,18 @@ gathers the inventory, asks, and carries the settlement out.  The rules:
 - nothing live: a dead walk is ``interrupted`` and its live attempts are judged
   (never submitted, or gone); a started spot VM that vanished was preempted; any
   other started or held dispatch has ended.
+
+What the job's own record on a machine says (:class:`JobSeen`, read by the shell for
+the items :func:`to_probe` names) refines that, for the machines eps makes and then
+launches the job on (GCP VMs, RunPod pods):
+
+- one that runs with no job launched on it, while no walk owns the dispatch, is released
+  at once (``not_launched``: nobody will launch it; a resume may try its rung again, P7),
+  unless this is a resume (which launches the job on it instead);
+- a dead walk's machine whose job cannot be seen (not up yet, not answering) is kept, but
+  its dispatch is ``interrupted``, never ``started``;
+- a started dispatch whose one machine still runs (the linger) while its job's record
+  says it ended has finished.
 """
 
 from __future__ import annotations
@@ -30,7 +42,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import NamedTuple
 
-from eps.core.model import LaneKind, Provisioning
+from eps.core.model import LaneKind, Provisioning, evolve
 from eps.core.outcome import Handle
 from eps.core.states import (
     LIVE_ATTEMPT_STATES,
@@ -44,15 +56,30 @@ from eps.core.walk import AttemptRecord
 
 #: Dispatch states that keep no resource: whatever is still live is released.
 RELEASE_ONLY: frozenset[DispatchState] = frozenset({DispatchState.CANCELLED, DispatchState.FAILED, DispatchState.ENDED})
+#: Lanes whose machines eps makes, then launches the job on over ssh (a gap in between).
+MADE_MACHINES: frozenset[LaneKind] = frozenset({LaneKind.GCP, LaneKind.RUNPOD})
+#: Dispatch states of a walk that died (no live walk, nothing recorded as started).
+_WALK_DIED = (DispatchState.WALKING, DispatchState.INTERRUPTED, DispatchState.PREEMPTED)
+
+
+class JobSeen(StrEnum):
+    """What the job's own record on a running machine says."""
+
+    UNKNOWN = "unknown"  # not asked, or the machine did not answer
+    NONE = "none"  # the machine answered: no job was ever launched on it (at most half shipped)
+    RUNNING = "running"  # launched, not ended
+    ENDED = "ended"  # its record says it ended
 
 
 class LiveItem(NamedTuple):
     """Something a provider reports under eps's names: whose it is and how to find it again.
-    ``name`` is the provider-side name (instance, pod or job name) when it has one."""
+    ``name`` is the provider-side name (instance, pod or job name) when it has one; ``job``
+    what its job record said, when the shell asked (:func:`to_probe`)."""
 
     dispatch: str
     handle: Handle
     name: str | None = None
+    job: JobSeen = JobSeen.UNKNOWN
 
 
 class DispatchView(NamedTuple):
@@ -84,10 +111,52 @@ class Settlement(NamedTuple):
     message: str | None = None
     vanished: tuple[AttemptRecord, ...] = ()
     blind: tuple[str, ...] = ()
+    #: Machines with no job on them, to release first, each with the attempt that made it
+    #: (which becomes cancelled, outcome ``not_launched``).
+    not_launched: tuple[tuple[LiveItem, AttemptRecord | None], ...] = ()
+
+
+def to_probe(view: DispatchView, items: Sequence[LiveItem], *, resuming: bool) -> tuple[LiveItem, ...]:
+    """The running machines whose job record :func:`settle` wants read: a made machine of a
+    dispatch that may hold it (not on a resume, which launches the job itself), or the one
+    machine of a started dispatch (its job may have ended while it lingers)."""
+    if view.state in RELEASE_ONLY:
+        return ()
+    running = [i for i in items if i.handle.state is HandleState.RUNNING]
+    if view.state is DispatchState.STARTED and len(items) == 1:
+        return tuple(running)
+    if resuming:
+        return ()
+    return tuple(i for i in running if i.handle.kind in MADE_MACHINES)
 
 
 def settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[str], resuming: bool) -> Settlement:
     """The settlement of one dispatch (see the module docstring for the rules)."""
+    if view.state in RELEASE_ONLY or resuming:
+        return _settle(view, items, blind=blind, resuming=resuming)
+    gone = tuple(i for i in items if i.handle.kind in MADE_MACHINES and i.job is JobSeen.NONE)
+    if not gone:
+        return _settle(view, items, blind=blind, resuming=resuming)
+    owners = tuple((i, _owner(i, view.attempts)) for i in gone)
+    left = {a.id for _, a in owners if a is not None}
+    attempts = tuple(
+        a._replace(state=AttemptState.CANCELLED, outcome=Outcome.NOT_LAUNCHED.value) if a.id in left else a
+        for a in view.attempts
+    )
+    rest = [i for i in items if i not in gone]
+    s = _settle(view._replace(attempts=attempts), rest, blind=blind, resuming=resuming)
+    return s._replace(not_launched=owners)
+
+
+def _owner(item: LiveItem, attempts: Sequence[AttemptRecord]) -> AttemptRecord | None:
+    """The live attempt that made ``item`` (the newest on its lane when none names it)."""
+    owner = attempt_for(item, attempts) or next(
+        (a for a in reversed(attempts) if a.rung.lane == item.handle.lane), None
+    )
+    return owner if owner is not None and owner.state in LIVE_ATTEMPT_STATES else None
+
+
+def _settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[str], resuming: bool) -> Settlement:
     attempts = view.attempts
     # Lanes that could not be read and may hold something of this dispatch (a live attempt there).
     unseen = tuple(sorted({a.rung.lane for a in attempts if a.rung.lane in blind and a.state in LIVE_ATTEMPT_STATES}))
@@ -101,6 +170,9 @@ def settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[st
         return Settlement(Verdict.BLIND, blind=unseen)
     if not items:
         return _nothing_live(view, resuming=resuming)
+    if view.state is DispatchState.STARTED and len(items) == 1 and items[0].job is JobSeen.ENDED:
+        # the job ended; its machine lingers for the pull: the machine has finished
+        items = [items[0]._replace(handle=evolve(items[0].handle, state=HandleState.FINISHED))]
     states = {i.handle.state for i in items}
     if view.state in (DispatchState.STARTED, DispatchState.HELD) and states <= {HandleState.FINISHED}:
         return Settlement(
@@ -119,9 +191,17 @@ def settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[st
     running = keep.handle.state in STARTED_HANDLE_STATES
     dispatch_state = None
     message = None
-    if view.state in (DispatchState.WALKING, DispatchState.INTERRUPTED, DispatchState.PREEMPTED) and not resuming:
+    if view.state in _WALK_DIED and not resuming:
         if keep.handle.kind is LaneKind.SLURM and not running and not view.pinned:
             dispatch_state, message = DispatchState.INTERRUPTED, "parked job adopted; eps execute --resume"
+        elif keep.handle.kind in MADE_MACHINES and keep.job is not JobSeen.RUNNING and keep.job is not JobSeen.ENDED:
+            # a dead walk's machine whose job was never seen on it: not "started"
+            dispatch_state = DispatchState.INTERRUPTED
+            message = (
+                f"{keep.handle.id} is up (or coming up) but eps stopped before the job was seen on it: "
+                f"eps execute --resume {view.id} launches it there; left alone, the next reconcile "
+                "releases it once it answers, and its own watcher stops it"
+            )
         else:
             dispatch_state = DispatchState.STARTED
     return Settlement(

@@ -7,7 +7,7 @@ import pytest
 
 from eps.core.model import LaneKind, Provisioning, Rung
 from eps.core.outcome import Handle
-from eps.core.settle import DispatchView, LiveItem, Verdict, needs_history, settle, vanished
+from eps.core.settle import DispatchView, JobSeen, LiveItem, Verdict, needs_history, settle, to_probe, vanished
 from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
 from eps.core.walk import AttemptRecord
 
@@ -122,3 +122,54 @@ def test_a_started_dispatch_whose_job_left_has_ended() -> None:
     v = view(DispatchState.STARTED, attempt(1, HIGH, AttemptState.RUNNING, "10"), handle=handle)
     s = settle(v, [], blind=frozenset(), resuming=False)
     assert (s.verdict, s.dispatch_state) == (Verdict.ENDED, DispatchState.ENDED)
+
+
+# --- what the job record on a made machine says (JobSeen) -----------------------------------------
+
+
+def seen_vm(job: JobSeen, state: HandleState = HandleState.RUNNING) -> LiveItem:
+    return vm_item("vm-1", SPOT, state)._replace(job=job)
+
+
+def test_a_dead_walks_machine_with_no_job_is_released_and_its_rung_may_be_tried_again() -> None:
+    made = attempt(1, SPOT, AttemptState.INTENT, name="vm-1")
+    v = view(DispatchState.WALKING, made)
+    s = settle(v, [seen_vm(JobSeen.NONE)], blind=frozenset(), resuming=False)
+    assert s.not_launched == ((seen_vm(JobSeen.NONE), made),)
+    # nothing else live: the walk died; the released machine's attempt is not judged vanished
+    assert (s.verdict, s.dispatch_state, s.vanished) == (Verdict.WALK_DIED, DispatchState.INTERRUPTED, ())
+
+
+def test_a_resume_keeps_the_machine_to_launch_the_job_on_it() -> None:
+    v = view(DispatchState.WALKING, attempt(1, SPOT, AttemptState.INTENT, name="vm-1"))
+    s = settle(v, [seen_vm(JobSeen.NONE)], blind=frozenset(), resuming=True)
+    assert s.not_launched == () and s.verdict is Verdict.KEEP and s.dispatch_state is None
+
+
+@pytest.mark.parametrize(
+    ("job", "state"), [(JobSeen.UNKNOWN, DispatchState.INTERRUPTED), (JobSeen.RUNNING, DispatchState.STARTED)]
+)
+def test_a_dead_walks_machine_is_started_only_when_its_job_was_seen(job: JobSeen, state: DispatchState) -> None:
+    v = view(DispatchState.WALKING, attempt(1, SPOT, AttemptState.INTENT, name="vm-1"))
+    s = settle(v, [seen_vm(job)], blind=frozenset(), resuming=False)
+    assert (s.verdict, s.dispatch_state, s.not_launched) == (Verdict.KEEP, state, ())
+    if state is DispatchState.INTERRUPTED:
+        assert s.message is not None and "eps execute --resume d1" in s.message
+
+
+def test_a_started_machine_whose_job_ended_has_finished_though_it_still_runs() -> None:
+    v = view(DispatchState.STARTED, attempt(1, SPOT, AttemptState.RUNNING, "vm-1", name="vm-1"))
+    s = settle(v, [seen_vm(JobSeen.ENDED)], blind=frozenset(), resuming=False)
+    assert (s.verdict, s.dispatch_state) == (Verdict.FINISHED, DispatchState.ENDED)
+    assert s.release[0].handle.state is HandleState.FINISHED
+
+
+def test_to_probe_names_what_settle_needs_read() -> None:
+    running, starting = seen_vm(JobSeen.UNKNOWN), seen_vm(JobSeen.UNKNOWN, HandleState.STARTING)
+    walking = view(DispatchState.WALKING, attempt(1, SPOT, AttemptState.INTENT, name="vm-1"))
+    assert to_probe(walking, [running, starting], resuming=False) == (running,)
+    assert to_probe(walking, [running], resuming=True) == ()  # a resume launches the job itself
+    started = view(DispatchState.STARTED, attempt(1, HIGH, AttemptState.RUNNING, "7"))
+    queued = slurm_item("7", "high-eur", HandleState.RUNNING)
+    assert to_probe(started, [queued], resuming=True) == (queued,)  # its job may have ended
+    assert to_probe(view(DispatchState.CANCELLED), [running], resuming=False) == ()

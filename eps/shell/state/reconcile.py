@@ -25,12 +25,14 @@ from typing import Any
 
 from returns.result import Failure, Success
 
+from eps.core.jobscript import JobProgress
 from eps.core.lifecycle import result_word
-from eps.core.model import JobError, LaneKind, Policy, Provisioning, evolve
+from eps.core.model import JobError, Policy, Provisioning, evolve
 from eps.core.prices import list_cost, list_price_per_hour
 from eps.core.settle import (
     RELEASE_ONLY,
     DispatchView,
+    JobSeen,
     LiveItem,
     Settlement,
     Verdict,
@@ -38,14 +40,13 @@ from eps.core.settle import (
     needs_history,
     preempted_attempts,
     settle,
+    to_probe,
     vanished,
 )
 from eps.core.states import (
-    LIVE_ATTEMPT_STATES,
     SETTLED_DISPATCH_STATES,
     AttemptState,
     DispatchState,
-    HandleState,
     Outcome,
 )
 from eps.core.walk import AttemptRecord
@@ -65,8 +66,6 @@ ACTIVE_STATES: tuple[DispatchState, ...] = (
     DispatchState.INTERRUPTED,
     DispatchState.PREEMPTED,
 )
-#: Lanes whose machines eps makes and then launches the job on over ssh (a gap in between).
-MADE_MACHINES = frozenset({LaneKind.GCP, LaneKind.RUNPOD})
 _REPORT_KEYS = ("adopted", "released", "foreign", "interrupted", "ended", "preempted", "errors", "skipped")
 
 
@@ -206,11 +205,7 @@ class Reconciler:
                 if row.state not in RELEASE_ONLY and _last_change(row, self.ledger) >= taken_at:
                     part["skipped"].append(f"{dispatch}: changed while the providers were read; settled next time")
                     return part
-                items = by_dispatch.get(dispatch, [])
-                unconfirmed: frozenset[str] = frozenset()
-                if not resuming:  # a resume launches the job on the machine instead (Walker.resume)
-                    items, unconfirmed = self._never_launched(row, items, part)
-                self._settle(row, self._job_ended(row, items), part, resuming=resuming, unconfirmed=unconfirmed)
+                self._settle(row, by_dispatch.get(dispatch, []), part, resuming=resuming)
             except QuarantinedRow as exc:
                 part["errors"].append(str(exc))
         return part
@@ -226,74 +221,32 @@ class Reconciler:
             report["ended"].append(row.id)
         drop_env_values(self.ledger.state_dir, row.id)
 
-    def _never_launched(
-        self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]]
-    ) -> tuple[list[LiveItem], frozenset[str]]:
-        """A machine eps made (GCP VM, RunPod pod) that runs with no job on it, while no eps
-        process owns its dispatch (we hold the lock): the walk died between making it and
-        launching the job.  Nobody will launch it now: release it (its rung may be tried
-        again by a resume, P7), and settle the dispatch with what is left.
+    def _probed(self, view: DispatchView, row: DispatchRow, items: list[LiveItem], *, resuming: bool) -> list[LiveItem]:
+        """``items`` with what their job record says, for those :func:`to_probe` names."""
+        asked = {i.handle.id for i in to_probe(view, items, resuming=resuming)}
+        finisher = Finisher(self.ledger, self.lanes)
 
-        Also returns the machines of a dead walk whose job cannot be confirmed (still coming
-        up, or not answering): kept, but their dispatch is not called started (see _adopt)."""
-        if row.state in RELEASE_ONLY or not items:
-            return items, frozenset()
-        walk_died = row.state not in (DispatchState.STARTED, DispatchState.HELD)
-        kept, unconfirmed = [], set()
-        for item in items:
-            h = item.handle
-            if h.kind not in MADE_MACHINES:
-                kept.append(item)
-                continue
-            progress = None
-            if h.state is HandleState.RUNNING:
-                progress = Finisher(self.ledger, self.lanes).progress(evolve(row, handle=h)).value_or(None)
-            if progress is None or progress.launched:  # a job is there, or it cannot be told (yet)
-                if walk_died and progress is None:
-                    unconfirmed.add(h.id)
-                kept.append(item)
-                continue
+        def seen(item: LiveItem) -> LiveItem:
+            progress = finisher.progress(evolve(row, handle=item.handle)).value_or(None)
+            return item._replace(job=_seen(progress))
+
+        return [seen(i) if i.handle.id in asked else i for i in items]
+
+    def _settle(self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]], *, resuming: bool) -> None:
+        view = view_of(row, self.ledger)
+        items = self._probed(view, row, items, resuming=resuming)
+        s = settle(view, items, blind=frozenset(self.unchecked), resuming=resuming)
+        for item, owner in s.not_launched:  # no job on it, and nobody will launch one
             err = self.release(item)
             if err is not None:
                 report["errors"].append(f"{row.id}: {err}")
-                kept.append(item)
                 continue
-            owner = attempt_for(item, view_of(row, self.ledger).attempts)
-            if owner is None:
-                owner = next((a for a in reversed(view_of(row, self.ledger).attempts) if a.rung.lane == h.lane), None)
-            if owner is not None and owner.state in LIVE_ATTEMPT_STATES:
+            if owner is not None:
                 self.ledger.update_attempt(
-                    owner.id, AttemptState.CANCELLED, handle=h.id, outcome=Outcome.NOT_LAUNCHED.value,
+                    owner.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.NOT_LAUNCHED.value,
                     reason="the machine came up, but eps stopped before the job was launched on it; released",
                 )  # fmt: skip
-            report["released"].append(f"{row.id}:{h.lane}:{h.id}")
-        return kept, frozenset(unconfirmed)
-
-    def _job_ended(self, row: DispatchRow, items: list[LiveItem]) -> list[LiveItem]:
-        """A machine lingers after its job ended (for the pull): for a started dispatch whose
-        machine still runs, ask the job's own record, and call the machine finished if the
-        job has ended."""
-        if row.state is not DispatchState.STARTED or len(items) != 1 or row.handle is None:
-            return items
-        (item,) = items
-        if item.handle.state is not HandleState.RUNNING:
-            return items
-        progress = Finisher(self.ledger, self.lanes).progress(evolve(row, handle=item.handle)).value_or(None)
-        if progress is not None and progress.ended:
-            return [evolve(item, handle=evolve(item.handle, state=HandleState.FINISHED))]
-        return items
-
-    def _settle(
-        self,
-        row: DispatchRow,
-        items: list[LiveItem],
-        report: dict[str, list[str]],
-        *,
-        resuming: bool,
-        unconfirmed: frozenset[str] = frozenset(),
-    ) -> None:
-        view = view_of(row, self.ledger)
-        s = settle(view, items, blind=frozenset(self.unchecked), resuming=resuming)
+            report["released"].append(f"{row.id}:{item.handle.lane}:{item.handle.id}")
         for lane in s.blind:
             report["errors"].append(f"{row.id}: cannot check {lane}: {self.unchecked[lane]}")
         match s.verdict:
@@ -318,7 +271,7 @@ class Reconciler:
                 report["preempted"].append(row.id)
             case Verdict.KEEP:
                 self._release_all(view, s.release, report)
-                self._adopt(row, s, report, unconfirmed)
+                self._adopt(row, s, report)
             case Verdict.WALK_DIED:
                 for a in s.vanished:
                     outcome, why = self._vanished(row.id, a)
@@ -334,9 +287,7 @@ class Reconciler:
                 self._ended(view, note)
                 report["ended"].append(row.id)
 
-    def _adopt(
-        self, row: DispatchRow, s: Settlement, report: dict[str, list[str]], unconfirmed: frozenset[str] = frozenset()
-    ) -> None:
+    def _adopt(self, row: DispatchRow, s: Settlement, report: dict[str, list[str]]) -> None:
         keep, owner, state = s.keep, s.keep_attempt, s.keep_state
         if keep is None or state is None:  # pragma: no cover - settle sets them for KEEP
             return
@@ -347,16 +298,7 @@ class Reconciler:
             outcome = (owner.outcome if recorded else None) or Outcome.ADOPTED.value
             self.ledger.update_attempt(owner.id, state, handle=handle.id, outcome=outcome)
         report["adopted"].append(f"{row.id}:{handle.lane}:{handle.id}")
-        if s.dispatch_state is DispatchState.STARTED and handle.id in unconfirmed:
-            # A dead walk's machine whose job was never seen on it: not "started".
-            message = (
-                f"{handle.id} is up (or coming up) but eps stopped before the job was seen on it: "
-                f"eps execute --resume {row.id} launches it there; left alone, the next reconcile "
-                "releases it once it answers, and its own watcher stops it"
-            )
-            self.ledger.set_dispatch(row.id, DispatchState.INTERRUPTED, message=message)
-            report["interrupted"].append(row.id)
-        elif s.dispatch_state is DispatchState.STARTED:
+        if s.dispatch_state is DispatchState.STARTED:
             self.ledger.set_dispatch(row.id, DispatchState.STARTED, handle=handle)
         elif s.dispatch_state is not None:
             self.ledger.set_dispatch(row.id, s.dispatch_state, message=s.message)
@@ -393,6 +335,14 @@ class Reconciler:
                     a.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.RELEASED.value
                 )
             report["released"].append(f"{view.id}:{item.handle.lane}:{item.handle.id}")
+
+
+def _seen(progress: JobProgress | None) -> JobSeen:
+    if progress is None:
+        return JobSeen.UNKNOWN
+    if progress.ended:
+        return JobSeen.ENDED
+    return JobSeen.RUNNING if progress.launched else JobSeen.NONE
 
 
 def _walker_gone(ledger: Ledger, dispatch: str) -> bool | None:
