@@ -18,7 +18,6 @@ machine (a job that could not start must not leave a paid machine behind).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -30,6 +29,7 @@ from eps.core.model import Job, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.watcher import WatchSpec, render_watch_start, render_watcher
 from eps.shell.lanes.jobs import JobFiles, Site, launch, probe, site_root, stage
+from eps.shell.polling import poll_until
 from eps.shell.remote.errors import RemoteErrorKind
 from eps.shell.remote.keys import KeyPair, ensure_key, load_key
 from eps.shell.remote.ssh import FRESH_MACHINE, Patience, Remote, check_remote
@@ -63,6 +63,12 @@ class MachineAccess(NamedTuple):
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"the provider gave an unusable address: {exc}"))
         return Success(Site(remote, self.root(dispatch, job)))
 
+    def site_now(
+        self, address: Result[tuple[str, int], LaneFailure], dispatch: str, job: Job
+    ) -> Result[Site, LaneFailure]:
+        """The job's site on a machine at ``address`` (``eps logs``, ``pull``, ``ssh``)."""
+        return self.key(make=False).bind(lambda k: address.bind(lambda a: self.site(a, k, dispatch, job)))
+
     def watch(self, dispatch: str, job: Job, halt: str) -> WatchSpec:
         return WatchSpec(dispatch, self.user, self.root(dispatch, job), time_limit_s(job), halt, linger_s=self.linger_s)
 
@@ -83,12 +89,10 @@ def start_on(
     """After the provider made ``handle``: reach it, ship and launch the job (and the
     watcher, when ``halt`` is given: the lane has no other way to put it there).  On any
     failure the machine is released again, and the failure says whether it is gone."""
-    site = _patiently(address, access.patience).bind(lambda where: access.site(where, key, dispatch, job))
-    watcher = access.watch(dispatch, job, halt) if halt is not None else None
-    up = site.bind(lambda s: bring_up(s, job, dispatch, files, watcher=watcher, patience=access.patience))
+    up = launch_again(access, key, handle, address, job, dispatch, files, halt=halt, fresh=True)
     if isinstance(up, Failure):
         return Failure(released_after(up.failure(), release(), f"{what} {handle.id}"))
-    return Success(handle)
+    return up
 
 
 #: One shell line: rsync present, or installed by whichever package manager the image has
@@ -116,35 +120,37 @@ def launch_again(
     files: JobFiles,
     *,
     halt: str | None = None,
+    fresh: bool = False,
 ) -> Result[Handle, LaneFailure]:
     """The job on a machine made earlier (a resume after the walk died before the launch):
-    nothing when the job is there already, else ship and launch it as :func:`start_on` does.
-    The caller releases the machine on failure."""
+    nothing when the job is there already, else ship and launch it.  ``fresh``: the machine
+    was just made (:func:`start_on`), so there is nothing to look for.  The caller releases
+    the machine on failure."""
     site = _patiently(address, access.patience).bind(lambda where: access.site(where, key, dispatch, job))
-    match site.bind(probe):
-        case Success(progress) if progress.launched:
-            return Success(handle)
+    if not fresh:
+        match site.bind(probe):
+            case Success(progress) if progress.launched:
+                return Success(handle)
     watcher = access.watch(dispatch, job, halt) if halt is not None else None
     up = site.bind(lambda s: bring_up(s, job, dispatch, files, watcher=watcher, patience=access.patience))
     return up.map(lambda _: handle)
 
 
 def _patiently(
-    address: Callable[[], Result[tuple[str, int], LaneFailure]],
-    patience: Patience,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
+    address: Callable[[], Result[tuple[str, int], LaneFailure]], patience: Patience
 ) -> Result[tuple[str, int], LaneFailure]:
     """The machine's address, asked again while the provider says it is not there yet
     (an external IP or a port mapping is attached a moment after the machine runs)."""
-    deadline = clock() + patience.within_s
-    delay = patience.first_delay_s
-    while True:
+    last: list[Result[tuple[str, int], LaneFailure]] = []
+
+    def settled() -> Result[tuple[str, int], LaneFailure] | None:
         got = address()
-        if isinstance(got, Success) or got.failure().kind is not FailureKind.TRANSIENT or clock() + delay > deadline:
-            return got
-        sleep(delay)
-        delay = min(delay * 2, patience.max_delay_s)
+        last[:] = [got]
+        transient = isinstance(got, Failure) and got.failure().kind is FailureKind.TRANSIENT
+        return None if transient else got
+
+    found = poll_until(settled, timeout_s=patience.within_s, interval_s=patience.first_delay_s)
+    return found if found is not None else last[0]
 
 
 def bring_up(

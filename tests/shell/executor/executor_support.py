@@ -60,11 +60,7 @@ class Eps:
             + f'[runpod]\nbase_url = "{runpod.url}"\n'
             + runpod_machines
         )
-        # The fakes' machines are the test sshd (GCP natIP / RunPod ssh.direct): eps ships and
-        # launches each job there for real, with its own key.
-        gcp.nat_ip = ssh_support.VM_IP
-        runpod.public_ip, runpod.ssh_port = ssh_support.VM_IP, ssh_support.VM_PORT
-        ssh_support.give_key(self.state)
+        ssh_support.machines_here(gcp, runpod, self.state)  # each job runs on the test sshd, for real
         self.env = {
             "EPS_STATE_DIR": str(self.state),
             "EPS_CONFIG": str(self.config),

@@ -200,10 +200,7 @@ class Eps:
             +             "[jobs]\nkeeper = false\nwait_poll_s = 0.05\n"
             f'[[clusters]]\nname = "fellows"\nlogin = {login}\n'
         )
-        # The fakes' machines are the test sshd: eps ships and launches each job there for real.
-        gcp.nat_ip = ssh_support.VM_IP
-        runpod.public_ip, runpod.ssh_port = ssh_support.VM_IP, ssh_support.VM_PORT
-        ssh_support.give_key(self.state)
+        ssh_support.machines_here(gcp, runpod, self.state)  # each job runs on the test sshd, for real
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("EPS_", "RUNPOD_"))},
             "EPS_STATE_DIR": str(self.state),

@@ -26,11 +26,10 @@ from eps.shell.retry import RetryPolicy
 _HERE = Path(__file__).parent
 
 
-def _load_fake_server() -> ModuleType:
-    name = "runpod_fake_server"
+def _load(name: str, path: Path) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _HERE / "fake_server.py")
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -38,21 +37,8 @@ def _load_fake_server() -> ModuleType:
     return module
 
 
-fake_server = _load_fake_server()
-
-
-def _load_ssh_support() -> ModuleType:
-    if "ssh_support" in sys.modules:
-        return sys.modules["ssh_support"]
-    spec = importlib.util.spec_from_file_location("ssh_support", _HERE.parent / "ssh" / "ssh_support.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ssh_support"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ssh_support = _load_ssh_support()
+fake_server = _load("runpod_fake_server", _HERE / "fake_server.py")
+ssh_support = _load("ssh_support", _HERE.parent / "ssh" / "ssh_support.py")
 
 sys.modules.setdefault("runpod_testkit", sys.modules[__name__])
 FakeRunpod = fake_server.FakeRunpod

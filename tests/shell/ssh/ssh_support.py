@@ -130,6 +130,14 @@ def machine_keys(root: Path) -> tuple[str, str]:
     )
 
 
+def machines_here(gcp: object, runpod: object, state_dir: Path) -> None:
+    """Make the fake providers' machines this sshd (GCP ``natIP``, RunPod ``ssh.direct``), and
+    give eps in ``state_dir`` the key it lets in: each job is shipped and launched for real."""
+    gcp.nat_ip = VM_IP  # type: ignore[attr-defined]
+    runpod.public_ip, runpod.ssh_port = VM_IP, VM_PORT  # type: ignore[attr-defined]
+    give_key(state_dir)
+
+
 def stop_machine_jobs(root: Path) -> None:
     """After a test: stop every job and watcher eps launched on the fake providers' machines
     under ``root`` (on a real provider they die with their VM or pod; here they are processes

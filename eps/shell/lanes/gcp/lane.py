@@ -73,8 +73,7 @@ class GcpLane:
         """The VM's external address, eps's key, the configured login: a job's site on the VM."""
         if handle is None:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"{self.name}: no VM to reach"))
-        key = self.access.key(make=False)
-        return key.bind(lambda k: self.client().address(handle).bind(lambda a: self.access.site(a, k, dispatch, job)))
+        return self.access.site_now(self.client().address(handle), dispatch, job)
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         client = self.client()

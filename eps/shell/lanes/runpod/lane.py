@@ -93,9 +93,7 @@ class RunpodLane:
         """The pod's public ssh address (``ssh.direct``), eps's key, root: a job's site in the pod."""
         if handle is None:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"{self.name}: no pod to reach"))
-        key = self.access.key(make=False)
-        where = self.client().bind(lambda c: c.address(handle.id))
-        return key.bind(lambda k: where.bind(lambda a: self.access.site(a, k, dispatch, job)))
+        return self.access.site_now(self.client().bind(lambda c: c.address(handle.id)), dispatch, job)
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         def launch(client: RunpodClient) -> Result[Handle, LaneFailure]:
