@@ -62,6 +62,10 @@ def test_the_defaults_work_in_a_default_project() -> None:
         ({"network": "my network"}, "$.gcp.network"),
         ({"scopes": []}, "$.gcp.scopes"),
         ({"disk_type": " "}, "$.gcp.disk_type"),
+        ({"ssh_user": "Root; rm"}, "$.gcp.ssh_user"),
+        ({"ssh_user": ""}, "$.gcp.ssh_user"),
+        ({"work_root": "a\nb"}, "$.gcp.work_root"),
+        ({"work_root": "-rf"}, "$.gcp.work_root"),
     ],
 )
 def test_a_wrong_value_is_one_line_naming_the_key(section: dict[str, object], where: str) -> None:
