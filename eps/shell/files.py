@@ -30,13 +30,9 @@ from attrs import frozen
 from cattrs.cols import is_namedtuple, namedtuple_dict_structure_factory
 from cattrs.errors import IterableValidationError, IterableValidationNote
 
-from eps.core.durations import parse_slurm_time
 from eps.core.model import (
-    CapacitySnapshot,
     ClusterConfig,
     Policy,
-    QosGrants,
-    QosTier,
     Stock,
     Thresholds,
     VmCapacity,
@@ -93,7 +89,7 @@ def _is_sequence(t: Any) -> bool:
 def _converter() -> cattrs.Converter:
     # The records are written with postponed annotations; resolve them so cattrs
     # sees real types instead of strings.
-    for cls in (_TierDoc, _ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _JobsDoc, _ConfigDoc):
+    for cls in (_ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _JobsDoc, _ConfigDoc):
         attrs.resolve_types(cls)
     conv = cattrs.Converter(forbid_extra_keys=True)
     # The core's records are NamedTuples: structure them from dicts, strictly, too.
@@ -266,65 +262,9 @@ def _base_url(source: str, where: str, url: str | None) -> None:
     raise ConfigError(f"{source}: must be an https:// URL (http:// only to 127.0.0.1), got {url!r} @ $.{where}")
 
 
-# --- snapshot and grants --------------------------------------------------------------------------
-
-
-def load_snapshot(path: str) -> CapacitySnapshot:
-    data = read_data(path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a capacity snapshot is an object @ $")
-    snap: CapacitySnapshot = _structure(data, CapacitySnapshot, path)
-    for i, g in enumerate(snap.gcp):
-        if not g.zone:
-            raise ConfigError(f"{path}: zone must not be empty @ $.gcp[{i}].zone")
-    for i, q in enumerate(snap.queues):
-        if q.free_gpus is not None and q.free_gpus < 0:
-            raise ConfigError(f"{path}: must not be negative @ $.queues[{i}].free_gpus")
-    _vm_sizes(snap.vm, path)
-    return snap
-
-
 def _vm_sizes(vm: VmCapacity, source: str) -> None:
     for name, value in vm._asdict().items():
         _in_range(source, f"vm.{name}", f"vm.{name}", value)
-
-
-@frozen
-class _TierDoc:
-    name: str
-    priority: int = 0
-    max_wall: str | int | None = None
-    max_gpus_per_user: int | None = None
-
-
-def _tier(doc: _TierDoc, where: str) -> QosTier:
-    if isinstance(doc.max_wall, str):
-        try:
-            wall = parse_slurm_time(doc.max_wall)
-        except ValueError as exc:
-            raise ConfigError(f"{where}: {exc} @ max_wall") from None
-    else:
-        wall = doc.max_wall
-    if (wall is not None and wall < 0) or (doc.max_gpus_per_user is not None and doc.max_gpus_per_user < 0):
-        raise ConfigError(f"{where}: limits must not be negative")
-    return QosTier(doc.name, doc.priority, wall, doc.max_gpus_per_user)
-
-
-def grants_from_data(data: Any, source: str) -> QosGrants:
-    """``{"fellows": [{"name": "high-eur", "priority": 100000, "max_wall": "7-00:00:00",
-    "max_gpus_per_user": 16}, ...]}`` -> QosGrants."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: QoS grants are an object of clusters @ $")
-    docs: dict[str, list[_TierDoc]] = _structure(data, dict[str, list[_TierDoc]], source)
-    clusters = tuple(
-        (name, tuple(_tier(d, f"{source} @ $.{name}[{i}]") for i, d in enumerate(tiers)))
-        for name, tiers in docs.items()
-    )
-    return QosGrants(clusters=clusters)
-
-
-def load_grants(path: str) -> QosGrants:
-    return grants_from_data(read_data(path), path)
 
 
 # --- config file ----------------------------------------------------------------------------
@@ -398,7 +338,9 @@ class _RunpodDoc:
 
 @frozen
 class _JobsDoc:
-    keeper: bool | None = None
+    keeper: bool | None = None  # retired: a supervisor owns each dispatch (a note says so)
+    supervise: str | None = None
+    supervisor_idle_s: float | None = None
     linger_s: int | None = None
     wait_poll_s: float | None = None
 
@@ -560,11 +502,21 @@ def _clusters(
     return evolve(policy, clusters=tuple(clusters)), access
 
 
+def _jobs(jobs: Any, doc: _JobsDoc, source: str) -> Any:
+    if doc.supervise not in (None, "detached", "inline"):
+        raise ConfigError(f'{source}: supervise must be "detached" or "inline" @ $.jobs.supervise')
+    if doc.supervisor_idle_s is not None and not 0 < doc.supervisor_idle_s <= 86400:
+        raise ConfigError(f"{source}: supervisor_idle_s must be in (0, 86400] @ $.jobs.supervisor_idle_s")
+    return _set(jobs, linger_s=doc.linger_s, wait_poll_s=doc.wait_poll_s, supervise=doc.supervise,
+                supervisor_idle_s=doc.supervisor_idle_s)  # fmt: skip
+
+
 def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
     """The settings with ``data`` (a parsed config file) applied over ``base``; one
     :class:`ConfigError` line for the first thing wrong in it."""
     doc: _ConfigDoc = _structure(data, _ConfigDoc, source)
     policy: Policy = base.policy
+    notes: tuple[str, ...] = base.notes
     if doc.thresholds is not None:
         policy = _thresholds(policy, doc.thresholds, source)
     if doc.vm is not None:
@@ -587,10 +539,13 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
     jobs = base.jobs
     if doc.jobs is not None:
         _section(doc.jobs, "jobs", source)
-        jobs = _set(jobs, keeper=doc.jobs.keeper, linger_s=doc.jobs.linger_s, wait_poll_s=doc.jobs.wait_poll_s)
+        jobs = _jobs(jobs, doc.jobs, source)
+        if doc.jobs.keeper is not None:
+            notes = (*notes, f"{source}: [jobs] keeper is retired (a supervisor owns every dispatch): remove it")
     access = list(base.access)
     if doc.clusters is not None:
         policy, access = _clusters(policy, access, doc.clusters, source)
     return evolve(
-        base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout, jobs=jobs
+        base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout, jobs=jobs,
+        notes=notes,
     )

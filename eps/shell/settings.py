@@ -65,7 +65,8 @@ class RunpodSettings(NamedTuple):
 class JobsSettings(NamedTuple):
     """A job's life after it started."""
 
-    keeper: bool = True  # `eps execute` without --wait leaves `eps wait` running to pull and release
+    supervise: str = "detached"  # "detached": a supervisor process owns each dispatch; "inline": this process walks it
+    supervisor_idle_s: float = 30.0  # a supervisor with nothing to do leaves after this long
     linger_s: int = JOB_LIFECYCLE.linger_s  # a finished job's machine waits this long for the pull
     wait_poll_s: float = 2.0  # how often `eps wait` looks
 
@@ -79,6 +80,7 @@ class Settings(NamedTuple):
     config_path: str | None = None
     fanout_concurrency: int = 32  # --count N: copies walked at once, on every lane
     jobs: JobsSettings = JobsSettings()
+    notes: tuple[str, ...] = ()  # what the config says that eps no longer does (shown by execute)
 
     def cluster_access(self, name: str) -> ClusterAccess:
         for a in self.access:

@@ -11,6 +11,7 @@ classification.  ``--count N`` CPU jobs walk N independent copies at once.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +46,7 @@ from eps.core.walk import (
     next_step,
     resume,
 )
-from eps.shell.cli.progress import Reporter
+from eps.shell.events import Events
 from eps.shell.lanes import Lanes
 from eps.shell.lanes.jobs import JobFiles, read_env_values, select_files
 from eps.shell.settings import Settings
@@ -80,7 +81,7 @@ class Walker:
         settings: Settings,
         ledger: Ledger,
         lanes: Lanes,
-        reporter: Reporter,
+        reporter: Events,
         *,
         grants: QosGrants,
         snapshot: CapacitySnapshot,
@@ -88,9 +89,13 @@ class Walker:
         sleep: Callable[[float], None] = time.sleep,
         wall: Callable[[], float] = time.time,
         files: JobFiles | None = None,
+        keep_locks: frozenset[str] = frozenset(),
     ) -> None:
         self.settings = settings
+        self.keep_locks = keep_locks  # dispatches whose lock the caller holds (and keeps) around the walk
         self.files = files or JobFiles()  # the workdir's file list and the --env values
+        self._selected = files is not None
+        self._selecting = threading.Lock()
         self.ledger = ledger
         self.lanes = lanes
         self.reporter = reporter
@@ -102,7 +107,8 @@ class Walker:
         self.poll_interval_s = lanes.options.slurm_poll_interval_s
         self.poll_failures_allowed = lanes.options.slurm_poll_failures_allowed
 
-    def new_dispatch_id(self) -> str:
+    @staticmethod
+    def new_dispatch_id() -> str:
         return "e" + secrets.token_hex(5)
 
     # --- entry points ---------------------------------------------------------------------
@@ -122,34 +128,70 @@ class Walker:
                 raise JobError("bad_dispatch_id", str(exc), job) from None
         return first
 
-    def execute(self, job: Job, dispatch: str | None = None) -> list[WalkResult]:
-        """Validate, record and walk ``job``; N independent dispatches for a CPU --count N."""
+    def record(self, job: Job, dispatch: str) -> list[str]:
+        """Validate and record ``job`` as ``dispatch`` (a CPU ``--count N``: and its N copies,
+        copy i with EPS_TASK_INDEX=i-1, EPS_TASK_COUNT=N, the same workdir, P5); nothing
+        is walked yet.  Returns the ids to walk."""
         first = self.check(job, dispatch, self.snapshot, self.grants, self.settings.policy)  # nothing done yet
-        parent = dispatch or self.new_dispatch_id()
-        self.ledger.new_dispatch(parent, job)
-        self.ledger.acquire(parent)
+        self.ledger.new_dispatch(dispatch, job)
         if first.count <= 1:
-            return [self._guarded(parent, job, ResumeFrom(Walk(job, self.snapshot, self.grants)))]
+            return [dispatch]
         n = first.count
-        children = [copy_id(parent, i) for i in range(1, n + 1)]
-        # Copy i of N runs with EPS_TASK_INDEX=i-1, EPS_TASK_COUNT=N, the same workdir (P5).
+        children = [copy_id(dispatch, i) for i in range(1, n + 1)]
         copies = [evolve(job, count=1, task_index=i, task_count=n) for i in range(n)]
         for child, copy in zip(children, copies, strict=True):
-            self.ledger.new_dispatch(child, copy, parent=parent)
-        self.reporter.emit("fanout", dispatch=parent, children=children)
+            self.ledger.new_dispatch(child, copy, parent=dispatch)
+        return children
+
+    def execute(self, job: Job, dispatch: str | None = None) -> list[WalkResult]:
+        """Validate, record and walk ``job`` in this process; N independent dispatches for a
+        CPU --count N."""
+        parent = dispatch or self.new_dispatch_id()
+        ids = self.record(job, parent)
+        self.ledger.acquire(parent)
+        if ids == [parent]:
+            return [self._guarded(parent, job, ResumeFrom(Walk(job, self.snapshot, self.grants)))]
+        self.reporter.emit("fanout", dispatch=parent, children=ids)
+        return self.walk_copies(parent, ids)
+
+    def walk_copies(self, parent: str, children: list[str]) -> list[WalkResult]:
+        """Walk the recorded copies of ``parent`` at once (``[fanout] concurrency``), then
+        say how many started."""
         workers = max(1, min(len(children), self.settings.fanout_concurrency))
-
-        def walk_copy(pair: tuple[str, Job]) -> WalkResult:
-            child, copy = pair
-            return self._guarded(child, copy, ResumeFrom(Walk(copy, self.snapshot, self.grants)))
-
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(walk_copy, zip(children, copies, strict=True)))
-        started = sum(r.handle is not None for r in results)
-        state = DispatchState.STARTED if started == len(results) else DispatchState.FAILED
-        self.ledger.set_dispatch(parent, state, message=f"{started}/{len(results)} started")
-        self.ledger.release(parent)
+            results = list(pool.map(self.walk_recorded, children))
+        rows = [r for r in (self.ledger.dispatch(c) for c in self.ledger_children(parent)) if r is not None]
+        started = sum(r.handle is not None for r in rows)
+        state = DispatchState.STARTED if started == len(rows) else DispatchState.FAILED
+        self.ledger.set_dispatch(parent, state, message=f"{started}/{len(rows)} started")
+        self._let_go(parent)
         return results
+
+    def ledger_children(self, parent: str) -> list[str]:
+        return [c.id for c in self.ledger.children(parent)]
+
+    def walk_recorded(self, dispatch: str) -> WalkResult:
+        """Walk a recorded dispatch: from its start when no attempt was made yet, else as a
+        resume (what a dead walk left is settled first)."""
+        row = self.ledger.dispatch(dispatch)
+        if row is None:
+            raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+        if row.state is not DispatchState.WALKING or self.ledger.attempts(dispatch):
+            return self.resume(dispatch)
+        job = row.job
+        with self._selecting:
+            if not self._selected:  # the caller did not list the files: list them now (once)
+                env = read_env_values(self.ledger.state_dir, dispatch, *([row.parent] if row.parent else []))
+                match select_files(job, env):
+                    case Success(files):
+                        self.files, self._selected = files, True
+                    case Failure(f):
+                        message = f"cannot ship the job's files: {f.message}"
+                        self.ledger.set_dispatch(dispatch, DispatchState.FAILED, message=message)
+                        self.reporter.emit("stopped", dispatch=dispatch, message=message,
+                                           reason={"code": "workdir", "text": message})  # fmt: skip
+                        return WalkResult(dispatch, None, failure=message)
+        return self._guarded(dispatch, job, ResumeFrom(Walk(job, self.snapshot, self.grants)))
 
     def resume(self, dispatch: str) -> WalkResult:
         row = self.ledger.dispatch(dispatch)
@@ -159,11 +201,11 @@ class Walker:
         row = self.ledger.dispatch(dispatch) or row  # re-read under the lock: a walker may have just finished
         if row.state in (DispatchState.STARTED, DispatchState.HELD) and row.handle is not None:
             # Reconcile (at the start of this command) adopted what the dead walk had started.
-            self.ledger.release(dispatch)
+            self._let_go(dispatch)
             self._announce_landed(dispatch, row.handle, held=row.state is DispatchState.HELD)
             return WalkResult(dispatch, row.handle)
         if row.state in (DispatchState.STARTED, DispatchState.HELD, DispatchState.CANCELLED):
-            self.ledger.release(dispatch)
+            self._let_go(dispatch)
             return WalkResult(dispatch, None, failure=f"dispatch {dispatch} is {row.state}; nothing to resume")
         job = row.job
         env = read_env_values(self.ledger.state_dir, dispatch, *([row.parent] if row.parent else []))
@@ -171,7 +213,7 @@ class Walker:
             case Success(files):
                 self.files = files
             case Failure(f):
-                self.ledger.release(dispatch)
+                self._let_go(dispatch)
                 return WalkResult(dispatch, None, failure=f"cannot ship the job's files again: {f.message}")
         Reconciler(self.ledger, self.lanes, self.reporter).reconcile({dispatch}, resuming=True)
         attempts = self.ledger.attempts(dispatch)
@@ -191,16 +233,21 @@ class Walker:
                 )  # fmt: skip
                 message = f"the job could not be launched on {handle.id} ({why}); {gone}; eps execute --resume again"
                 self.ledger.set_dispatch(dispatch, DispatchState.INTERRUPTED, message=message)
-                self.ledger.release(dispatch)
+                self._let_go(dispatch)
                 return WalkResult(dispatch, None, failure=message)
             self.ledger.set_dispatch(dispatch, DispatchState.STARTED, handle=handle)
-            self.ledger.release(dispatch)
+            self._let_go(dispatch)
             self._announce_landed(dispatch, handle, held=False)
             return WalkResult(dispatch, handle)
         self.ledger.set_dispatch(dispatch, DispatchState.WALKING)
         return self._guarded(dispatch, job, start)
 
     # --- the loop -------------------------------------------------------------------------
+
+    def _let_go(self, dispatch: str) -> None:
+        """Drop the lock of ``dispatch`` unless the caller holds it around the walk."""
+        if dispatch not in self.keep_locks:
+            self.ledger.release(dispatch)
 
     def _guarded(self, dispatch: str, job: Job, start: ResumeFrom) -> WalkResult:
         self.ledger.acquire(dispatch)
@@ -212,7 +259,7 @@ class Walker:
             )
             return WalkResult(dispatch, None, failure="cancelled")
         finally:
-            self.ledger.release(dispatch)
+            self._let_go(dispatch)
 
     def walk_from(self, dispatch: str, job: Job, start: ResumeFrom) -> WalkResult:
         """Walk ``dispatch`` from ``start`` until something started, is held, or nothing is left."""

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from eps.shell.config import load_settings
-from eps.shell.files import load_grants, load_snapshot
+from eps.shell.snapshots import load_grants, load_snapshot
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

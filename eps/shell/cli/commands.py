@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eps.core.model import CapacitySnapshot, Job, JobError, LaneDown, QosGrants, evolve
+from eps.core.model import CapacitySnapshot, Job, JobError, QosGrants, evolve
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit
 from eps.shell.settings import Settings
 
@@ -80,6 +80,15 @@ def _dispatch_command(
     if getattr(ns, "dispatch_id", None) and ledger.dispatch(ns.dispatch_id) is not None:
         raise JobError("dispatch_exists", f"dispatch {ns.dispatch_id} already exists", None)
     workers = settings.fanout_concurrency
+    detached = settings.jobs.supervise == "detached"
+    if detached and ns.cmd in ("status", "wait", "attach", "logs", "reconcile", "supervise"):
+        from eps.shell import supervision as supervisor
+
+        pid = supervisor.revive(ledger, lanes.env)  # a dispatch left by a dead supervisor is taken on again
+        if ns.cmd == "supervise":
+            return _supervise(ns, ledger, pid)
+    if ns.cmd == "supervise":
+        raise JobError("usage", 'eps supervise: dispatches are walked inline here ([jobs] supervise = "inline")', None)
     if ns.cmd == "status":
         return _status(ns, settings, ledger, lanes, reporter)
     if ns.cmd == "cancel":
@@ -103,8 +112,14 @@ def _dispatch_command(
         else:
             sys.stdout.write(_reconcile_text(report))
         return EXIT_FAILED if report["errors"] else EXIT_OK
+    if ns.cmd in ("wait", "attach") and detached:
+        return _attach(ns, settings, ledger, lanes, reporter, history=ns.cmd == "attach")
+    if ns.cmd == "attach":
+        raise JobError("usage", 'eps attach: this config walks dispatches inline ([jobs] supervise = "inline")', None)
     if ns.cmd in ("logs", "pull", "wait", "ssh"):
         return _lifecycle(ns, settings, command, ledger, lanes, reporter)
+    if detached:
+        return _hand_over(ns, settings, command, make_job, ledger, lanes, reporter)
     return _execute(ns, settings, command, make_job, ledger, lanes, reporter)
 
 
@@ -120,7 +135,16 @@ def _lifecycle(
     if ns.cmd == "pull":
         return life.pull(ledger, lanes, ns.dispatch, ns.to)
     if ns.cmd == "wait":
-        return life.wait(ledger, lanes, reporter, ns.dispatch, poll_s=settings.jobs.wait_poll_s)
+        import time
+
+        until = None if ns.timeout is None else time.monotonic() + ns.timeout
+        code = life.wait(ledger, lanes, reporter, ns.dispatch, poll_s=settings.jobs.wait_poll_s, until=until)
+        if code is None:
+            from eps.shell.cli.attach import left_running
+
+            left_running(ns.dispatch, f"--timeout {ns.timeout}s passed", reporter, life.rows_of(ledger, ns.dispatch))
+            return Exit.STILL_RUNNING
+        return code
     argv = life.ssh_argv(ledger, lanes, ns.dispatch, command)
     sys.stdout.flush()
     if not sys.stdin.isatty() and not command:
@@ -149,6 +173,8 @@ def _execute(
     from eps.shell.state.reconcile import Reconciler
     from eps.shell.walker import Walker
 
+    if getattr(ns, "detach", False):
+        raise JobError("usage", 'eps execute --detach needs a supervisor ([jobs] supervise = "detached")', None)
     job = None if ns.resume else make_job(ns, command)
     snapshot, grants = _files(ns)
     files = JobFiles()
@@ -158,7 +184,9 @@ def _execute(
         Walker.check(job, ns.dispatch_id, snapshot, grants, settings.policy)
         files = life.check_files(job, values)
     Reconciler(ledger, lanes, reporter).reconcile(leave=[ns.resume] if ns.resume else ())
-    snapshot, grants = _gather(ns, lanes, job, snapshot, grants)
+    from eps.shell.supervisor import gather
+
+    snapshot, grants = gather(lanes, job, snapshot, grants, grants_given=bool(getattr(ns, "grants", None)))
     walker = Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot, files=files)
     dispatch = ns.resume or ns.dispatch_id or walker.new_dispatch_id()
     if job is not None:
@@ -168,29 +196,167 @@ def _execute(
     reporter.stop_live()
     if not any(r.handle is not None for r in results):
         drop_env_values(settings.state_dir, dispatch)
-    for r in results:
-        if r.handle is not None:
-            h = r.handle
-            if reporter.json_lines:
-                continue
-            where = h.qos or h.zone or ""
-            sys.stdout.write(f"{r.dispatch} {h.lane} {where} {h.machine or ''} {h.id} {h.state}\n".replace("  ", " "))
-        elif not reporter.json_lines:
-            sys.stdout.write(f"{r.dispatch} failed: {r.failure}\n")
-            if r.terminal == "no_usable_lane":
-                sys.stdout.write("  what this machine can use, and how to fix the rest: eps check\n")
+    if not reporter.json_lines:
+        for r in results:
+            _result_line(r.dispatch, r.handle, r.failure, r.terminal)
     started = all(r.handle is not None for r in results)
     if not any(r.handle is not None for r in results):
         return EXIT_FAILED
     if getattr(ns, "wait", False) or getattr(ns, "follow", False):
         follow = _follower(ledger, lanes) if ns.follow else None
         code = life.wait(ledger, lanes, reporter, dispatch, poll_s=settings.jobs.wait_poll_s, follow=follow)
-        return code if started else max(code, EXIT_FAILED)
+        return (code or 0) if started else max(code or 0, EXIT_FAILED)  # no deadline: never None
     if not reporter.json_lines:
         sys.stdout.write(f"follow it: eps logs -f {dispatch}; wait for it: eps wait {dispatch}\n")
-    if settings.jobs.keeper:
-        _keep(settings, dispatch, lanes.env)
     return EXIT_OK if started else EXIT_FAILED
+
+
+def _result_line(dispatch: str, h: Any, failure: str | None, terminal: str | None) -> None:
+    if h is not None:
+        where = h.qos or h.zone or ""
+        sys.stdout.write(f"{dispatch} {h.lane} {where} {h.machine or ''} {h.id} {h.state}\n".replace("  ", " "))
+        return
+    sys.stdout.write(f"{dispatch} failed: {failure}\n")
+    if terminal == "no_usable_lane":
+        sys.stdout.write("  what this machine can use, and how to fix the rest: eps check\n")
+
+
+def _hand_over(
+    ns: argparse.Namespace,
+    settings: Settings,
+    command: Sequence[str],
+    make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    ledger: Ledger,
+    lanes: Lanes,
+    reporter: Reporter,
+) -> int:
+    """``eps execute`` under a supervisor: every input error first (nothing recorded), then
+    record the dispatch, hand it to the state directory's supervisor and follow it (until it
+    landed; with --wait/--follow until it ended; with --detach not at all)."""
+    from eps.core.states import DispatchState
+    from eps.shell import supervision as supervisor
+    from eps.shell.cli import lifecycle as life
+    from eps.shell.lanes.jobs import write_env_values
+    from eps.shell.walker import Walker
+
+    for note in settings.notes:
+        sys.stderr.write(f"eps: note: {note}\n")
+    if ns.resume:
+        dispatch = ns.resume
+        row = ledger.dispatch(dispatch)
+        if row is None:  # checked above; gone since
+            raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+        with ledger.owning(dispatch) as owned:
+            if owned and row.state in (DispatchState.INTERRUPTED, DispatchState.PREEMPTED):
+                ledger.set_dispatch(dispatch, DispatchState.WALKING, message="resumed")
+        row = ledger.dispatch(dispatch) or row
+        if row.state not in supervisor.SUPERVISED:
+            sys.stdout.write(f"{dispatch} failed: dispatch {dispatch} is {row.state}; nothing to resume\n")
+            return EXIT_FAILED
+    else:
+        job = make_job(ns, command)
+        snapshot, grants = _files(ns)
+        job, values = life.job_options(ns, job, lanes.env)
+        Walker.check(job, ns.dispatch_id, snapshot, grants, settings.policy)  # every input error, before anything
+        files = life.check_files(job, values)
+        dispatch = ns.dispatch_id or Walker.new_dispatch_id()
+        supervisor.write_inputs(settings.state_dir, dispatch, snapshot if ns.snapshot else None,
+                                grants if ns.grants else None)  # fmt: skip
+        write_env_values(settings.state_dir, dispatch, values)  # mode 0600; dropped when the dispatch settles
+        Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot, files=files).record(job, dispatch)
+    try:
+        supervisor.ensure(settings.state_dir, lanes.env)
+        taken = supervisor.supervised(settings.state_dir, dispatch, lanes.env)
+    except supervisor.SupervisorError as exc:
+        taken, why = False, str(exc)
+    else:
+        why = f"no supervisor took it on (see {supervisor.log_file(settings.state_dir)})"
+    if not taken:
+        sys.stderr.write(f"eps: error: {dispatch}: {why}; it stays recorded: eps supervise takes it on\n")
+        return EXIT_FAILED
+    if ns.detach:
+        row = ledger.dispatch(dispatch)
+        state = row.state.value if row else None
+        if reporter.json_lines:
+            _emit({"dispatch": dispatch, "state": state})
+        else:
+            sys.stdout.write(f"{dispatch} {state}\n")
+            sys.stderr.write(f"eps: {dispatch} runs under its supervisor: eps attach {dispatch}; "
+                             f"eps wait {dispatch} --timeout 5m; eps cancel {dispatch}\n")  # fmt: skip
+        return EXIT_OK
+    wait = bool(getattr(ns, "wait", False) or getattr(ns, "follow", False))
+    return _follow(ns, ledger, lanes, reporter, dispatch, history=True, wait=wait, timeout_s=None)
+
+
+def _attach(
+    ns: argparse.Namespace, settings: Settings, ledger: Ledger, lanes: Lanes, reporter: Reporter, *, history: bool
+) -> int:
+    """``eps attach D`` (the events so far, then live) and ``eps wait D`` (from now on): until
+    the dispatch has ended (the job's own code) or ``--timeout`` passed (still running)."""
+    from eps.shell.cli import lifecycle as life
+
+    life.rows_of(ledger, ns.dispatch)  # an unknown dispatch is one line
+    return _follow(ns, ledger, lanes, reporter, ns.dispatch, history=history, wait=True, timeout_s=ns.timeout)
+
+
+def _follow(
+    ns: argparse.Namespace,
+    ledger: Ledger,
+    lanes: Lanes,
+    reporter: Reporter,
+    dispatch: str,
+    *,
+    history: bool,
+    wait: bool,
+    timeout_s: float | None,
+) -> int:
+    from eps.shell.cli import attach as A
+    from eps.shell.state.follow import exit_of
+
+    on_started = None
+    if getattr(ns, "follow", False) and ns.cmd == "execute":
+        log_follow = _follower(ledger, lanes)
+        on_started = log_follow
+    reporter.start_live()
+    try:
+        rows = A.follow(ledger, reporter, dispatch, lanes.env, done=A.settled if wait else A.landed,
+                        history=history, timeout_s=timeout_s, on_started=on_started)  # fmt: skip
+    except (A.Detached, KeyboardInterrupt) as exc:
+        reporter.stop_live()
+        how = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
+        A.left_running(dispatch, f"{how} stopped this eps", reporter)
+        return A.stopped_code(exc)
+    finally:
+        reporter.stop_live()
+    if rows is None:
+        from eps.shell.cli import lifecycle as life
+
+        A.left_running(dispatch, f"--timeout {timeout_s:g}s passed", reporter, life.rows_of(ledger, dispatch))
+        return Exit.STILL_RUNNING
+    started = all(r.handle is not None for r in rows)
+    if wait:
+        code = exit_of(rows, sys.stderr.write)
+        return code if started or ns.cmd != "execute" else max(code, EXIT_FAILED)
+    if not reporter.json_lines:
+        for r in rows:
+            _result_line(r.id, r.handle, None if r.handle else r.message, r.terminal)
+        sys.stdout.write(f"follow it: eps logs -f {dispatch}; wait for it: eps wait {dispatch}\n")
+    return EXIT_OK if started else EXIT_FAILED
+
+
+def _supervise(ns: argparse.Namespace, ledger: Ledger, pid: int | None) -> int:
+    """``eps supervise``: every unsettled dispatch has a supervisor (started if none); cheap
+    and idempotent, for a timer or cron line."""
+    from eps.shell import supervision as supervisor
+
+    rows = [r for r in ledger.dispatches(states=supervisor.SUPERVISED) if r.parent is None]
+    if ns.json:
+        _emit({"supervisor": pid, "dispatches": [r.id for r in rows]})
+    elif pid is None:
+        sys.stdout.write("nothing to supervise\n")
+    else:
+        sys.stdout.write(f"supervisor {pid} owns {len(rows)} dispatch(es): {' '.join(r.id for r in rows)}\n")
+    return EXIT_OK
 
 
 def _follower(ledger: Ledger, lanes: Lanes) -> Callable[[Any], None]:
@@ -203,20 +369,6 @@ def _follower(ledger: Ledger, lanes: Lanes) -> Callable[[Any], None]:
     return follow
 
 
-def _keep(settings: Settings, dispatch: str, env: Any) -> None:
-    """Leave ``eps wait DISPATCH`` running in its own session: when the job ends it pulls the
-    outputs and releases the machine, whether or not anyone runs eps again."""
-    import os
-    import subprocess
-
-    log = os.path.join(settings.state_dir, "logs", f"{dispatch}.keeper.log")
-    with open(log, "ab") as out:
-        subprocess.Popen(
-            [sys.executable, "-c", "from eps.shell.cli import entry; entry()", "wait", dispatch],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=dict(env),
-        )  # fmt: skip
-
-
 def _files(ns: argparse.Namespace) -> tuple[CapacitySnapshot, QosGrants]:
     """The snapshot and grants files, if given (strict: a bad file is one line, exit 2)."""
     from eps.core.tables import DEFAULT_GRANTS
@@ -224,31 +376,13 @@ def _files(ns: argparse.Namespace) -> tuple[CapacitySnapshot, QosGrants]:
     snapshot = CapacitySnapshot()
     grants = DEFAULT_GRANTS
     if getattr(ns, "snapshot", None) or getattr(ns, "grants", None):
-        from eps.shell import files
+        from eps.shell import snapshots as files
 
         if ns.snapshot:
             snapshot = files.load_snapshot(ns.snapshot)
         if ns.grants:
             grants = files.load_grants(ns.grants)
     return snapshot, grants
-
-
-def _gather(
-    ns: argparse.Namespace, lanes: Lanes, job: Job | None, snapshot: CapacitySnapshot, grants: QosGrants
-) -> tuple[CapacitySnapshot, QosGrants]:
-    """What is known before the walk besides the files: the grants and the lanes that are down
-    here.  The clusters' grants are asked for (sacctmgr: about half a second) only when the job
-    could use a cluster at all: a CPU job never does (P1)."""
-    from eps.core.router import plan
-
-    down: tuple[LaneDown, ...] = lanes.unavailable()
-    wants_cluster = job is None or any(
-        lanes.policy.cluster(r.lane) is not None for r in plan(job, snapshot, grants, None, policy=lanes.policy).rungs
-    )
-    if not getattr(ns, "grants", None) and wants_cluster:
-        grants, cluster_down = lanes.discover_grants(grants)
-        down = (*down, *cluster_down)
-    return evolve(snapshot, unavailable=(*snapshot.unavailable, *down)), grants
 
 
 def _status(ns: argparse.Namespace, settings: Settings, ledger: Ledger, lanes: Lanes, reporter: Reporter) -> int:

@@ -11,9 +11,9 @@ import json
 from enum import IntEnum
 from typing import Any, TextIO
 
-#: The version of every ``--json`` document (and of the schemas in ``eps/schemas``).
-#: Raised only when a field changes meaning or goes away; new fields do not raise it.
-SCHEMA_VERSION = 1
+from eps.shell.events import SCHEMA_VERSION
+
+__all__ = ["EXIT_TABLE", "SCHEMA_VERSION", "WAIT_CODES", "Exit", "error_doc", "write_error"]
 
 
 class Exit(IntEnum):
@@ -21,6 +21,7 @@ class Exit(IntEnum):
     NOTHING_STARTS = 1
     BAD_INPUT = 2
     INTERNAL = 70
+    STILL_RUNNING = 75
     INTERRUPTED = 130
 
 
@@ -34,7 +35,10 @@ EXIT_TABLE: tuple[tuple[int, str, str], ...] = (
     (Exit.BAD_INPUT, "bad input", "usage, unknown intent/lane/dispatch, bad duration, impossible pin, malformed "
      "job file, snapshot, grants or config: one line on stderr (one JSON object with --json), nothing changed"),
     (Exit.INTERNAL, "internal error", "a bug in eps: one line on stderr, the traceback in a file it names"),
-    (Exit.INTERRUPTED, "interrupted", "Ctrl-C (and `eps wait` of a cancelled job)"),
+    (Exit.STILL_RUNNING, "still running", "`eps wait` / `eps attach --timeout` passed, or SIGTERM/SIGHUP stopped the "
+     "caller: the dispatch goes on under its supervisor (`eps attach D` follows it again, `eps cancel D` stops it)"),
+    (Exit.INTERRUPTED, "interrupted", "Ctrl-C: this eps stopped (a supervised dispatch goes on: `eps attach D`); "
+     "`eps wait` of a cancelled job"),
 )  # fmt: skip
 
 #: ``eps wait`` / ``execute --wait``: the job's own code; these are eps's own words for the rest.

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from returns.result import Failure, Success
 
 from eps.core.jobscript import LAYOUT
-from eps.core.lifecycle import exit_status, result_word
 from eps.core.model import Job, JobError, evolve
 from eps.core.states import DispatchState
 
@@ -96,12 +95,6 @@ def rows_of(ledger: Ledger, dispatch: str) -> list[DispatchRow]:
 # --- wait ------------------------------------------------------------------------------------
 
 
-#: ``eps wait`` looks at most this far apart (it starts at ``[jobs] wait_poll_s``).
-WAIT_POLL_MAX_S = 30.0
-#: ... and asks the providers at least this often (sooner when a record cannot be read).
-WAIT_RECONCILE_S = 60.0
-
-
 def wait(
     ledger: Ledger,
     lanes: Lanes,
@@ -112,73 +105,21 @@ def wait(
     follow: Callable[[DispatchRow], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> int:
-    """Block until every job of ``dispatch`` has ended; pull each one's outputs, release its
-    machine, and return the exit status: the job's own code (one job), else 0 only when
-    every copy succeeded.
+    until: float | None = None,
+) -> int | None:
+    """Block until every job of ``dispatch`` has ended (where no supervisor does it: this
+    process pulls each one's outputs and releases its machine); the exit status: the job's
+    own code (one job), else 0 only when every copy succeeded.  ``None``: the monotonic
+    time ``until`` came first."""
+    from eps.shell.state.follow import exit_of, follow_to_end
 
-    It looks every ``poll_s`` at first, then less and less often (x1.5 a round, up to 15 x
-    ``poll_s`` and at most :data:`WAIT_POLL_MAX_S`): a job of hours is not asked over ssh
-    every two seconds.  The
-    providers are asked (reconcile) when a job's record could not be read, and otherwise
-    at most every :data:`WAIT_RECONCILE_S`."""
-    from eps.shell.state.finish import Finisher
-    from eps.shell.state.reconcile import Reconciler
-
-    finisher = Finisher(ledger, lanes)
     ids = [r.id for r in rows_of(ledger, dispatch)]
-    pending = set(ids)
-    followed: set[str] = set()
-    interval = poll_s
-    reconciled_at = clock()
-    while pending:
-        unread = False
-        for d in sorted(pending):
-            row = ledger.dispatch(d)
-            if row is None:
-                pending.discard(d)
-                continue
-            if row.state is DispatchState.STARTED and row.handle is not None:
-                if follow is not None and d not in followed:
-                    followed.add(d)
-                    follow(row)
-                progress = finisher.progress(row).value_or(None)
-                unread = unread or progress is None
-                if progress is not None and progress.ended:
-                    with ledger.owning(d) as owned:
-                        if owned:
-                            note = finisher.finish(row)
-                            reporter.emit("ended", dispatch=d, message=note)
-                if (fresh := ledger.dispatch(d)) is not None and fresh.state is not DispatchState.STARTED:
-                    pending.discard(d)
-            elif row.state in (DispatchState.WALKING, DispatchState.HELD, DispatchState.INTERRUPTED):
-                pass  # a walk (or a queue) is still deciding; the next round looks again
-            else:
-                pending.discard(d)
-        if pending and (unread or clock() - reconciled_at >= WAIT_RECONCILE_S):
-            # a machine that vanished, a job that left, a walk that settled
-            Reconciler(ledger, lanes, reporter).reconcile(set(pending))
-            reconciled_at = clock()
-            pending = {d for d in pending if (r := ledger.dispatch(d)) is not None and _unsettled(r)}
-        if pending:
-            sleep(interval)
-            interval = min(interval * 1.5, max(poll_s, min(WAIT_POLL_MAX_S, poll_s * 15)))
+    done = follow_to_end(ledger, lanes, reporter, ids, poll_s=poll_s, follow=follow, sleep=sleep, clock=clock,
+                         until=until)  # fmt: skip
+    if not done:
+        return None
     rows = [r for r in (ledger.dispatch(d) for d in ids) if r is not None]
-    return _exit_of(rows)
-
-
-def _unsettled(row: DispatchRow) -> bool:
-    return row.state in (DispatchState.STARTED, DispatchState.WALKING, DispatchState.HELD, DispatchState.INTERRUPTED)
-
-
-def _exit_of(rows: Sequence[DispatchRow]) -> int:
-    if len(rows) == 1:
-        r = rows[0]
-        return exit_status(r.state, r.job_status, r.exit_code)
-    failed = [r for r in rows if exit_status(r.state, r.job_status, r.exit_code) != 0]
-    for r in failed:
-        sys.stderr.write(f"eps: {r.id}: {result_word(r.state, r.job_status, r.exit_code)}\n")
-    return 1 if failed else 0
+    return exit_of(rows, sys.stderr.write)
 
 
 # --- logs, pull, ssh -----------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def _inputs(ns: argparse.Namespace) -> tuple[CapacitySnapshot, QosGrants]:
     snap = CapacitySnapshot()
     grants = DEFAULT_GRANTS
     if ns.snapshot or ns.grants:
-        from eps.shell import files
+        from eps.shell import snapshots as files
 
         if ns.snapshot:
             snap = files.load_snapshot(ns.snapshot)

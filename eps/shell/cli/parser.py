@@ -48,7 +48,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "reconcile": ("eps reconcile", "eps reconcile --json"),
     "logs": ("eps logs e1a2b3c4d5", "eps logs -f e1a2b3c4d5"),
     "pull": ("eps pull e1a2b3c4d5", "eps pull e1a2b3c4d5 --to results/"),
-    "wait": ("eps wait e1a2b3c4d5", "eps wait e1a2b3c4d5 --json"),
+    "wait": ("eps wait e1a2b3c4d5", "eps wait e1a2b3c4d5 --timeout 5m --json"),
+    "attach": ("eps attach e1a2b3c4d5", "eps attach e1a2b3c4d5 --timeout 2m"),
+    "supervise": ("eps supervise", "eps supervise --json"),
     "ssh": ("eps ssh e1a2b3c4d5", "eps ssh e1a2b3c4d5 -- nvidia-smi"),
     "schema": ("eps schema", "eps schema plan"),
     "completion": (
@@ -177,9 +179,20 @@ def add_execute_options(e: argparse.ArgumentParser) -> None:
     e.add_argument("--time-limit", metavar="DURATION", help="stop the job after this long (default: 1.5 x --duration)")
     e.add_argument("--wait", action="store_true", help="wait for the job, pull its outputs, exit with its code")
     e.add_argument("--follow", action="store_true", help="like --wait, and stream the job's log meanwhile")
+    e.add_argument(
+        "--detach", action="store_true",
+        help="return as soon as the supervisor owns the dispatch (eps attach / eps wait --timeout follow it)",
+    )  # fmt: skip
     a = e.add_argument("--resume", metavar="DISPATCH", help="continue the walk of a dispatch after a crash")
     a.complete = _COMPLETE["dispatches"]  # type: ignore[attr-defined]
     e.add_argument("--dispatch-id", metavar="ID", help="use this dispatch id (default: a new one)")
+
+
+def _timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--timeout", type=_duration, metavar="DURATION",
+        help="return after at most this long, exit 75 (still running) if it has not ended",
+    )  # fmt: skip
 
 
 def _dispatch_arg(p: argparse.ArgumentParser, help_: str, *, optional: bool = False) -> None:
@@ -255,7 +268,16 @@ def build() -> _Parser:  # noqa: PLR0915  (one statement per option: the parser 
 
     w = _sub(sub, "wait", "wait for the job to end, pull its outputs, exit with its code")
     _dispatch_arg(w, "the dispatch id")
+    _timeout(w)
     _json(w, "progress events")
+
+    at = _sub(sub, "attach", "follow a dispatch again: its events so far, then live, until it ends")
+    _dispatch_arg(at, "the dispatch id")
+    _timeout(at)
+    _json(at, "progress events")
+
+    sv = _sub(sub, "supervise", "make sure every unsettled dispatch has a supervisor (for a timer or cron)")
+    _json(sv)
 
     sh = _sub(sub, "ssh", "a shell where the job runs (or run -- COMMAND there)", usage="eps ssh DISPATCH [-- COMMAND]")
     _dispatch_arg(sh, "the dispatch id")

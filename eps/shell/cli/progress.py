@@ -45,9 +45,12 @@ class Reporter:
         self._parked: dict[str, tuple[str, Any, float]] = {}  # dispatch -> (rung, reason, when shown)
 
     def emit(self, event: str, **fields: Any) -> None:
-        from eps.shell.cli.exits import SCHEMA_VERSION
+        from eps.shell.events import record
 
-        record = {"schema_version": SCHEMA_VERSION, "event": event, "ts": round(time.time(), 3), **fields}
+        self.show(record(event, **fields))
+
+    def show(self, record: dict[str, Any]) -> None:
+        """Render one event object (made here, or read back from a dispatch's event log)."""
         if self.hook is not None:
             self.hook(record)
         with self._lock:

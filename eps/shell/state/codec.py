@@ -35,6 +35,11 @@ def to_data(obj: Any) -> Any:
     return _CONV.unstructure(obj)
 
 
+def structure(data: Any, cls: type[Any]) -> Any:
+    """Plain JSON data back into its record (strict; :class:`CodecError` names the path)."""
+    return _load(json.dumps(data), cls)
+
+
 def _load(text: str, cls: type[Any]) -> Any:
     try:
         return _CONV.structure(json.loads(text), cls)

@@ -50,13 +50,14 @@ from eps.core.states import (
     Outcome,
 )
 from eps.core.walk import AttemptRecord
-from eps.shell.cli.progress import Reporter
+from eps.shell.events import Events
 from eps.shell.lanes import Lanes
 from eps.shell.lanes.jobs import drop_env_values
 from eps.shell.polling import poll_until
 from eps.shell.state import codec
 from eps.shell.state.finish import Finisher
 from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
+from eps.shell.supervision import SUPERVISED
 
 #: Dispatches that may hold something and are not settled yet.
 ACTIVE_STATES: tuple[DispatchState, ...] = (
@@ -85,7 +86,7 @@ class Reconciler:
         self,
         ledger: Ledger,
         lanes: Lanes,
-        reporter: Reporter,
+        reporter: Events,
         *,
         workers: int = 16,
         wall: Callable[[], float] = time.time,
@@ -197,6 +198,10 @@ class Reconciler:
             row = self.ledger.dispatch(dispatch)
             if row is None:
                 return part
+            if row.state in SUPERVISED and self._supervised_elsewhere():
+                # a live supervisor takes every unsettled dispatch on: not a dead walk, only not taken yet
+                part["skipped"].append(f"{dispatch}: its supervisor is taking it on")
+                return part
             children = self.ledger.children(dispatch)
             if children:  # a --count parent: it has ended when every copy has
                 self._settle_parent(row, children, part)
@@ -209,6 +214,11 @@ class Reconciler:
             except QuarantinedRow as exc:
                 part["errors"].append(str(exc))
         return part
+
+    def _supervised_elsewhere(self) -> bool:
+        from eps.shell.supervision import alive_elsewhere
+
+        return alive_elsewhere(self.ledger.state_dir)
 
     def _settle_parent(self, row: DispatchRow, children: list[DispatchRow], report: dict[str, list[str]]) -> None:
         if row.state not in (DispatchState.STARTED, DispatchState.FAILED) or any(
@@ -345,14 +355,14 @@ def _seen(progress: JobProgress | None) -> JobSeen:
     return JobSeen.RUNNING if progress.launched else JobSeen.NONE
 
 
-def _walker_gone(ledger: Ledger, dispatch: str) -> bool | None:
+def _unowned(ledger: Ledger, dispatch: str) -> bool | None:
     return True if not ledger.is_owned_elsewhere(dispatch) else None
 
 
 def cancel(
     ledger: Ledger,
     lanes: Lanes,
-    reporter: Reporter,
+    reporter: Events,
     dispatches: Collection[str] | None,
     *,
     wait_s: float = 60.0,
@@ -381,7 +391,7 @@ def cancel(
         ledger.set_dispatch(r.id, DispatchState.CANCELLED, message="cancelled by eps cancel")
         report["cancelled"].append(r.id)
     for d in targets:  # a live walker sees the mark at its next step and stops
-        poll_until(partial(_walker_gone, ledger, d), timeout_s=wait_s, interval_s=0.2)
+        poll_until(partial(_unowned, ledger, d), timeout_s=wait_s, interval_s=0.2)
     rec = Reconciler(ledger, lanes, reporter, workers=workers)
     part = rec.reconcile(set(targets), owners=dispatches is None)  # --all: and whatever else is live
     for d in report["cancelled"]:

@@ -54,7 +54,7 @@ class Eps:
         self.config = tmp / "config.toml"
         gcp_machines, runpod_machines = ssh_support.machine_keys(tmp)
         self.config.write_text(
-            "[jobs]\nkeeper = false\nwait_poll_s = 0.05\n"
+            "[jobs]\nsupervise = 'inline'\nwait_poll_s = 0.05\n"
             f'[gcp]\nproject = "{PROJECT}"\nendpoint = "{gcp.endpoint}"\nzones = ["us-central1-a", "us-central1-b"]\n'
             + gcp_machines
             + f'[runpod]\nbase_url = "{runpod.url}"\n'

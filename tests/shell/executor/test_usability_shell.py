@@ -104,7 +104,7 @@ def test_check_on_a_bare_machine_exits_1_with_every_fix(eps: Any, tmp_path: Path
 
 
 def test_execute_with_nothing_configured_names_the_reasons_not_exhaustion(eps: Any, tmp_path: Path) -> None:
-    eps.config.write_text("[jobs]\nkeeper = false\n")
+    eps.config.write_text("[jobs]\nsupervise = 'inline'\n")
     env = {"RUNPOD_API_KEY": "", "HOME": str(tmp_path)}
     rc, out, err = eps("execute", "cpu-small", "--duration", "30m", "--", "true", env=env)
     assert rc == 1, (out, err)
@@ -160,7 +160,7 @@ def test_a_job_file_runs_and_status_filters_and_times(eps: Any, tmp_path: Path) 
 
 def test_status_skips_a_provider_without_credentials_at_once_with_a_note(eps: Any, tmp_path: Path) -> None:
     # GCP configured against Google itself, with no credentials anywhere: never asked.
-    eps.config.write_text('[jobs]\nkeeper = false\n[gcp]\nproject = "p"\n')
+    eps.config.write_text('[jobs]\nsupervise = "inline"\n[gcp]\nproject = "p"\n')
     ledger = Ledger(str(eps.state))
     ledger.new_dispatch("eabcdef0001", Job("cpu-small", 1800))
     rung = Rung("gcp", LaneKind.GCP, Provisioning.SPOT, "test", machine="e2-standard-4", zone="us-central1-a")

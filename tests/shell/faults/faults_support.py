@@ -197,7 +197,7 @@ class Eps:
             + gcp_machines
             + f'[runpod]\nbase_url = "{runpod.url}"\npoll_interval_s = 0.05\n'
             + runpod_machines
-            +             "[jobs]\nkeeper = false\nwait_poll_s = 0.05\n"
+            +             "[jobs]\nsupervise = 'inline'\nwait_poll_s = 0.05\n"
             f'[[clusters]]\nname = "fellows"\nlogin = {login}\n'
         )
         ssh_support.machines_here(gcp, runpod, self.state)  # each job runs on the test sshd, for real

@@ -30,7 +30,7 @@ def _eps(tmp: Path, *argv: str) -> tuple[int, str, str]:
     config = tmp / "config.toml"
     if not config.exists():
         config.write_text(
-            "[jobs]\nkeeper = false\nwait_poll_s = 0.2\n"
+            "[jobs]\nsupervise = 'inline'\nwait_poll_s = 0.2\n"
             f'[[clusters]]\nname = "fellows"\nwork_root = "{tmp / "shared"}"\n'
         )
     env = {

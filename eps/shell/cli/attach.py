@@ -1,0 +1,127 @@
+"""The caller's side of a supervised dispatch: ``eps execute`` hands the dispatch to the
+state directory's supervisor and follows its event log; ``eps attach`` and ``eps wait``
+follow it again later, within an optional ``--timeout``.
+
+Nothing here walks, pulls or releases: the supervisor does.  A caller that is stopped
+(Ctrl-C, SIGTERM, SIGHUP, or SIGKILL without a word) only stops following; the dispatch
+goes on, and ``eps attach`` picks it up again.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from eps.core.states import DispatchState
+from eps.shell.cli.exits import Exit
+
+if TYPE_CHECKING:
+    from eps.shell.cli.progress import Reporter
+    from eps.shell.state.ledger import DispatchRow, Ledger
+
+#: How often a caller reads the event log and the ledger.
+LOOK_S = 0.1
+
+
+class Detached(Exception):
+    """The caller got SIGTERM or SIGHUP: it stops following; the dispatch goes on."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise(signum: int, _frame: FrameType | None) -> None:
+    raise Detached(signum)
+
+
+def landed(row: DispatchRow) -> bool:
+    """The walk is over: something runs, is held, or nothing could start."""
+    return row.state not in (DispatchState.WALKING, DispatchState.INTERRUPTED)
+
+
+def settled(row: DispatchRow) -> bool:
+    return row.state not in (
+        DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.INTERRUPTED
+    )  # fmt: skip
+
+
+def follow(
+    ledger: Ledger,
+    reporter: Reporter,
+    dispatch: str,
+    env: Mapping[str, str],
+    *,
+    done: Callable[[DispatchRow], bool],
+    history: bool,
+    timeout_s: float | None = None,
+    on_started: Callable[[DispatchRow], None] | None = None,
+) -> list[DispatchRow] | None:
+    """Show the dispatch's events (those so far when ``history``, then the new ones) until
+    every job of it is ``done``: the rows then; ``None`` when ``timeout_s`` came first.
+    Starts a supervisor again whenever the one there died with the dispatch unsettled.
+    Raises :class:`Detached` / ``KeyboardInterrupt`` when the caller is stopped."""
+    from eps.shell import supervision as S
+    from eps.shell.events import log_path, read_from
+    from eps.shell.state.follow import ids_of
+
+    path = log_path(ledger.state_dir, dispatch)
+    offset = 0
+    if not history:
+        _, offset = read_from(path, 0)
+    end = None if timeout_s is None else time.monotonic() + timeout_s
+    checked = time.monotonic()
+    started: set[str] = set()
+    old = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while True:
+            records, offset = read_from(path, offset)
+            for rec in records:
+                reporter.show(rec)
+            rows = [r for r in (ledger.dispatch(d) for d in ids_of(ledger, dispatch)) if r is not None]
+            if on_started is not None:
+                for r in rows:
+                    if r.state is DispatchState.STARTED and r.handle is not None and r.id not in started:
+                        started.add(r.id)
+                        on_started(r)
+            if all(done(r) for r in rows):
+                records, offset = read_from(path, offset)  # what was written with the last change
+                for rec in records:
+                    reporter.show(rec)
+                return rows
+            if end is not None and time.monotonic() >= end:
+                return None
+            if time.monotonic() - checked >= 1.0:
+                checked = time.monotonic()
+                if not all(settled(r) for r in rows) and S.alive_pid(ledger.state_dir) is None:
+                    S.ensure(ledger.state_dir, env)  # the supervisor died: revive
+            time.sleep(LOOK_S if end is None else max(0.0, min(LOOK_S, end - time.monotonic())))
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def left_running(dispatch: str, how: str, reporter: Reporter, rows: list[DispatchRow] | None = None) -> None:
+    """Say that the caller stopped following and how to come back (the dispatch goes on)."""
+    state = ",".join(sorted({r.state.value for r in rows})) if rows else None
+    if reporter.json_lines:
+        reporter.show(_doc("still_running", dispatch=dispatch, state=state, why=how))
+    else:
+        what = f"is still {state}" if state else "goes on under its supervisor"
+        sys.stderr.write(f"eps: {dispatch} {what} ({how}; not cancelled): eps attach {dispatch}, "
+                         f"eps wait {dispatch} --timeout 5m; eps cancel {dispatch} stops it\n")  # fmt: skip
+
+
+def _doc(event: str, **fields: Any) -> dict[str, Any]:
+    from eps.shell.events import record
+
+    return record(event, **fields)
+
+
+def stopped_code(exc: BaseException) -> int:
+    """The exit code of a caller that was stopped while following (README's table)."""
+    return Exit.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else Exit.STILL_RUNNING

@@ -1,0 +1,71 @@
+"""The capacity snapshot (``--snapshot``) and QoS grants (``--grants``) files, read strictly
+through the same converter as the config (:mod:`eps.shell.files`): one line naming the
+file and the path for anything wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from attrs import frozen
+
+from eps.core.durations import parse_slurm_time
+from eps.core.model import CapacitySnapshot, QosGrants, QosTier
+from eps.shell.files import _structure, _vm_sizes, read_data
+from eps.shell.settings import ConfigError
+
+
+def load_snapshot(path: str) -> CapacitySnapshot:
+    data = read_data(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a capacity snapshot is an object @ $")
+    snap: CapacitySnapshot = _structure(data, CapacitySnapshot, path)
+    for i, g in enumerate(snap.gcp):
+        if not g.zone:
+            raise ConfigError(f"{path}: zone must not be empty @ $.gcp[{i}].zone")
+    for i, q in enumerate(snap.queues):
+        if q.free_gpus is not None and q.free_gpus < 0:
+            raise ConfigError(f"{path}: must not be negative @ $.queues[{i}].free_gpus")
+    _vm_sizes(snap.vm, path)
+    return snap
+
+
+@frozen
+class _TierDoc:
+    name: str
+    priority: int = 0
+    max_wall: str | int | None = None
+    max_gpus_per_user: int | None = None
+
+
+attrs.resolve_types(_TierDoc)  # postponed annotations: cattrs needs the real types
+
+
+def _tier(doc: _TierDoc, where: str) -> QosTier:
+    if isinstance(doc.max_wall, str):
+        try:
+            wall = parse_slurm_time(doc.max_wall)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc} @ max_wall") from None
+    else:
+        wall = doc.max_wall
+    if (wall is not None and wall < 0) or (doc.max_gpus_per_user is not None and doc.max_gpus_per_user < 0):
+        raise ConfigError(f"{where}: limits must not be negative")
+    return QosTier(doc.name, doc.priority, wall, doc.max_gpus_per_user)
+
+
+def grants_from_data(data: Any, source: str) -> QosGrants:
+    """``{"fellows": [{"name": "high-eur", "priority": 100000, "max_wall": "7-00:00:00",
+    "max_gpus_per_user": 16}, ...]}`` -> QosGrants."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: QoS grants are an object of clusters @ $")
+    docs: dict[str, list[_TierDoc]] = _structure(data, dict[str, list[_TierDoc]], source)
+    clusters = tuple(
+        (name, tuple(_tier(d, f"{source} @ $.{name}[{i}]") for i, d in enumerate(tiers)))
+        for name, tiers in docs.items()
+    )
+    return QosGrants(clusters=clusters)
+
+
+def load_grants(path: str) -> QosGrants:
+    return grants_from_data(read_data(path), path)

@@ -1,0 +1,133 @@
+"""Following a dispatch to its end: look at each started job's record until it has ended,
+then bring its outputs back and release its machine (:class:`~eps.shell.state.finish.Finisher`).
+
+The supervisor does this for every dispatch it owns; ``eps wait`` does it itself only
+where no supervisor runs (``[jobs] supervise = "inline"``).
+
+It looks every ``poll_s`` at first, then less and less often (x1.5 a round, up to 15 x
+``poll_s`` and at most :data:`WAIT_POLL_MAX_S`): a job of hours is not asked over ssh
+every two seconds.  Between looks it reads the ledger at least every second, so an
+``eps cancel`` is seen at once.  The providers are asked (reconcile) when a job's record
+could not be read, and otherwise at most every :data:`WAIT_RECONCILE_S`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from eps.core.lifecycle import exit_status, result_word
+from eps.core.states import DispatchState
+from eps.shell.events import Events
+from eps.shell.lanes import Lanes
+from eps.shell.state.ledger import DispatchRow, Ledger
+
+#: The follow loop looks at most this far apart (it starts at ``[jobs] wait_poll_s``).
+WAIT_POLL_MAX_S = 30.0
+#: ... and asks the providers at least this often (sooner when a record cannot be read).
+WAIT_RECONCILE_S = 60.0
+#: Dispatch states in which something is still to come.
+UNSETTLED = (DispatchState.STARTED, DispatchState.WALKING, DispatchState.HELD, DispatchState.INTERRUPTED)
+
+
+def ids_of(ledger: Ledger, dispatch: str) -> list[str]:
+    """The dispatch, or the copies of a ``--count`` parent."""
+    children = ledger.children(dispatch)
+    return [c.id for c in children] or [dispatch]
+
+
+def follow_to_end(
+    ledger: Ledger,
+    lanes: Lanes,
+    events: Events,
+    ids: Sequence[str],
+    *,
+    poll_s: float = 2.0,
+    follow: Callable[[DispatchRow], None] | None = None,
+    until: float | None = None,
+    stop: Callable[[], bool] = lambda: False,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Follow every dispatch of ``ids`` until it has settled (True), or until the monotonic
+    time ``until`` or ``stop()`` (False: some are still going)."""
+    from eps.shell.state.finish import Finisher
+    from eps.shell.state.reconcile import Reconciler
+
+    finisher = Finisher(ledger, lanes)
+    pending = set(ids)
+    followed: set[str] = set()
+    interval = poll_s
+    reconciled_at = clock()
+    while pending:
+        unread = False
+        for d in sorted(pending):
+            row = ledger.dispatch(d)
+            if row is None:
+                pending.discard(d)
+                continue
+            if row.state is DispatchState.STARTED and row.handle is not None:
+                if follow is not None and d not in followed:
+                    followed.add(d)
+                    follow(row)
+                progress = finisher.progress(row).value_or(None)
+                unread = unread or progress is None
+                if progress is not None and progress.ended:
+                    with ledger.owning(d) as owned:
+                        if owned:
+                            note = finisher.finish(row)
+                            events.emit("ended", dispatch=d, message=note)
+                if (fresh := ledger.dispatch(d)) is not None and fresh.state is not DispatchState.STARTED:
+                    pending.discard(d)
+            elif row.state in (DispatchState.WALKING, DispatchState.HELD, DispatchState.INTERRUPTED):
+                pass  # a walk (or a queue) is still deciding; the next round looks again
+            else:
+                pending.discard(d)
+        if pending and (unread or clock() - reconciled_at >= WAIT_RECONCILE_S):
+            # a machine that vanished, a job that left, a walk that settled
+            Reconciler(ledger, lanes, events).reconcile(set(pending))
+            reconciled_at = clock()
+            pending = {d for d in pending if (r := ledger.dispatch(d)) is not None and r.state in UNSETTLED}
+        if not pending:
+            break
+        if stop() or (until is not None and clock() >= until):
+            return False
+        _nap(ledger, pending, interval, until, stop, sleep, clock)
+        interval = min(interval * 1.5, max(poll_s, min(WAIT_POLL_MAX_S, poll_s * 15)))
+    return True
+
+
+def _nap(
+    ledger: Ledger,
+    pending: set[str],
+    seconds: float,
+    until: float | None,
+    stop: Callable[[], bool],
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> None:
+    """Sleep ``seconds`` in slices of at most one second, ending early when a pending
+    dispatch leaves ``started`` (a cancel, a walk that landed) or the time is up."""
+    end = clock() + seconds
+    before = {d: (r.state if (r := ledger.dispatch(d)) else None) for d in pending}
+    while (left := end - clock()) > 0:
+        if until is not None:
+            left = min(left, until - clock())
+            if left <= 0:
+                return
+        sleep(min(1.0, left))
+        if stop() or any((r.state if (r := ledger.dispatch(d)) else None) != s for d, s in before.items()):
+            return
+
+
+def exit_of(rows: Sequence[DispatchRow], err: Callable[[str], object] | None = None) -> int:
+    """The exit status of a waited-for dispatch: the job's own code (one job), else 0 only
+    when every copy succeeded (the others named through ``err``)."""
+    if len(rows) == 1:
+        r = rows[0]
+        return exit_status(r.state, r.job_status, r.exit_code)
+    failed = [r for r in rows if exit_status(r.state, r.job_status, r.exit_code) != 0]
+    for r in failed:
+        if err is not None:
+            err(f"eps: {r.id}: {result_word(r.state, r.job_status, r.exit_code)}\n")
+    return 1 if failed else 0

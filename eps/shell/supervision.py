@@ -1,0 +1,156 @@
+"""Who owns the dispatches of a state directory: its supervisor's lock and pid, starting one
+(:func:`ensure`), reviving one (:func:`revive`), and what a caller hands over with a
+dispatch (its ``--snapshot`` / ``--grants``).  No walk, no provider: cheap to import.
+The supervisor itself is :mod:`eps.shell.supervisor`."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from eps.core.model import CapacitySnapshot, QosGrants
+from eps.core.states import DispatchState
+from eps.shell.events import log_path as events_path
+from eps.shell.events import read_from
+
+#: The dispatch states a supervisor works on (``interrupted`` and ``preempted`` wait for
+#: ``eps execute --resume``, which hands them back as ``walking``).
+SUPERVISED: tuple[DispatchState, ...] = (DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD)
+
+
+class SupervisorError(RuntimeError):
+    """No supervisor could be started (one line naming its log)."""
+
+
+def lock_path(state_dir: str) -> str:
+    return os.path.join(state_dir, "supervisor.lock")
+
+
+def pid_path(state_dir: str) -> str:
+    return os.path.join(state_dir, "supervisor.pid")
+
+
+def log_file(state_dir: str) -> str:
+    return os.path.join(state_dir, "logs", "supervisor.log")
+
+
+def inputs_path(state_dir: str, dispatch: str) -> str:
+    return os.path.join(state_dir, "inputs", f"{dispatch}.json")
+
+
+# --- is one alive? start one -------------------------------------------------------------------
+
+
+def alive_pid(state_dir: str) -> int | None:
+    """The pid of the live supervisor of ``state_dir`` (0 when its pid is not written yet),
+    or ``None`` when there is none."""
+    path = lock_path(state_dir)
+    if not os.path.exists(path):
+        return None
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                with open(pid_path(state_dir)) as p:
+                    return int(p.read().strip() or 0)
+            except (OSError, ValueError):
+                return 0
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return None
+
+
+def alive_elsewhere(state_dir: str) -> bool:
+    """A supervisor other than this process owns the state directory's dispatches."""
+    pid = alive_pid(state_dir)
+    return pid is not None and pid != os.getpid()
+
+
+def spawn(state_dir: str, env: Mapping[str, str]) -> None:
+    """Start a supervisor in its own session (stdin closed, output to its log)."""
+    os.makedirs(os.path.dirname(log_file(state_dir)), mode=0o700, exist_ok=True)
+    with open(log_file(state_dir), "ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-c", "from eps.shell.supervisor import main; main()", state_dir],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
+            env={**env, "EPS_STATE_DIR": state_dir},
+        )  # fmt: skip
+
+
+def ensure(state_dir: str, env: Mapping[str, str], *, within_s: float = 15.0) -> int:
+    """The pid of the state directory's supervisor, started if there is none."""
+    pid = alive_pid(state_dir)
+    if pid is not None:
+        return pid
+    spawn(state_dir, env)
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        time.sleep(0.02)
+        pid = alive_pid(state_dir)
+        if pid:
+            return pid
+    raise SupervisorError(f"no supervisor started within {within_s:.0f} s (see {log_file(state_dir)})")
+
+
+def revive(ledger: Any, env: Mapping[str, str]) -> int | None:
+    """Start a supervisor when a dispatch is left to none (the last one died): the pid,
+    or ``None`` when nothing needs one."""
+    rows = [r for r in ledger.dispatches(states=SUPERVISED) if r.parent is None]
+    if not rows:
+        return None
+    return ensure(ledger.state_dir, env)
+
+
+def supervised(state_dir: str, dispatch: str, env: Mapping[str, str], *, within_s: float = 30.0) -> bool:
+    """Wait until a supervisor has said it owns ``dispatch`` (its ``supervised`` event),
+    starting one again if the one there died meanwhile."""
+    end = time.monotonic() + within_s
+    offset = 0
+    path = events_path(state_dir, dispatch)
+    checked = 0.0
+    while time.monotonic() < end:
+        records, offset = read_from(path, offset)
+        if any(r.get("event") == "supervised" and r.get("dispatch") == dispatch for r in records):
+            return True
+        if time.monotonic() - checked >= 1.0:
+            ensure(state_dir, env)
+            checked = time.monotonic()
+        time.sleep(0.02)
+    return False
+
+
+# --- what the walk starts from -------------------------------------------------------------------
+
+
+def write_inputs(state_dir: str, dispatch: str, snapshot: CapacitySnapshot | None, grants: QosGrants | None) -> None:
+    """Keep the ``--snapshot`` / ``--grants`` the caller gave, for the supervisor's walk."""
+    if snapshot is None and grants is None:
+        return
+    from eps.shell.state.codec import to_data
+
+    os.makedirs(os.path.dirname(inputs_path(state_dir, dispatch)), mode=0o700, exist_ok=True)
+    doc = {"snapshot": None if snapshot is None else to_data(snapshot),
+           "grants": None if grants is None else to_data(grants)}  # fmt: skip
+    tmp = inputs_path(state_dir, dispatch) + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh)
+    os.replace(tmp, inputs_path(state_dir, dispatch))
+
+
+def read_inputs(state_dir: str, dispatch: str) -> tuple[CapacitySnapshot | None, QosGrants | None]:
+    from eps.shell.state.codec import structure
+
+    try:
+        with open(inputs_path(state_dir, dispatch)) as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        return None, None
+    snap = None if doc.get("snapshot") is None else structure(doc["snapshot"], CapacitySnapshot)
+    grants = None if doc.get("grants") is None else structure(doc["grants"], QosGrants)
+    return snap, grants

@@ -1,0 +1,192 @@
+"""The supervisor: the one process that owns the dispatches of a state directory.
+
+``eps execute`` checks the job, records the dispatch and hands it over; the supervisor
+does everything else in one loop per dispatch (a thread each): walk the plan (park,
+withdraw, fail over), launch, follow the job, pull, release, finish.  Every event goes to
+the dispatch's event log (:mod:`eps.shell.events`); callers attach to it and detach
+from it at will, and nothing they do (Ctrl-C, SIGTERM, SIGKILL, a closed laptop)
+interrupts the dispatch: ``eps cancel`` is the one way to stop one.
+
+One supervisor per state directory, started on demand and gone when it has had nothing
+to do for ``[jobs] supervisor_idle_s``: it holds ``<state>/supervisor.lock`` (flock) for
+its life, and each dispatch's own lock while it owns it, so a dispatch is walked by
+exactly one process at a time.  Its death loses nothing: the ledger is the single source
+of truth, and the next eps command that reads it (status, execute, wait, attach, logs,
+reconcile, supervise) starts a new supervisor, which resumes every dispatch that is not
+settled with the walk's guarantees (elapsed park kept, never a second submission, never
+a second machine, a made machine reused).
+"""
+
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from eps.core.model import CapacitySnapshot, Job, LaneDown, QosGrants, evolve
+from eps.core.states import DispatchState
+from eps.shell.events import EventLog
+from eps.shell.supervision import SUPERVISED, lock_path, pid_path, read_inputs
+
+#: How often the supervisor looks for dispatches to take on.
+TICK_S = 0.2
+#: A dispatch whose loop ended while it was still unsettled (an error) is taken on again after this.
+RETRY_S = 30.0
+
+
+def gather(
+    lanes: Any, job: Job | None, snapshot: CapacitySnapshot, grants: QosGrants, *, grants_given: bool
+) -> tuple[CapacitySnapshot, QosGrants]:
+    """What is known before the walk besides the files: the grants and the lanes that are down
+    here.  The clusters' grants are asked for (sacctmgr: about half a second) only when the job
+    could use a cluster at all: a CPU job never does (P1)."""
+    from eps.core.router import plan
+
+    down: tuple[LaneDown, ...] = lanes.unavailable()
+    wants_cluster = job is None or any(
+        lanes.policy.cluster(r.lane) is not None for r in plan(job, snapshot, grants, None, policy=lanes.policy).rungs
+    )
+    if not grants_given and wants_cluster:
+        grants, cluster_down = lanes.discover_grants(grants)
+        down = (*down, *cluster_down)
+    return evolve(snapshot, unavailable=(*snapshot.unavailable, *down)), grants
+
+
+# --- the supervisor itself -----------------------------------------------------------------------
+
+
+class Supervisor:
+    def __init__(self, settings: Any, ledger: Any, lanes: Any, *, idle_s: float, tick_s: float = TICK_S) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.lanes = lanes
+        self.idle_s = idle_s
+        self.tick_s = tick_s
+        self.threads: dict[str, threading.Thread] = {}
+        self.retry_at: dict[str, float] = {}
+        self.stopping = threading.Event()
+
+    def serve(self) -> int:
+        idle_since = time.monotonic()
+        while not self.stopping.is_set():
+            self.take_on()
+            self.threads = {d: t for d, t in self.threads.items() if t.is_alive()}
+            if self.threads:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since >= self.idle_s:
+                break
+            self.stopping.wait(self.tick_s)
+        for t in self.threads.values():
+            t.join()
+        return 0
+
+    def take_on(self) -> None:
+        """Own every unsettled dispatch that no process owns (a new one, or a dead supervisor's)."""
+        from eps.shell.state.ledger import DispatchBusy
+
+        now = time.monotonic()
+        for row in self.ledger.dispatches(states=SUPERVISED):
+            d = row.id
+            if row.parent is not None or d in self.threads or self.retry_at.get(d, 0.0) > now:
+                continue
+            try:
+                self.ledger.acquire(d)
+            except DispatchBusy:
+                continue
+            t = threading.Thread(target=self._run, args=(d,), name=f"dispatch-{d}", daemon=True)
+            self.threads[d] = t
+            t.start()
+
+    def _run(self, dispatch: str) -> None:
+        try:
+            self.drive(dispatch)
+        except Exception:  # a bug or an unreadable row: logged; the dispatch is taken on again later
+            sys.stderr.write(f"dispatch {dispatch}:\n{traceback.format_exc()}")
+            sys.stderr.flush()
+        finally:
+            self.ledger.release(dispatch)
+            row = self.ledger.dispatch(dispatch)
+            if row is not None and row.state in SUPERVISED:
+                self.retry_at[dispatch] = time.monotonic() + RETRY_S
+
+    def drive(self, dispatch: str) -> None:
+        """One dispatch, from wherever the ledger has it to its end."""
+        from eps.core.tables import DEFAULT_GRANTS
+        from eps.shell.state.follow import follow_to_end, ids_of
+        from eps.shell.walker import Walker
+
+        log = EventLog(self.ledger.state_dir, dispatch)
+        row = self.ledger.dispatch(dispatch)
+        if row is None:
+            return
+        children = self.ledger.children(dispatch)
+        rows = children or [row]
+        revived = row.state is not DispatchState.WALKING or any(self.ledger.attempts(r.id) for r in rows)
+        log.emit("supervised", dispatch=dispatch, pid=os.getpid(), state=row.state.value, revived=revived)
+        walking = [r.id for r in rows if r.state is DispatchState.WALKING]
+        if walking:
+            snap, grants = read_inputs(self.ledger.state_dir, dispatch)
+            given = grants is not None
+            snapshot, grants_now = gather(
+                self.lanes, row.job, snap or CapacitySnapshot(), grants or DEFAULT_GRANTS, grants_given=given
+            )
+            walker = Walker(self.settings, self.ledger, self.lanes, log, grants=grants_now, snapshot=snapshot,
+                            keep_locks=frozenset({dispatch}))  # fmt: skip
+            if children:
+                if not revived:
+                    log.emit("fanout", dispatch=dispatch, children=walking)
+                walker.walk_copies(dispatch, walking)
+            else:
+                walker.walk_recorded(dispatch)
+        follow_to_end(self.ledger, self.lanes, log, ids_of(self.ledger, dispatch),
+                      poll_s=self.settings.jobs.wait_poll_s, stop=self.stopping.is_set)  # fmt: skip
+        if children:  # the parent has ended when every copy has
+            from eps.shell.state.reconcile import Reconciler
+
+            Reconciler(self.ledger, self.lanes, log).reconcile({dispatch})
+
+
+def main() -> None:
+    """``python -c 'from eps.shell.supervisor import main; main()' STATE_DIR``: serve the
+    state directory until there is nothing to do.  A second one leaves at once."""
+    import logging
+
+    from eps.shell.config import load_settings
+    from eps.shell.lanes import LaneOptions, Lanes
+    from eps.shell.state.ledger import Ledger
+
+    state_dir = sys.argv[1]
+    env = dict(os.environ)
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    lock = open(lock_path(state_dir), "a+")  # noqa: SIM115  (held for the process's life)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return  # another supervisor owns this state directory
+    tmp = pid_path(state_dir) + f".{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write(f"{os.getpid()}\n")
+    os.replace(tmp, pid_path(state_dir))
+    logging.getLogger().addHandler(logging.NullHandler())
+    settings = load_settings(env)
+    ledger = Ledger(state_dir)
+    lanes = Lanes(settings, LaneOptions(env=env))
+    sup = Supervisor(settings, ledger, lanes, idle_s=settings.jobs.supervisor_idle_s)
+    # SIGTERM, SIGKILL, a reboot: it dies where it stands; the next eps command revives what it owned.
+    sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} supervisor {os.getpid()} serving {state_dir}\n")
+    sys.stderr.flush()
+    try:
+        sup.serve()
+    finally:
+        with contextlib.suppress(OSError), open(pid_path(state_dir)) as fh:
+            if fh.read().strip() == str(os.getpid()):
+                os.unlink(pid_path(state_dir))
+        lanes.close()
+        ledger.close()
+        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} supervisor {os.getpid()} leaves\n")

@@ -1,0 +1,78 @@
+"""Every test: a supervisor it started is gone when it ends.
+
+A supervisor leaves by itself ``[jobs] supervisor_idle_s`` after its last dispatch settled;
+a test does not wait for that: after the test, each supervisor that was not there before
+is ended.  One that still owned an unsettled dispatch (a job the test left running) fails
+the test: a test that leaves a detached process with work behind is a bug.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator
+
+import pytest
+
+MARK = b"from eps.shell.supervisor import main"
+
+
+def supervisors() -> dict[int, str]:
+    """pid -> state dir of every live eps supervisor on this machine."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 4 and argv[2].startswith(MARK):
+            found[int(name)] = argv[3].decode(errors="replace")
+    return found
+
+
+def unsettled(state_dir: str) -> list[str]:
+    path = os.path.join(state_dir, "ledger.sqlite3")
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = db.execute(
+                "SELECT id, state FROM dispatches WHERE state IN ('walking','started','held') AND parent IS NULL"
+            ).fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return []
+    return [f"{d} ({s})" for d, s in rows]
+
+
+def end(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+
+
+@pytest.fixture(autouse=True)
+def _no_supervisor_left() -> Iterator[None]:
+    before = set(supervisors())
+    yield
+    left = {pid: d for pid, d in supervisors().items() if pid not in before}
+    busy = {}
+    for pid, state_dir in left.items():
+        work = unsettled(state_dir)
+        end(pid)
+        if work:
+            busy[pid] = (state_dir, work)
+    if busy:
+        pytest.fail(f"the test left supervisors with unsettled dispatches: {busy}")
