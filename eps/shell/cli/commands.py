@@ -311,6 +311,7 @@ def _follow(
     timeout_s: float | None,
 ) -> int:
     from eps.shell.cli import attach as A
+    from eps.shell.cli import lifecycle as life
     from eps.shell.state.follow import exit_of
 
     on_started = None
@@ -324,13 +325,11 @@ def _follow(
     except (A.Detached, KeyboardInterrupt) as exc:
         reporter.stop_live()
         how = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
-        A.left_running(dispatch, f"{how} stopped this eps", reporter)
+        A.left_running(dispatch, f"{how} stopped this eps", reporter, life.rows_of(ledger, dispatch))
         return A.stopped_code(exc)
     finally:
         reporter.stop_live()
     if rows is None:
-        from eps.shell.cli import lifecycle as life
-
         A.left_running(dispatch, f"--timeout {timeout_s:g}s passed", reporter, life.rows_of(ledger, dispatch))
         return Exit.STILL_RUNNING
     started = all(r.handle is not None for r in rows)

@@ -366,6 +366,10 @@ def test_one_unreadable_ledger_row_does_not_stop_status_or_reconcile(eps: Any) -
     good = events[-1]["dispatch"]
     rc, events = eps.events("cpu-small", "--duration", "30s", "--", "true")
     bad = events[-1]["dispatch"]
+    deadline = time.monotonic() + 30  # its job (and wrapper) gone: nothing of it is live any more
+    while not (eps.state / "runs" / bad / "0" / "exit-code").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
     with sqlite3.connect(eps.state / "ledger.sqlite3") as db:
         db.execute("UPDATE dispatches SET handle='{\"half' WHERE id=?", (bad,))
     rc, out, err = eps("status", "--json")

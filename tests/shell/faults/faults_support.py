@@ -182,7 +182,10 @@ class Eps:
     """``eps`` against the local GCP and RunPod servers (and optionally the real SLURM cluster),
     each command a separate process; the state directory and config live in ``tmp``."""
 
-    def __init__(self, tmp: Path, gcp: Any, runpod: Any, *, slurm: bool = False, caps: tuple[int, int] = (2, 1)):
+    def __init__(
+        self, tmp: Path, gcp: Any, runpod: Any, *, slurm: bool = False, caps: tuple[int, int] = (2, 1),
+        detached: bool = False,
+    ) -> None:
         self.tmp = tmp
         self.state = tmp / "state"
         self.config = tmp / "config.toml"
@@ -197,8 +200,9 @@ class Eps:
             + gcp_machines
             + f'[runpod]\nbase_url = "{runpod.url}"\npoll_interval_s = 0.05\n'
             + runpod_machines
-            +             "[jobs]\nsupervise = 'inline'\nwait_poll_s = 0.05\n"
-            f'[[clusters]]\nname = "fellows"\nlogin = {login}\n'
+            + ("[jobs]\nsupervise = 'detached'\nsupervisor_idle_s = 2\nwait_poll_s = 0.05\n" if detached
+               else "[jobs]\nsupervise = 'inline'\nwait_poll_s = 0.05\n")
+            + f'[[clusters]]\nname = "fellows"\nlogin = {login}\nwork_root = "{tmp / "shared"}"\n'
         )
         ssh_support.machines_here(gcp, runpod, self.state)  # each job runs on the test sshd, for real
         self.env = {
@@ -232,7 +236,26 @@ class Eps:
     def close(self) -> None:
         for child in self.children:
             child.close()
+        with contextlib.suppress(ProcessLookupError):
+            self.kill_supervisor()
         ssh_support.stop_machine_jobs(self.tmp)
+
+    # -- the supervisor (detached mode) --
+
+    def supervisor_pid(self) -> int | None:
+        try:
+            pid = int((self.state / "supervisor.pid").read_text())
+        except (OSError, ValueError):
+            return None
+        return pid if _proc_state(pid) not in (None, "Z") else None
+
+    def kill_supervisor(self) -> int:
+        """SIGKILL the state directory's supervisor (and confirm it is gone): its pid."""
+        pid = self.supervisor_pid()
+        if pid is None:
+            raise ProcessLookupError("no supervisor")
+        sigkill_and_confirm(pid)
+        return pid
 
     # -- the ledger, read directly (``eps status`` would reconcile first) --
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The fault suite's SLURM "login" prefix: eps runs `slurm_wrap.sh 'sbatch --parsable'`.
-# Runs the real command (stdin only for sbatch), logs it to $EPS_FAULT_DIR/calls.log, and
+# Runs the real command (stdin passed on), logs it to $EPS_FAULT_DIR/calls.log, and
 # when a one-shot rule file $EPS_FAULT_DIR/rules/NNN-<command> exists, takes it and
 # SIGKILLs its parent (the eps process) "before" (the command never runs) or "after" it.
 set -u
@@ -27,7 +27,7 @@ if [[ $name == sbatch ]]; then
   qos=$(grep -o -- '--qos=[^ ]*' <<<"$input" | head -1)
   echo "sbatch ${qos#--qos=} $(tail -n 1 "$out")" >>"$dir/calls.log"
 else
-  bash -c "$cmd" </dev/null >"$out"
+  bash -c "$cmd" >"$out"  # stdin passed on (a staged file arrives on it)
   rc=$?
   echo "$cmd" >>"$dir/calls.log"
 fi

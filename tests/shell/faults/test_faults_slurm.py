@@ -22,6 +22,7 @@ from faults_support import (
     SlurmTrap,
     assert_ledger_consistent,
     assert_no_orphans,
+    scancel_names,
     squeue,
     wait_until,
 )
@@ -150,3 +151,78 @@ def test_cancel_while_another_process_is_parked(seps, strap, gtrap, rtrap, block
     assert gtrap.inserts() == []
     assert_ledger_consistent(seps, d)
     assert_no_orphans(seps, gtrap, rtrap, slurm_prefix="eps-f")
+
+
+# --- a supervised dispatch outlives its caller on the real cluster (issue 18) ------------------
+
+
+@pytest.fixture
+def self_capped(slurm_cluster: Any) -> Any:
+    """high-eur blocked the way a busy user's is: its per-user cap lowered to 2 GPUs and held by
+    a 2-GPU job of this suite, so a second gpu-2 job pends there with QOSMaxGRESPerUser while
+    normal-eur has room.  The cap is restored at the end."""
+    import subprocess
+
+    def cap(gpus: int) -> None:
+        subprocess.run(["sacctmgr", "-i", "modify", "qos", "where", "name=high-eur", "set",
+                        f"MaxTRESPerUser=gres/gpu={gpus}"], check=True, capture_output=True, timeout=30)  # fmt: skip
+
+    name = f"faults-blocker-{uuid.uuid4().hex[:6]}"
+    cap(2)
+    try:
+        out = subprocess.run(
+            ["sbatch", "--parsable", "-J", name, "--qos=high-eur", "--account=fellows", "--partition=gpu",
+             "--gres=gpu:2", "--time=10", "-o", "/dev/null", "--wrap", "sleep 600"],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+        job_id = out.stdout.strip().split(";")[0]
+        wait_until(lambda: any(j == job_id and s == "RUNNING" for j, s, *_ in squeue(name)), 20, "the blocker to run")
+        yield job_id
+    finally:
+        scancel_names(name)
+        cap(16)
+
+
+@pytest.fixture
+def deps(tmp_path: Any, gtrap: GcpTrap, rtrap: RunpodTrap, slurm_cluster: Any, sshd: Any) -> Any:
+    """Detached eps against the real cluster: park caps 20 s on high-eur, 5 s below."""
+    e = Eps(tmp_path, gtrap.fake, rtrap.fake, slurm=True, caps=(20, 5), detached=True)
+    yield e
+    e.close()
+    scancel_names("eps-f")
+
+
+def test_a_caller_killed_while_parked_leaves_the_ladder_walking(deps, gtrap, rtrap, self_capped) -> None:
+    """`timeout 8 eps execute gpu-2 --duration 1h -- sleep 300`, killed while parked on
+    high-eur: with no further command it is RUNNING on normal-eur within 60 s, its high-eur
+    job cancelled, and never two live jobs of its own at once."""
+    import subprocess
+    import sys
+    import time
+
+    from faults_support import ENTRY
+
+    d = _id()
+    argv = ["timeout", "8", sys.executable, "-c", ENTRY, "execute", "--dispatch-id", d, "gpu-2", "--duration", "1h",
+            "--", "sleep", "300"]  # fmt: skip
+    began = time.monotonic()
+    proc = subprocess.run(argv, env=deps.env, cwd=deps.tmp, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 124, (proc.stdout, proc.stderr)  # timeout's own code: it had to kill eps
+    assert f"eps attach {d}" in proc.stderr  # the caller said how to come back
+    seen: list[list[tuple[str, str, str, str]]] = []
+    while time.monotonic() - began < 60:
+        jobs = squeue(f"eps-{d}")
+        seen.append(jobs)
+        if [(s, q) for _j, s, q, _n in jobs] == [("RUNNING", "normal-eur")]:
+            break
+        time.sleep(0.1)
+    assert [(s, q) for _j, s, q, _n in seen[-1]] == [("RUNNING", "normal-eur")], seen[-5:]
+    assert all(len(jobs) <= 1 for jobs in seen), [j for j in seen if len(j) > 1]
+    assert any(q == "high-eur" for jobs in seen for _j, _s, q, _n in jobs) or deps.attempts(d)[0]["qos"] == "high-eur"
+    high = next(a for a in deps.attempts(d) if a["qos"] == "high-eur")
+    assert (high["state"], high["outcome"]) == ("advanced", "park_timeout")
+    wait_until(lambda: deps.dispatch(d)["state"] == "started", 20, "the walk to record it started")
+    assert squeue(f"eps-{d}")[0][1] == "RUNNING"  # the job itself runs (sleep 300)
+    rc, out, err = deps.run("cancel", d, timeout_s=90)
+    assert rc == 0, (out, err)
+    assert squeue(f"eps-{d}") == []

@@ -37,9 +37,12 @@ class Runner(Protocol):
 def subprocess_runner(
     argv: Sequence[str], stdin: str | None = None, *, timeout_s: float = 60.0
 ) -> tuple[int, str, str]:
-    """The production runner.  A missing command is rc 127, a hung one rc 124 (as in a shell)."""
+    """The production runner.  A missing command is rc 127, a hung one rc 124 (as in a shell).
+    Without ``stdin`` the command's stdin is closed: an ``ssh login ...`` never reads eps's
+    own stdin (a terminal, an agent's pipe) and never waits on it."""
+    feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
     try:
-        proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = subprocess.run(list(argv), **feed, capture_output=True, text=True, timeout=timeout_s, check=False)
     except FileNotFoundError as exc:
         return 127, "", f"{argv[0]}: command not found ({exc.strerror})"
     except subprocess.TimeoutExpired:
