@@ -10,9 +10,9 @@ job's record could be read (a preempted spot VM, a pod gone).
 from __future__ import annotations
 
 from eps.core.jobscript import JobEnd, JobSpec
-from eps.core.model import Job, Policy, Rung, evolve
+from eps.core.model import Job, LaneKind, Policy, Provisioning, Rung, evolve
 from eps.core.states import DispatchState
-from eps.core.tables import JOB_LIFECYCLE, SBATCH_TIME_SLACK_S, JobLifecycle, job_time_limit_s
+from eps.core.tables import JOB_LIFECYCLE, SBATCH_TIME_SLACK_S, JobLifecycle, job_time_limit_s, lane_time_limit_s
 
 _DEFAULT_MAX_TIME_LIMIT_S: int = Policy._field_defaults["max_time_limit_s"]
 
@@ -34,6 +34,14 @@ def on_rung(job: Job, rung: Rung) -> Job:
     if job.time_limit_s is not None or rung.time_limit_s is None:
         return job
     return evolve(job, time_limit_s=rung.time_limit_s)
+
+
+def at_lane_maximum(job: Job, kind: LaneKind, provisioning: Provisioning, max_time_limit_s: int) -> Job:
+    """``job`` limited as :func:`on_rung` would, when the rung itself is not at hand (a resume
+    launching on a machine the dead walk made: the lane knows its kind and provisioning)."""
+    if job.time_limit_s is not None or job.duration_s is not None:
+        return job
+    return evolve(job, time_limit_s=lane_time_limit_s(kind, provisioning, max_time_limit_s))
 
 
 def batch_time_s(job: Job, lifecycle: JobLifecycle = JOB_LIFECYCLE) -> int:

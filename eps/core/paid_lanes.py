@@ -104,10 +104,9 @@ def _gcp_candidates(
     elif spot is _SpotMode.NEVER_LONG:
         instead = ("flex-start instead" if fits_flex else "no spot") if flex_case else "on-demand only"
         spot_max = format_duration(th.spot_max_s)
-        long = f"longer than {spot_max}" if duration_s is not None else f"duration unknown, so not known to be {spot_max} or less,"
-        skipped.append(
-            Skip("gcp", SkipCode.SPOT_TOO_LONG, f"P11: {long} and not restartable: {instead}", machine.name)
-        )
+        unknown = f"duration unknown, so not known to be {spot_max} or less,"
+        long = f"longer than {spot_max}" if duration_s is not None else unknown
+        skipped.append(Skip("gcp", SkipCode.SPOT_TOO_LONG, f"P11: {long} and not restartable: {instead}", machine.name))
     elif Provisioning.SPOT in machine.sold_as:
         provs.append(Provisioning.SPOT)
     if machine.on_demand_offered:

@@ -42,7 +42,7 @@ from eps.core.model import (
     VmCapacity,
     evolve,
 )
-from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings
+from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings, duration_setting
 
 #: The largest user file eps reads (a snapshot of every zone is a few hundred KiB).
 MAX_FILE_BYTES = 4 * 2**20
@@ -401,6 +401,7 @@ class _JobsDoc:
     keeper: bool | None = None
     linger_s: int | None = None
     wait_poll_s: float | None = None
+    max_time_limit: str | int | None = None
 
 
 @frozen
@@ -588,6 +589,7 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
     if doc.jobs is not None:
         _section(doc.jobs, "jobs", source)
         jobs = _set(jobs, keeper=doc.jobs.keeper, linger_s=doc.jobs.linger_s, wait_poll_s=doc.jobs.wait_poll_s)
+        jobs = _set(jobs, max_time_limit_s=duration_setting(source, "jobs.max_time_limit", doc.jobs.max_time_limit))
     access = list(base.access)
     if doc.clusters is not None:
         policy, access = _clusters(policy, access, doc.clusters, source)
