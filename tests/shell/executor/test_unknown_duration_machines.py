@@ -1,6 +1,7 @@
-"""A job without a duration on a GCP VM and a RunPod pod (issue 25), through ``eps`` against the test
-servers, the job running for real on the test sshd: it lands on on-demand (unknown is long,
-P11) and runs up to ``[jobs] max_time_limit``, here 20 s, not 1.5 x a made-up hour."""
+"""A job without a duration on a GCP VM and a RunPod pod (issue 25), through ``eps``
+against the test servers, the job running for real on the test sshd: it lands on
+on-demand (unknown is long, P11) and runs up to ``[jobs] max_time_limit``, here 20 s,
+not 1.5 x a made-up hour."""
 
 from __future__ import annotations
 
