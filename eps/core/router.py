@@ -38,6 +38,11 @@ intents and only when the cluster's dev-QoS switch is on (off by default); it
 then comes right after high-eur.  A pin returns the live PENDING handle: no
 ladder walk, no failover.
 
+A job without a duration (``Job.duration_s`` ``None``) is taken as long, never as a
+guessed number: it is never trivial (P2), gets no spot unless restartable (P11), is
+ruled out by no MaxWall (P9), and each of its rungs carries its lane's maximum as its
+time limit (``_at_lane_maximum``), which the plan's reasons and notes state.
+
 GCP spot is length-aware: jobs of at most 7200 s, or restartable ones, try
 spot first and then on-demand; longer non-restartable jobs go on-demand only,
 or, on machine types sold as spot/flex-start only, flex-start (up to 7d);
