@@ -56,15 +56,17 @@ class Job:
     """A job, checked on construction (same rules and messages as ``eps plan``/``execute``).
 
     ``intent`` (see ``eps intents``), ``duration`` (``"1h30m"``, ``"90min"``,
-    ``"01:30:00"`` or seconds), ``restartable``, ``footprint_gb``, ``gradient_fit``,
-    ``count`` (parallel copies), ``backend`` (pin a lane: ``"fellows"``, ``"gcp"``, ...),
-    and for :func:`execute`: ``command`` (one string is a shell line, a list an argv),
-    ``workdir``, ``setup``, ``env`` (``"KEY"`` or ``"KEY=VALUE"``), ``time_limit``.
+    ``"01:30:00"`` or seconds; ``None``, the default: unknown, taken as long: never the
+    shared VM, no spot unless restartable, the time limit the lane's maximum),
+    ``restartable``, ``footprint_gb``, ``gradient_fit``, ``count`` (parallel copies),
+    ``backend`` (pin a lane: ``"fellows"``, ``"gcp"``, ...), and for :func:`execute`:
+    ``command`` (one string is a shell line, a list an argv), ``workdir``, ``setup``,
+    ``env`` (``"KEY"`` or ``"KEY=VALUE"``), ``time_limit``.
     ``env`` (keyword) replaces ``os.environ`` when the settings are read for the check.
     """
 
     intent: str
-    duration: str | int | float = "1h"
+    duration: str | int | float | None = None  # None: unknown, taken as long (see ``eps plan --help``)
     restartable: bool = False
     footprint_gb: float = 0.0
     gradient_fit: bool = False
@@ -98,7 +100,7 @@ class Job:
         command = (self.command,) if isinstance(self.command, str) else tuple(self.command)
         return CoreJob(
             intent=self.intent,
-            duration_s=_seconds(self.duration, "duration"),
+            duration_s=None if self.duration is None else _seconds(self.duration, "duration"),
             restartable=bool(self.restartable),
             footprint_gb=float(self.footprint_gb),
             gradient_fit=bool(self.gradient_fit),
@@ -110,8 +112,8 @@ class Job:
     def argv(self) -> list[str]:
         """The same job as ``eps`` job options (and ``-- COMMAND``)."""
         core = self.core()
-        out = [core.intent, "--duration", str(core.duration_s), "--footprint-gb", repr(core.footprint_gb),
-               "--count", str(core.count)]  # fmt: skip
+        out = [core.intent, *([] if core.duration_s is None else ["--duration", str(core.duration_s)]),
+               "--footprint-gb", repr(core.footprint_gb), "--count", str(core.count)]  # fmt: skip
         out += ["--restartable"] if core.restartable else []
         out += ["--gradient-fit"] if core.gradient_fit else []
         out += ["--pin", core.pin] if core.pin else []

@@ -68,9 +68,12 @@ def slurm_rungs(
 
 
 def _candidates(
-    cluster: ClusterConfig, intent: Intent, duration_s: int, pinned: bool, granted_tiers: tuple[QosTier, ...]
+    cluster: ClusterConfig, intent: Intent, duration_s: int | None, pinned: bool, granted_tiers: tuple[QosTier, ...]
 ) -> Candidates:
-    """The rungs a SLURM lane offers this job before anything is known about its queues (P7, P9, P10)."""
+    """The rungs a SLURM lane offers this job before anything is known about its queues (P7, P9, P10).
+
+    A job of unknown length (``duration_s`` ``None``) is ruled out by no MaxWall (P9): it
+    runs up to the tier's MaxWall (its time limit is set by ``plan()``)."""
     name = cluster.name
     rungs: list[Rung] = []
     skipped: list[Skip] = []
@@ -101,7 +104,7 @@ def _candidates(
         if tier is None:
             skipped.append(Skip(name, SkipCode.QOS_NOT_GRANTED, f"P9: {qos} is not granted to you", qos))
             continue
-        if tier.max_wall_s is not None and duration_s > tier.max_wall_s:
+        if tier.max_wall_s is not None and duration_s is not None and duration_s > tier.max_wall_s:
             wall, job = format_duration(tier.max_wall_s), format_duration(duration_s)
             skipped.append(Skip(name, SkipCode.QOS_MAX_WALL, f"P9: MaxWall {wall} < job {job}", qos))
             continue

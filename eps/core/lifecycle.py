@@ -10,22 +10,44 @@ job's record could be read (a preempted spot VM, a pod gone).
 from __future__ import annotations
 
 from eps.core.jobscript import JobEnd, JobSpec
-from eps.core.model import Job
+from eps.core.model import Job, LaneKind, Policy, Provisioning, Rung, evolve
 from eps.core.states import DispatchState
-from eps.core.tables import JOB_LIFECYCLE, JobLifecycle, job_time_limit_s
+from eps.core.tables import JOB_LIFECYCLE, SBATCH_TIME_SLACK_S, JobLifecycle, job_time_limit_s, lane_time_limit_s
+
+_DEFAULT_MAX_TIME_LIMIT_S: int = Policy._field_defaults["max_time_limit_s"]
 
 
 def time_limit_s(job: Job, lifecycle: JobLifecycle = JOB_LIFECYCLE) -> int:
-    """The limit the job is stopped at: ``--time-limit``, else the duration times the margin."""
+    """The limit the job is stopped at: ``--time-limit`` (or the rung's, :func:`on_rung`),
+    else the duration times the margin.  A job of unknown length that no rung limited
+    (a lane's own path with no rung at hand) gets the default ``[jobs] max_time_limit``."""
     if job.time_limit_s is not None:
         return job.time_limit_s
+    if job.duration_s is None:
+        return _DEFAULT_MAX_TIME_LIMIT_S
     return max(60, job_time_limit_s(job.duration_s, lifecycle))
+
+
+def on_rung(job: Job, rung: Rung) -> Job:
+    """``job`` as it runs on ``rung``: a job of unknown length without ``--time-limit`` takes
+    the rung's limit (the lane's maximum, decided by ``plan()``); any other job is unchanged."""
+    if job.time_limit_s is not None or rung.time_limit_s is None:
+        return job
+    return evolve(job, time_limit_s=rung.time_limit_s)
+
+
+def at_lane_maximum(job: Job, kind: LaneKind, provisioning: Provisioning, max_time_limit_s: int) -> Job:
+    """``job`` limited as :func:`on_rung` would, when the rung itself is not at hand (a resume
+    launching on a machine the dead walk made: the lane knows its kind and provisioning)."""
+    if job.time_limit_s is not None or job.duration_s is not None:
+        return job
+    return evolve(job, time_limit_s=lane_time_limit_s(kind, provisioning, max_time_limit_s))
 
 
 def batch_time_s(job: Job, lifecycle: JobLifecycle = JOB_LIFECYCLE) -> int:
     """What SLURM is told (``--time``): the wrapper's own limit plus its kill grace and a
     minute, so the wrapper stops the job first and records ``timed_out`` itself."""
-    return time_limit_s(job, lifecycle) + lifecycle.kill_grace_s + 60
+    return time_limit_s(job, lifecycle) + lifecycle.kill_grace_s + SBATCH_TIME_SLACK_S
 
 
 def job_spec(job: Job, dispatch: str) -> JobSpec:

@@ -275,10 +275,14 @@ class VmCapacity(NamedTuple):
 
 
 class Job(NamedTuple):
-    """What the user asked for.  ``pin`` names a lane (``vm``, a cluster, ``gcp``, ``runpod``)."""
+    """What the user asked for.  ``pin`` names a lane (``vm``, a cluster, ``gcp``, ``runpod``).
+
+    ``duration_s`` ``None``: the duration is unknown (no ``--duration``).  Unknown is never
+    read as a number: it is not trivial (P2), it is long (P11), no MaxWall rules it out
+    (P9), and its time limit is each lane's maximum (``Rung.time_limit_s``)."""
 
     intent: str
-    duration_s: int
+    duration_s: int | None = None
     restartable: bool = False
     footprint_gb: float = 0.0
     gradient_fit: bool = False
@@ -288,7 +292,7 @@ class Job(NamedTuple):
     workdir: str | None = None  # shipped to the machine; the command runs in it
     setup: str | None = None  # a shell line run once before the command
     env_names: tuple[str, ...] = ()  # variables passed to the job (names only: values never stored)
-    time_limit_s: int | None = None  # the enforced limit (None: the duration times the table's margin)
+    time_limit_s: int | None = None  # the enforced limit (None: the duration times the margin, else the rung's)
     task_index: int = 0  # copy i of a --count N fan-out (EPS_TASK_INDEX)
     task_count: int = 1  # N (EPS_TASK_COUNT)
 
@@ -316,6 +320,10 @@ class Rung(NamedTuple):
     park_cap_s: int | None = None
     price_per_hour: float = 0.0
     why: RungWhy | None = None  # ``reason`` as a stable code
+    #: The enforced time limit of a job of unknown length here: the lane's maximum
+    #: (:func:`eps.core.tables.lane_time_limit_s`).  ``None``: the job's own limit
+    #: (``--time-limit``, else 1.5 x ``--duration``).
+    time_limit_s: int | None = None
 
     @property
     def key(self) -> str:
@@ -443,6 +451,9 @@ class Policy(NamedTuple):
     thresholds: Thresholds = Thresholds()
     trivial_lane: str = "vm"
     vm: VmCapacity = VmCapacity()  # the VM's room when the snapshot says nothing (config [vm])
+    #: The time limit of a job of unknown length on a spot/on-demand VM, a pod, the shared VM
+    #: or a SLURM tier without a MaxWall (``[jobs] max_time_limit``; default 7 days).
+    max_time_limit_s: int = 7 * 86_400
 
     def intent(self, name: str) -> Intent | None:
         for it in self.intents:

@@ -45,19 +45,21 @@ def gcp_rungs(
 ) -> None:
     """Append the GCP rungs for ``job`` (and the skips), minus what the snapshot knows is exhausted."""
     th = index.policy.thresholds
+    duration = job.duration_s  # None: unknown, which is long (P11), never short
     if not intent.spot_eligible:
         spot = _SpotMode.NEVER_INTENT
-    elif job.duration_s <= th.spot_max_s:
+    elif duration is not None and duration <= th.spot_max_s:
         spot = _SpotMode.SHORT
     elif job.restartable:
         spot = _SpotMode.RESTARTABLE
     else:
         spot = _SpotMode.NEVER_LONG
     disk = disk_gb(job, index)
-    fits_flex = job.duration_s <= FLEX_START_MAX_RUN_S
+    fits_flex = duration is None or duration <= FLEX_START_MAX_RUN_S  # unknown: runs up to flex-start's maximum
+    shown = None if fits_flex else duration  # the skip text of a job too long for flex-start names its length
     cand, static = index.memo(
-        ("gcp", intent, spot, disk, fits_flex),
-        lambda: _gcp_candidates(index, intent, spot, disk, fits_flex, job.duration_s),
+        ("gcp", intent, spot, disk, fits_flex, duration is None, shown),
+        lambda: _gcp_candidates(index, intent, spot, disk, fits_flex, duration),
     )
     skipped.extend(static)
     if not facts.has_gcp:
@@ -82,11 +84,12 @@ class _SpotMode(StrEnum):
 
 
 def _gcp_candidates(
-    index: PolicyIndex, intent: Intent, spot: _SpotMode, disk: int | None, fits_flex: bool, duration_s: int
+    index: PolicyIndex, intent: Intent, spot: _SpotMode, disk: int | None, fits_flex: bool, duration_s: int | None
 ) -> Candidates:
     """GCP rungs before capacity is consulted, zones in preference order: spot (when P11
     allows) then on-demand; for a long non-restartable job on a machine type sold as
-    spot/flex-start only, flex-start (when the job fits its maximum run duration)."""
+    spot/flex-start only, flex-start (when the job fits its maximum run duration).  A job
+    of unknown length (``duration_s`` ``None``) counts as long."""
     skipped: list[Skip] = []
     if intent.gcp_machine is None:
         return (), ()
@@ -100,14 +103,10 @@ def _gcp_candidates(
         skipped.append(Skip("gcp", SkipCode.ON_DEMAND_ONLY_INTENT, f"P4: {intent.name} stays on-demand", machine.name))
     elif spot is _SpotMode.NEVER_LONG:
         instead = ("flex-start instead" if fits_flex else "no spot") if flex_case else "on-demand only"
-        skipped.append(
-            Skip(
-                "gcp",
-                SkipCode.SPOT_TOO_LONG,
-                f"P11: longer than {format_duration(th.spot_max_s)} and not restartable: {instead}",
-                machine.name,
-            )
-        )
+        spot_max = format_duration(th.spot_max_s)
+        unknown = f"duration unknown, so not known to be {spot_max} or less,"
+        long = f"longer than {spot_max}" if duration_s is not None else unknown
+        skipped.append(Skip("gcp", SkipCode.SPOT_TOO_LONG, f"P11: {long} and not restartable: {instead}", machine.name))
     elif Provisioning.SPOT in machine.sold_as:
         provs.append(Provisioning.SPOT)
     if machine.on_demand_offered:
@@ -130,7 +129,7 @@ def _gcp_candidates(
             Skip(
                 "gcp",
                 SkipCode.FLEX_START_TOO_LONG,
-                f"P11: a {format_duration(duration_s)} job is longer than flex-start's maximum run duration "
+                f"P11: a {format_duration(duration_s or 0)} job is longer than flex-start's maximum run duration "
                 f"({limit}), and {machine.name} is sold as spot/flex-start only: no GCP rung can hold it",
                 machine.name,
             )

@@ -38,6 +38,11 @@ intents and only when the cluster's dev-QoS switch is on (off by default); it
 then comes right after high-eur.  A pin returns the live PENDING handle: no
 ladder walk, no failover.
 
+A job without a duration (``Job.duration_s`` ``None``) is taken as long, never as a
+guessed number: it is never trivial (P2), gets no spot unless restartable (P11), is
+ruled out by no MaxWall (P9), and each of its rungs carries its lane's maximum as its
+time limit (``_at_lane_maximum``), which the plan's reasons and notes state.
+
 GCP spot is length-aware: jobs of at most 7200 s, or restartable ones, try
 spot first and then on-demand; longer non-restartable jobs go on-demand only,
 or, on machine types sold as spot/flex-start only, flex-start (up to 7d);
@@ -46,6 +51,7 @@ or, on machine types sold as spot/flex-start only, flex-start (up to 7d);
 
 from __future__ import annotations
 
+from eps.core.durations import format_duration
 from eps.core.indexes import Facts, PolicyIndex, policy_index
 from eps.core.ladder import slurm_rungs
 from eps.core.model import (
@@ -70,7 +76,13 @@ from eps.core.model import (
 )
 from eps.core.paid_lanes import gcp_rungs, runpod_cpu_rungs, runpod_gpu_rungs
 from eps.core.parking import NEVER_RUNS_REASONS, SELF_CAP_REASONS, settle_walk, worst_case
-from eps.core.tables import BIG_VOLUME_INTENT, DEFAULT_POLICY, GRADIENT_FIT_INTENT
+from eps.core.tables import (
+    BIG_VOLUME_INTENT,
+    DEFAULT_POLICY,
+    FLEX_START_MAX_RUN_S,
+    GRADIENT_FIT_INTENT,
+    lane_time_limit_s,
+)
 
 __all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "did_you_mean", "plan", "unknown_intent"]
 
@@ -110,6 +122,9 @@ def plan(
                 keep.append(r)
         rungs = keep
 
+    if job.duration_s is None and job.time_limit_s is None:
+        rungs = [_at_lane_maximum(r, qos_grants, index) for r in rungs]
+
     terminal = None
     if not rungs:
         if lanes and all(facts.lane_down(lane) is not None for lane in lanes):
@@ -133,6 +148,34 @@ def plan(
         notes=tuple(notes),
         park=decision,
     )
+
+
+# --- a job of unknown length (P2, P9, P11) ---------------------------------------------------
+
+#: What ``plan()`` assumes of a job without a duration, said in its notes.
+UNKNOWN_DURATION_NOTE = (
+    "duration unknown (no --duration): taken as long, not guessed: never trivial, so never on the shared "
+    "VM (P2); no spot unless --restartable (P11); no QoS tier is ruled out by its MaxWall (P9); each "
+    "rung's time limit is its lane's maximum"
+)
+
+
+def _at_lane_maximum(rung: Rung, grants: QosGrants, index: PolicyIndex) -> Rung:
+    """``rung`` with the time limit of a job of unknown length there: the lane's maximum
+    (:func:`~eps.core.tables.lane_time_limit_s`), said in its reason."""
+    policy = index.policy
+    wall = None
+    if rung.kind is LaneKind.SLURM and rung.qos is not None:
+        wall = next((t.max_wall_s for t in grants.tiers(rung.lane) if t.name == rung.qos), None)
+    limit = lane_time_limit_s(rung.kind, rung.provisioning, policy.max_time_limit_s, max_wall_s=wall)
+    stop = f"the job is stopped at {format_duration(limit)}"
+    if wall is not None:
+        upto = f"sbatch --time is the tier's MaxWall {format_duration(wall)}; {stop}"
+    elif rung.provisioning is Provisioning.FLEX_START:
+        upto = f"up to flex-start's maximum run duration {format_duration(FLEX_START_MAX_RUN_S)}; {stop}"
+    else:
+        upto = f"time limit {format_duration(limit)}, the lane's maximum ([jobs] max_time_limit)"
+    return evolve(rung, time_limit_s=limit, reason=f"{rung.reason}; duration unknown: {upto}")
 
 
 # --- intent resolution (P1, P4, P5) -------------------------------------------------------
@@ -160,13 +203,13 @@ def _resolve(job: Job, index: PolicyIndex) -> tuple[Intent, list[str]]:
     intent = index.intents.get(job.intent)
     if intent is None:
         raise unknown_intent(job.intent, policy, job)
-    if job.duration_s < 0:
+    if job.duration_s is not None and job.duration_s < 0:
         raise JobError("bad_duration", f"duration must not be negative (got {job.duration_s} s)", job)
     if job.count < 1:
         raise JobError("bad_count", f"count must be at least 1 (got {job.count})", job)
     if job.footprint_gb < 0:
         raise JobError("bad_footprint", f"footprint must not be negative (got {job.footprint_gb} GB)", job)
-    notes: list[str] = []
+    notes: list[str] = [UNKNOWN_DURATION_NOTE] if job.duration_s is None else []
     th = policy.thresholds
     if intent.resource is Resource.CPU:
         if job.gradient_fit:
@@ -236,7 +279,8 @@ def _lanes(
     if intent.resource is Resource.CPU:
         for name in clusters:
             skipped.append(Skip(name, SkipCode.CPU_NEVER_HOLDS_GPU, "P1: CPU-only work never holds a GPU"))
-        trivial = job.duration_s <= th.trivial_op_s and job.footprint_gb <= th.big_footprint_gb
+        short = job.duration_s is not None and job.duration_s <= th.trivial_op_s  # unknown is never trivial
+        trivial = short and job.footprint_gb <= th.big_footprint_gb
         misfit = _vm_misfit(job, intent, snap_vm.over(policy.vm), th.vm_disk_margin_gb) if trivial else None
         natural = [policy.trivial_lane] if trivial and misfit is None else list(policy.cpu_lane_order)
         if trivial and misfit is None:
@@ -249,13 +293,9 @@ def _lanes(
             elif job.pin == policy.trivial_lane:
                 notes.append(f"P10: pinned to the VM, although it does not fit: {misfit}")
         else:
-            skipped.append(
-                Skip(
-                    policy.trivial_lane,
-                    SkipCode.NOT_TRIVIAL,
-                    f"P2: only ops of at most {th.trivial_op_s} s and {th.big_footprint_gb} GB stay on the VM",
-                )
-            )
+            unknown = "duration unknown, so not trivial: " if job.duration_s is None else ""
+            only = f"only ops of at most {th.trivial_op_s} s and {th.big_footprint_gb} GB stay on the VM"
+            skipped.append(Skip(policy.trivial_lane, SkipCode.NOT_TRIVIAL, f"P2: {unknown}{only}"))
     else:
         natural = list(policy.gpu_lane_order)
         if "runpod" not in natural:

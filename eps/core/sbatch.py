@@ -76,12 +76,16 @@ def render_sbatch(
     name), then the command.
 
     Raises :class:`SbatchRenderError` for a value that cannot be rendered safely,
-    an empty command, a non-positive duration or a rung of another lane.
+    an empty command, a non-positive duration, no time at all (an unknown duration and no
+    ``time_s``) or a rung of another lane.
     """
     if rung.kind is not LaneKind.SLURM or rung.lane != cluster.name:
         raise SbatchRenderError("rung", rung.key, f"is not a SLURM rung of {cluster.name}")
-    if job.duration_s <= 0:
+    if job.duration_s is not None and job.duration_s <= 0:
         raise SbatchRenderError("duration", str(job.duration_s), "must be positive seconds")
+    limit = time_s if time_s is not None else job.duration_s
+    if limit is None:  # a job of unknown length runs up to its tier's MaxWall: the caller says it
+        raise SbatchRenderError("duration", "unknown", "needs time_s (the tier's MaxWall)")
     if not job.command:
         raise SbatchRenderError("command", "", "is empty")
 
@@ -90,7 +94,7 @@ def render_sbatch(
         options.append(("qos", rung.qos))
     if rung.gpus > 0:
         options.append(("gres", f"gpu:{rung.gpus}"))
-    options.append(("time", format_slurm_time(time_s if time_s is not None else job.duration_s)))
+    options.append(("time", format_slurm_time(limit)))
     if output is not None:
         options.append(("output", output))
     if cluster.account is not None:

@@ -127,11 +127,14 @@ FLEX_START_MAX_RUN_S = 7 * DAY_S
 FLEX_START_MIN_RUN_S = 10 * 60
 
 
-def flex_start_run_s(duration_s: int) -> int:
+def flex_start_run_s(duration_s: int | None) -> int:
     """The max run duration a flex-start VM for a job estimated at ``duration_s`` asks for:
     the job's enforced time limit plus its kill grace and the linger that keeps the VM up
-    for ``eps pull`` (nothing is lost to an early deletion), within flex-start's limits."""
+    for ``eps pull`` (nothing is lost to an early deletion), within flex-start's limits.
+    A job of unknown length (``None``) asks for the maximum (P11)."""
     life = JOB_LIFECYCLE
+    if duration_s is None:
+        return FLEX_START_MAX_RUN_S
     wanted = job_time_limit_s(duration_s, life) + life.kill_grace_s + life.linger_s
     return max(FLEX_START_MIN_RUN_S, min(FLEX_START_MAX_RUN_S, wanted))
 
@@ -389,6 +392,38 @@ JOB_LIFECYCLE = JobLifecycle()
 def job_time_limit_s(duration_s: int, lifecycle: JobLifecycle = JOB_LIFECYCLE) -> int:
     """The enforced time limit for a job estimated at ``duration_s``: 1.5 x, rounded up."""
     return -(-duration_s * lifecycle.time_limit_pct // 100)
+
+
+#: What ``sbatch --time`` adds to the wrapper's own limit (:func:`eps.core.lifecycle.batch_time_s`):
+#: the kill grace and this, so that the wrapper stops the job and records ``timed_out`` first.
+SBATCH_TIME_SLACK_S = 60
+
+
+def lane_time_limit_s(
+    kind: LaneKind,
+    provisioning: Provisioning,
+    max_time_limit_s: int,
+    *,
+    max_wall_s: int | None = None,
+    lifecycle: JobLifecycle = JOB_LIFECYCLE,
+) -> int:
+    """The enforced time limit of a job of unknown length (no ``--duration``): the lane's own
+    maximum, so a forgotten flag never stops a job early and never lets a machine bill forever.
+
+    - SLURM: the tier's MaxWall (``max_wall_s``), less the kill grace and a minute, so that
+      ``sbatch --time`` (the limit plus both) is exactly the MaxWall (P9); a tier without a
+      MaxWall, or a cluster without a ladder, has ``max_time_limit_s`` as its maximum;
+    - flex-start: its maximum run duration, less the kill grace and the linger: the VM is
+      deleted at the end of it, and the outputs must be pulled before (P11);
+    - anything else (a spot or on-demand VM, a pod, the shared VM): ``max_time_limit_s``
+      (``[jobs] max_time_limit``, default 7 days)."""
+    if kind is LaneKind.SLURM:
+        if max_wall_s is None:
+            return max_time_limit_s
+        return max(60, max_wall_s - lifecycle.kill_grace_s - SBATCH_TIME_SLACK_S)
+    if provisioning is Provisioning.FLEX_START:
+        return FLEX_START_MAX_RUN_S - lifecycle.kill_grace_s - lifecycle.linger_s
+    return max_time_limit_s
 
 
 class RootBase(StrEnum):

@@ -2,7 +2,7 @@
 the machine when nobody needs it any more, whether or not any eps process still runs.
 
 eps ships and starts the job over ssh and, when it ends, pulls its outputs and releases
-the machine (``eps wait``, the keeper, ``eps status``).  The watcher is the backstop for
+the machine (its supervisor, ``eps wait``, ``eps status``).  The watcher is the backstop for
 when that never happens (the laptop closed, eps killed, the network gone).  It stops the
 machine (``halt``, a shell line: GCP powers the VM off, RunPod removes the pod) when:
 

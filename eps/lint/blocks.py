@@ -164,6 +164,9 @@ def render_job_lifecycle(facts: PolicyFacts) -> list[str]:
     gib = life.workdir_max_bytes / 2**30
     rows = [
         ("time limit (`--time-limit`)", f"{life.time_limit_pct / 100:g} x `--duration` unless given"),
+        ("time limit without `--duration`", "the lane's maximum: the tier's MaxWall, flex-start's "
+         f"{format_duration(facts.flex_start_max_s)}, else `[jobs] max_time_limit` "
+         f"({format_duration(facts.policy.max_time_limit_s)})"),
         ("after the time limit", f"SIGTERM, then SIGKILL {life.kill_grace_s} s later; status `timed out`"),
         ("linger after the job ended", f"{life.linger_s} s (`[jobs] linger_s`): the machine waits for the pull"),
         ("a machine with no job", f"stops itself {life.launch_grace_s} s after it came up (eps died before the "

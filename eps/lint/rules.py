@@ -22,6 +22,7 @@ from eps.lint.rules_asks import (
     TerminalAndSkipCodes,
     TerminalReversal,
 )
+from eps.lint.rules_duration import UnknownDuration
 from eps.lint.rules_tables import (
     FlexStartLimit,
     IntentCoverage,
@@ -50,6 +51,7 @@ RULES: tuple[type[Rule], ...] = (
     PolicyFiles,
     CodeProduced,
     FlexStartLimit,
+    UnknownDuration,
 )
 
 

@@ -66,4 +66,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     elif env.get("EPS_CONFIG"):
         raise ConfigError(f"EPS_CONFIG={env['EPS_CONFIG']}: no such file")
     clusters = tuple(_apply_env(c, env) for c in settings.policy.clusters)
-    return evolve(settings, policy=evolve(settings.policy, clusters=clusters))
+    # [jobs] max_time_limit reaches plan() through the policy (the limit of a job of unknown length)
+    policy = evolve(settings.policy, clusters=clusters, max_time_limit_s=settings.jobs.max_time_limit_s)
+    return evolve(settings, policy=policy)

@@ -38,7 +38,7 @@ from eps.core.model import (
     VmCapacity,
     evolve,
 )
-from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings
+from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings, duration_setting
 
 #: The largest user file eps reads (a snapshot of every zone is a few hundred KiB).
 MAX_FILE_BYTES = 4 * 2**20
@@ -343,6 +343,7 @@ class _JobsDoc:
     supervisor_idle_s: float | None = None
     linger_s: int | None = None
     wait_poll_s: float | None = None
+    max_time_limit: str | int | None = None
 
 
 @frozen
@@ -542,6 +543,7 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
         jobs = _jobs(jobs, doc.jobs, source)
         if doc.jobs.keeper is not None:
             notes = (*notes, f"{source}: [jobs] keeper is retired (a supervisor owns every dispatch): remove it")
+        jobs = _set(jobs, max_time_limit_s=duration_setting(source, "jobs.max_time_limit", doc.jobs.max_time_limit))
     access = list(base.access)
     if doc.clusters is not None:
         policy, access = _clusters(policy, access, doc.clusters, source)

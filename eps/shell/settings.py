@@ -13,8 +13,9 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from eps.core.durations import parse_duration
 from eps.core.model import Policy
-from eps.core.tables import JOB_LIFECYCLE
+from eps.core.tables import DEFAULT_POLICY, JOB_LIFECYCLE
 
 
 class ConfigError(ValueError):
@@ -69,6 +70,8 @@ class JobsSettings(NamedTuple):
     supervisor_idle_s: float = 30.0  # a supervisor with nothing to do leaves after this long
     linger_s: int = JOB_LIFECYCLE.linger_s  # a finished job's machine waits this long for the pull
     wait_poll_s: float = 2.0  # how often `eps wait` looks
+    #: the time limit of a job of unknown length on a spot/on-demand VM or a pod (`max_time_limit`)
+    max_time_limit_s: int = DEFAULT_POLICY.max_time_limit_s
 
 
 class Settings(NamedTuple):
@@ -87,6 +90,20 @@ class Settings(NamedTuple):
             if a.name == name:
                 return a
         return ClusterAccess(name)
+
+
+def duration_setting(source: str, where: str, value: str | int | None) -> int | None:
+    """A positive duration of the config file, read like ``--duration`` (``"20s"``, ``"7d"``,
+    or whole seconds); ``None`` when absent.  :class:`ConfigError` (one line) otherwise."""
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(str(value))
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc} @ $.{where}") from None
+    if seconds <= 0:
+        raise ConfigError(f"{source}: must be positive @ $.{where}")
+    return seconds
 
 
 # Plain os.path strings: pathlib and tomllib cost milliseconds that `eps plan` does not spend.

@@ -1,5 +1,6 @@
 """Routing scenarios as data: every file in tests/core/scenarios/ is a list of
-{name, rules, job, snapshot?, grants?, park?, cluster?, policy_vm?, expect}; one parametrized
+{name, rules, job, snapshot?, grants?, park?, cluster?, policy_vm?, expect}; a job without
+"duration" has an unknown one (issue 25); one parametrized
 test runs them all through the pure ``plan()``.  ``rules`` names the policy asks
 (P1-P13) a scenario pins down; the linter counts them as coverage.
 """
@@ -86,6 +87,15 @@ def _check(result: RoutePlan, expect: dict[str, Any]) -> None:
             assert [r.qos for r in rungs if r.lane == "fellows"] == want
         elif name == "qos_prefix":
             assert [r.qos for r in rungs][: len(want)] == want
+        elif name == "time_limits":
+            assert [r.time_limit_s for r in rungs] == want
+        elif name == "time_limits_set":
+            assert {r.time_limit_s for r in rungs} == set(want)
+        elif name == "reasons_contain":
+            assert rungs and all(want in r.reason for r in rungs), [r.reason for r in rungs]
+        elif name == "skip_detail_contains":
+            lane, code, text = want
+            assert any(s.lane == lane and s.code.value == code and text in s.detail for s in result.skipped)
         elif name == "park_caps":
             assert [r.park_cap_s for r in rungs] == want
         elif name == "park_caps_prefix":

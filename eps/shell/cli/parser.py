@@ -20,8 +20,8 @@ class UsageError(Exception):
 
 
 #: What a job option is when neither the command line nor a job file gives it.
+#: No ``duration``: a job without one has an unknown duration (``None``), never a made-up one.
 JOB_DEFAULTS: dict[str, Any] = {
-    "duration": 3600,
     "restartable": False,
     "footprint_gb": 0.0,
     "gradient_fit": False,
@@ -153,7 +153,12 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     a = p.add_argument("intent", nargs="?", help="what the job needs (see `eps intents`)")
     a.complete = _COMPLETE["intents"]  # type: ignore[attr-defined]
     p.add_argument("--job", metavar="FILE", help="a job file (TOML): its fields are the defaults, flags override them")
-    p.add_argument("--duration", type=_duration, help="estimated run time: 45s, 30m, 1h30m, 90min, 01:30:00, 2d (1h)")
+    p.add_argument(
+        "--duration", type=_duration,
+        help="estimated run time: 45s, 30m, 1h30m, 90min, 01:30:00, 2d (give it: it gives better routes); without "
+        "it the duration is unknown and taken as long: never the shared VM, no spot unless --restartable, "
+        "and the time limit is the lane's maximum (a QoS tier's MaxWall, flex-start's 7d, [jobs] max_time_limit)",
+    )  # fmt: skip
     p.add_argument(
         "--restartable", action=argparse.BooleanOptionalAction, help="the job can be restarted (spot-friendly)"
     )
@@ -176,7 +181,10 @@ def add_execute_options(e: argparse.ArgumentParser) -> None:
         "--env", metavar="KEY[=VALUE]", action="append", default=None,
         help="pass a variable: KEY takes its value from your environment; values are never written down",
     )  # fmt: skip
-    e.add_argument("--time-limit", metavar="DURATION", help="stop the job after this long (default: 1.5 x --duration)")
+    e.add_argument(
+        "--time-limit", metavar="DURATION",
+        help="stop the job after this long (default: 1.5 x --duration; without --duration, the lane's maximum)",
+    )  # fmt: skip
     e.add_argument("--wait", action="store_true", help="wait for the job, pull its outputs, exit with its code")
     e.add_argument("--follow", action="store_true", help="like --wait, and stream the job's log meanwhile")
     e.add_argument(

@@ -38,6 +38,7 @@ def rung_dict(r: Rung, down: LaneDown | None = None) -> dict[str, Any]:
         "disk_gb": r.disk_gb,
         "park_cap_s": r.park_cap_s,
         "price_per_hour": r.price_per_hour,
+        "time_limit_s": r.time_limit_s,
         "reason": reason(r.why.value if r.why else None, r.reason),
         "key": r.key,
         "runnable": down is None,
@@ -176,7 +177,8 @@ def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = (
     head = plan.intent if plan.resolved_intent == plan.intent else f"{plan.intent} -> {plan.resolved_intent}"
     extra = f", {plan.count} independent copies" if plan.count > 1 else ""
     pin = f", pinned to {job.pin}" if job.pin else ""
-    out.line(f"{head}  ({plan.resource.value}, {human(job.duration_s)}{', restartable' if job.restartable else ''}"
+    length = "duration unknown" if job.duration_s is None else human(job.duration_s)
+    out.line(f"{head}  ({plan.resource.value}, {length}{', restartable' if job.restartable else ''}"
              f"{extra}{pin})")  # fmt: skip
     for note in plan.notes:
         out.line(f"  note: {note}")

@@ -25,7 +25,7 @@ from returns.result import Failure, Result, Success
 
 from eps.core.jobscript import JobScriptError
 from eps.core.lifecycle import time_limit_s
-from eps.core.model import Job, evolve
+from eps.core.model import Job, Policy, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.watcher import WatchSpec, render_watch_start, render_watcher
 from eps.shell.lanes.jobs import JobFiles, Site, launch, probe, site_root, stage
@@ -39,13 +39,15 @@ from eps.shell.remote.sync import put_file
 class MachineAccess(NamedTuple):
     """How eps reaches the machines of one lane: its key (in the state dir), the login
     user, where dispatch roots go (relative: under that user's home), the linger the
-    machine's watcher keeps, and how long a fresh machine may take to let eps in."""
+    machine's watcher keeps, how long a fresh machine may take to let eps in, and the time
+    limit of a job of unknown length resumed on a machine made earlier."""
 
     state_dir: str
     user: str
     work_root: str
     linger_s: int
     patience: Patience = FRESH_MACHINE
+    max_time_limit_s: int = Policy._field_defaults["max_time_limit_s"]  # [jobs] max_time_limit
 
     def root(self, dispatch: str, job: Job) -> str:
         return site_root(self.work_root, dispatch, job)

@@ -54,7 +54,10 @@ def _gcp(lanes: Lanes, name: str) -> Lane:
     from eps.shell.lanes.machines import MachineAccess
 
     g, s = lanes.settings.gcp, lanes.settings
-    access = MachineAccess(s.state_dir, g.ssh_user, g.work_root, s.jobs.linger_s, **_patience(lanes))
+    access = MachineAccess(
+        s.state_dir, g.ssh_user, g.work_root, s.jobs.linger_s, **_patience(lanes),
+        max_time_limit_s=s.jobs.max_time_limit_s,
+    )  # fmt: skip
     return GcpLane(g, lanes.options.gcp_options, name=name, access=access)
 
 
@@ -75,8 +78,9 @@ def _runpod(lanes: Lanes, name: str) -> Lane:
         **extra,
     )
     access = MachineAccess(
-        lanes.settings.state_dir, "root", s.work_root, lanes.settings.jobs.linger_s, **_patience(lanes)
-    )
+        lanes.settings.state_dir, "root", s.work_root, lanes.settings.jobs.linger_s, **_patience(lanes),
+        max_time_limit_s=lanes.settings.jobs.max_time_limit_s,
+    )  # fmt: skip
     return RunpodLane(settings, lanes.env, key=lanes.options.runpod_api_key, name=name, access=access)
 
 

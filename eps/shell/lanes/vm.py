@@ -16,6 +16,7 @@ import subprocess
 from returns.result import Failure, Result, Success
 
 from eps.core.jobscript import LAYOUT
+from eps.core.lifecycle import on_rung
 from eps.core.model import Job, LaneKind, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
@@ -56,6 +57,7 @@ class VmLane:
         return None
 
     def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        job = on_rung(job, rung)  # a job of unknown length (pinned here) runs up to the rung's limit
         if not job.command:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, "no command to run"))
         site = self.site(None, dispatch, job).unwrap()

@@ -148,7 +148,7 @@ def _revive(eps: Eps) -> None:
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_supervisor_killed_at_the_gcp_insert(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, when: str) -> None:
     d = _id()
-    gtrap.arm("POST", rf"/zones/{ZONES[0]}/instances$", when, lambda: eps.kill_supervisor())
+    gtrap.arm("POST", rf"/zones/{ZONES[0]}/instances$", when, eps.kill_supervisor)
     rc, out, err = eps.run("execute", "--detach", "--dispatch-id", d, *CPU_GCP, "--", BLOB.format(s=0, rc=0))
     assert rc == 0, (out, err)
     wait_until(lambda: gtrap.fired, 30, "the insert")

@@ -10,7 +10,8 @@ from typing import Any
 
 from returns.result import Failure, Result, Success
 
-from eps.core.model import Job, LaneKind, Rung, evolve
+from eps.core.lifecycle import at_lane_maximum, on_rung
+from eps.core.model import Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
@@ -77,6 +78,8 @@ class GcpLane:
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         client = self.client()
+        how = Provisioning(handle.rung.rsplit("/", 1)[-1])  # a rung key ends with its provisioning
+        job = at_lane_maximum(job, LaneKind.GCP, how, self.access.max_time_limit_s)
         return self.access.key(make=False).bind(
             lambda key: launch_again(self.access, key, handle, lambda: client.address(handle), job, dispatch, files)
         )
@@ -88,6 +91,7 @@ class GcpLane:
         """Make the VM (its startup script is its watcher, its metadata carries eps's public
         key), then reach it over ssh, ship the job and launch it; a VM that cannot take the
         job is deleted again."""
+        job = on_rung(job, rung)  # a job of unknown length runs up to the rung's limit
         match self.access.key(make=True):
             case Failure(f):
                 return Failure(f)

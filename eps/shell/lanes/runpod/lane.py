@@ -13,7 +13,8 @@ from collections.abc import Mapping
 
 from returns.result import Failure, Result, Success
 
-from eps.core.model import Job, LaneKind, Rung, evolve
+from eps.core.lifecycle import at_lane_maximum, on_rung
+from eps.core.model import Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.names import dispatch_of_pod, pod_name, pod_prefix
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
@@ -96,6 +97,8 @@ class RunpodLane:
         return self.access.site_now(self.client().bind(lambda c: c.address(handle.id)), dispatch, job)
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        job = at_lane_maximum(job, LaneKind.RUNPOD, Provisioning.ON_DEMAND, self.access.max_time_limit_s)
+
         def launch(client: RunpodClient) -> Result[Handle, LaneFailure]:
             return self.access.key(make=False).bind(
                 lambda key: launch_again(
@@ -113,6 +116,7 @@ class RunpodLane:
         """Make the pod with eps's public key and port 22, wait until it runs, then reach it
         over ssh, ship the job, start the pod's watcher and the job; a pod that cannot take
         the job is terminated again."""
+        job = on_rung(job, rung)  # a job of unknown length runs up to the rung's limit
         match self.client():
             case Failure(f):
                 return Failure(f)

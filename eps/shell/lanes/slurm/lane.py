@@ -18,7 +18,7 @@ from collections.abc import Callable
 from returns.result import Failure, Result, Success
 
 from eps.core.jobscript import LAYOUT
-from eps.core.lifecycle import batch_time_s
+from eps.core.lifecycle import batch_time_s, on_rung
 from eps.core.model import ClusterConfig, Job, LaneKind, Rung, evolve
 from eps.core.names import PREFIX, dispatch_of_job, job_name
 from eps.core.outcome import FailureKind, Handle, LaneFailure
@@ -98,7 +98,9 @@ class SlurmLane:
 
     def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         """Ship the job's files to its dispatch root on the shared filesystem, then submit a
-        batch script whose one step runs the wrapper in the foreground."""
+        batch script whose one step runs the wrapper in the foreground.  A job of unknown
+        length runs up to the rung's limit: ``--time`` is then the tier's MaxWall."""
+        job = on_rung(job, rung)
         site = self.site(None, dispatch, job).unwrap()
         staged = stage(site, job, dispatch, files)
         if isinstance(staged, Failure):
