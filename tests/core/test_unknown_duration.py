@@ -70,9 +70,9 @@ def test_p9_without_a_duration_every_tier_whose_other_limits_allow_it_is_a_rung(
     p = _plan(job, CapacitySnapshot(), g, None, pol)
     if p.resource is not Resource.GPU:
         return
-    intent = POLICY.intent(job.intent)
+    intent = POLICY.intent(p.resolved_intent)  # a gradient fit is a GPU job (P4), a count grows the shape (P5)
     assert intent is not None
-    gpus = intent.gpus * job.count
+    gpus = intent.gpus * (job.count if p.resolved_intent == job.intent else 1)
     cluster = pol.clusters[0]
     order = list(cluster.qos_ladder)
     if intent.dev_qos_ok and cluster.dev_qos_for_debug:
