@@ -93,6 +93,9 @@ MaxStartups 64:30:256
 MaxSessions 64
 LogLevel VERBOSE
 Subsystem sftp internal-sftp
+# A login shell here may run `pyenv init` (this machine's ~/.bashrc), whose rehash waits up
+# to 60 s on a lock that a killed rehash left behind; the tests kill jobs on purpose.
+SetEnv PYENV_REHASH_TIMEOUT=1
 EOF
   } >"$tmp"
   if [[ -f $CONFIG ]] && cmp -s "$tmp" "$CONFIG"; then
