@@ -4,6 +4,12 @@ A supervisor leaves by itself ``[jobs] supervisor_idle_s`` after its last dispat
 a test does not wait for that: after the test, each supervisor that was not there before
 is ended.  One that still owned an unsettled dispatch (a job the test left running) fails
 the test: a test that leaves a detached process with work behind is a bug.
+
+Every job's ``bash -l`` on this machine may run ``pyenv init``, whose rehash takes a lock
+file and waits up to ``PYENV_REHASH_TIMEOUT`` (60 s unless set) for it.  The tests kill
+jobs on purpose, sometimes mid-rehash, and a rehash killed that way leaves its lock
+behind: every later login shell would then wait.  So the tests set the timeout to 1 s
+and clear a lock older than a rehash ever takes (30 s) before each test.
 """
 
 from __future__ import annotations
@@ -17,6 +23,16 @@ from collections.abc import Iterator
 import pytest
 
 MARK = b"from eps.shell.supervisor import main"
+os.environ.setdefault("PYENV_REHASH_TIMEOUT", "1")
+PYENV_LOCK = os.path.join(os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv"), "shims", ".pyenv-shim")
+
+
+def clear_stale_pyenv_lock() -> None:
+    try:
+        if time.time() - os.stat(PYENV_LOCK).st_mtime > 30:
+            os.unlink(PYENV_LOCK)
+    except OSError:
+        pass
 
 
 def supervisors() -> dict[int, str]:
@@ -65,6 +81,7 @@ def end(pid: int) -> None:
 
 @pytest.fixture(autouse=True)
 def _no_supervisor_left() -> Iterator[None]:
+    clear_stale_pyenv_lock()
     before = set(supervisors())
     yield
     left = {pid: d for pid, d in supervisors().items() if pid not in before}

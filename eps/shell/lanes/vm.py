@@ -27,7 +27,9 @@ from eps.shell.polling import poll_until
 from eps.shell.remote.ssh import Remote
 
 MARKER = "EPS_DISPATCH"
-#: The variables of eps's own environment a VM job inherits (besides ``LC_*``).
+#: The variables of eps's own environment a VM job inherits (besides ``LC_*`` and
+#: ``PYENV_*``: the job's login shell may run ``pyenv init``, and a setting such as
+#: ``PYENV_REHASH_TIMEOUT`` is the user's own choice for it).
 JOB_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR", "TZ"})
 #: The rung key of every VM attempt (one local rung).
 VM_RUNG = "vm/-/-/local"
@@ -66,7 +68,7 @@ class VmLane:
             return staged
         # The job gets what a login shell would need, not eps's own environment (its
         # credentials and settings stay with eps); the marker lets reconcile find it.
-        env = {k: v for k, v in os.environ.items() if k in JOB_ENV or k.startswith("LC_")}
+        env = {k: v for k, v in os.environ.items() if k in JOB_ENV or k.startswith(("LC_", "PYENV_"))}
         env[MARKER] = dispatch
         try:
             done = subprocess.run(

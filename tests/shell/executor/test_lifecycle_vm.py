@@ -194,6 +194,7 @@ def test_wait_looks_less_and_less_often_while_a_long_job_runs(eps: Any) -> None:
         lanes.close()
         ledger.close()
     assert code == 0
-    assert slept[0] == 0.05 and slept[1] == pytest.approx(0.075)
-    assert all(b >= a for a, b in itertools.pairwise(slept))
-    assert max(slept) == pytest.approx(0.75)  # 15 x wait_poll_s
+    # each nap is taken in slices up to its end, so a slice is a hair under the nap it belongs to
+    assert slept[0] == pytest.approx(0.05, rel=0.1) and slept[1] == pytest.approx(0.075, rel=0.1)
+    assert all(b >= a * 0.9 for a, b in itertools.pairwise(slept))
+    assert max(slept) == pytest.approx(0.75, rel=0.1)  # 15 x wait_poll_s
