@@ -171,14 +171,9 @@ def download_file(
         done = _transfer(remote, argv, None, f"download of {remote_path}", timeout_s, patience, runner, sleep)
         if isinstance(done, Failure):
             return done
-        try:
-            st = os.lstat(tmp)
-        except FileNotFoundError:
-            return Failure(
-                RemoteFailure.of(RemoteErrorKind.TRANSFER, f"{remote_path} on {remote.describe()} is not a regular file")
-            )
-        if not stat.S_ISREG(st.st_mode):
-            return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"{remote_path} did not arrive as a regular file"))
+        if not os.path.lexists(tmp) or not stat.S_ISREG(os.lstat(tmp).st_mode):
+            why = f"{remote_path} on {remote.describe()} is not a regular file (not brought)"
+            return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, why))
         try:
             os.replace(tmp, local_path)
         except OSError as exc:
