@@ -19,7 +19,7 @@ ON = {"vm": "30s", "gcp": "30m"}
 def _run(eps: Any, lane: str, line: str, *, wait: bool = True) -> str:
     """Run ``line`` on ``lane``; with ``wait``, as ``execute --wait`` (the machine is released
     after the pull), else started and left running (its machine stays for ``pull --to``)."""
-    rc, out, err = eps("execute", "cpu-small", "--duration", ON[lane], *(["--wait"] if wait else []), "--", line)
+    _, _, err = eps("execute", "cpu-small", "--duration", ON[lane], *(["--wait"] if wait else []), "--", line)
     assert "Traceback" not in err, err
     rows = eps.status()
     assert rows[0]["handle"]["lane"] == lane, rows
@@ -121,7 +121,7 @@ def test_live_logs_stream_bytes_as_they_are(eps: Any, lane: str) -> None:
     from eps.shell.state.ledger import Ledger
 
     line = "python3 -c 'import sys; sys.stdout.buffer.write(b\"\\xff\\xfe\\x00bin\\n\" * 1500000)'; sleep 60"
-    rc, out, err = eps("execute", "cpu-small", "--duration", ON[lane], "--", line)
+    rc, _, err = eps("execute", "cpu-small", "--duration", ON[lane], "--", line)
     assert rc == 0, err
     d = eps.status()[0]["dispatch"]
     settings = load_settings(eps.env)

@@ -57,7 +57,7 @@ def test_device_nodes_and_fifos_in_the_outputs_are_not_recreated(login_target: R
     os.mknod(out / "chr", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     os.mkfifo(out / "fifo")
     (out / "suid").write_text("#!/bin/sh\n")
-    os.chmod(out / "suid", 0o6755)
+    os.chmod(out / "suid", 0o6755)  # noqa: S103 - the bits a download must drop
     (out / "plain").write_text("p")
     local = tmp_path / "pulled"
     assert isinstance(download_dir(login_target, str(out), str(local)), Success)
