@@ -79,13 +79,17 @@ def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tup
 
 
 def check_files(job: Job, values: Mapping[str, str]) -> JobFiles:
-    """The files the job ships, listed now: a workdir over the size limit is one line."""
+    """The files the job ships, listed now: a workdir over the size limit is one line, and
+    what was left out besides the ignore rules' choice (links out of the tree, special
+    files, eps state directories) is said in one line on stderr."""
     from eps.shell.lanes.jobs import select_files
 
     selected = select_files(job, values)
     if isinstance(selected, Failure):
         raise JobError("workdir", selected.failure().message, job)
     files: JobFiles = selected.unwrap()
+    if files.workdir is not None and (note := files.workdir.left_out()) is not None:
+        sys.stderr.write(f"eps: note: {note}\n")
     return files
 
 

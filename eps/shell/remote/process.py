@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 #: Exit code reported for a command that could not be started (as a shell does).
@@ -42,8 +42,15 @@ class Streamer(Protocol):
         ...
 
 
-def run_process(argv: Sequence[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> Completed:
-    """The production runner: ``subprocess.run``, stdin closed unless data is given."""
+def run_process(
+    argv: Sequence[str],
+    *,
+    stdin: bytes | None = None,
+    timeout_s: float | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Completed:
+    """The production runner: ``subprocess.run``, stdin closed unless data is given;
+    ``env`` replaces the environment (default: this process's)."""
     try:
         proc = subprocess.run(
             list(argv),
@@ -52,6 +59,7 @@ def run_process(argv: Sequence[str], *, stdin: bytes | None = None, timeout_s: f
             capture_output=True,
             timeout=timeout_s,
             check=False,
+            env=None if env is None else dict(env),
         )
     except FileNotFoundError:
         return Completed(NOT_FOUND, "", f"{argv[0]}: command not found")

@@ -143,3 +143,25 @@ def test_live_logs_stream_bytes_as_they_are(eps: Any, lane: str) -> None:
     assert len(sink.chunks) > 1 and max(len(c) for c in sink.chunks) <= 1 << 20
     rc, _, err = eps("cancel", d)
     assert rc == 0, err
+
+
+def test_a_workdir_holding_the_state_dir_ships_none_of_it(eps: Any, tmp_path: Path) -> None:
+    """``--workdir`` a directory that holds eps's state dir (here: ``tmp/state``): eps's key,
+    another dispatch's kept env values and dispatch roots stay home; the note says so."""
+    rc, _, err = eps("execute", "cpu-small", "--duration", "30s", "--env", "TOKEN=VERY-SECRET-VALUE", "--", "sleep 30")
+    assert rc == 0, err
+    running = eps.status()[0]["dispatch"]
+    assert (eps.state / "env" / f"{running}.env").exists() and (eps.state / "ssh" / "id_ed25519").exists()
+    (tmp_path / "project.py").write_text("print('p')\n")
+    line = 'find . > "$EPS_OUTPUT_DIR/files"; cat -- $(find . -type f) > "$EPS_OUTPUT_DIR/all" 2>&1; true'
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--workdir", str(tmp_path), "--wait", "--", line)
+    assert rc == 0, (out, err)
+    d = next(r["dispatch"] for r in eps.status() if r["dispatch"] != running)
+    shipped = (eps.state / "outputs" / d / "files").read_text().splitlines()
+    assert "./project.py" in shipped
+    assert not [p for p in shipped if p.startswith("./state")], shipped
+    everything = (eps.state / "outputs" / d / "all").read_bytes()
+    assert b"VERY-SECRET-VALUE" not in everything and b"PRIVATE KEY" not in everything
+    notes = [line for line in err.splitlines() if "left out of workdir" in line]
+    assert len(notes) == 1 and "eps state directories: state" in notes[0], err
+    eps("cancel", running)
