@@ -234,6 +234,7 @@ def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: Any 
             if isinstance(streamed, Failure):
                 raise JobError("logs", f"{row.id}: {streamed.failure().message}", None)
         sink_file.flush()
+    J.drop_settled_env_values(ledger)
     return 0
 
 
@@ -279,6 +280,7 @@ def pull(ledger: Ledger, lanes: Lanes, dispatch: str, to: str | None) -> int:
     ``--to`` names something that is not a directory or cannot be made one.  ``--to`` gets
     exactly what the job wrote to ``$EPS_OUTPUT_DIR`` (an output named ``job.log`` too); the
     whole log is kept in the state dir either way (``eps logs``)."""
+    from eps.shell.lanes import jobs as J
     from eps.shell.state.finish import Finisher
 
     finisher = Finisher(ledger, lanes)
@@ -301,6 +303,7 @@ def pull(ledger: Ledger, lanes: Lanes, dispatch: str, to: str | None) -> int:
         if not pulled:
             raise JobError("pull", f"{row.id}: {note}", None)
         sys.stdout.write(f"{row.id}: {note}\n")
+    J.drop_settled_env_values(ledger)
     return 0
 
 

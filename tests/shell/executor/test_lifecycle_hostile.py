@@ -6,6 +6,7 @@ through ``eps`` commands, the way a user runs it."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,31 @@ def test_a_workdir_holding_the_state_dir_ships_none_of_it(eps: Any, tmp_path: Pa
     notes = [line for line in err.splitlines() if "left out of workdir" in line]
     assert len(notes) == 1 and "eps state directories: state" in notes[0], err
     eps("cancel", running)
+
+
+def test_the_state_dir_is_the_users_alone(eps: Any) -> None:
+    """Another user of the shared VM reads nothing: state dir 0700 (tightened when an older
+    eps made it 0755), ledger and its WAL 0600, logs 0700."""
+    os.chmod(eps.state, 0o755)  # noqa: S103 - what an older eps left
+    rc, _, err = eps("execute", "cpu-small", "--duration", "30s", "--wait", "--", "echo hi")
+    assert rc == 0, err
+    mode = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (eps.state, eps.state / "logs", eps.state / "runs")}
+    assert mode == {"state": 0o700, "logs": 0o700, "runs": 0o700}
+    for f in eps.state.glob("ledger.sqlite3*"):
+        assert stat.S_IMODE(f.stat().st_mode) & 0o077 == 0, f
+
+
+@pytest.mark.parametrize("count", ["1", "2"])
+def test_the_secret_values_go_when_the_job_ended(eps: Any, count: str) -> None:
+    """The job's own ``env`` file in its VM-lane dispatch root and the kept values in the state
+    dir live only while the dispatch does (a fan-out parent's too, once its copies ended)."""
+    rc, _, err = eps("execute", "cpu-small", "--duration", "30s", "--count", count, "--env", "TOK=SEKRET-VALUE",
+                     "--wait", "--", 'test "${#TOK}" = 12')  # fmt: skip
+    assert rc == 0, (err, [p.read_text() for p in (eps.state / "logs").iterdir()])
+    assert list((eps.state / "runs").glob("*/*/env")) == []
+    parent = next(r["dispatch"] for r in eps.status() if r["parent"] is None)
+    rc, _, err = eps("logs", parent)
+    assert rc == 0, err
+    assert list((eps.state / "env").glob("*.env")) == []
+    found = [p for p in eps.state.rglob("*") if p.is_file() and b"SEKRET-VALUE" in p.read_bytes()]
+    assert found == []
