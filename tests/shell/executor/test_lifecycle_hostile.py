@@ -194,3 +194,20 @@ def test_the_secret_values_go_when_the_job_ended(eps: Any, count: str) -> None:
     assert list((eps.state / "env").glob("*.env")) == []
     found = [p for p in eps.state.rglob("*") if p.is_file() and b"SEKRET-VALUE" in p.read_bytes()]
     assert found == []
+
+
+def test_a_new_machine_at_a_reused_address_is_a_new_machine(eps: Any, gcp: Any, tmp_path: Path) -> None:
+    """A VM that an earlier one's address was given to, with another host key: the dispatch
+    runs (trust on first use, per machine), and the VM's entry goes when it is released."""
+    import subprocess
+
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "hk")], check=True)
+    other = " ".join((tmp_path / "hk.pub").read_text().split()[:2])
+    known = eps.state / "ssh" / "known_hosts"
+    known.write_text(f"{gcp.nat_ip} {other}\n")
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30m", "--wait", "--", 'echo ok > "$EPS_OUTPUT_DIR/o"')
+    assert rc == 0, (out, err)
+    [row] = eps.status()
+    assert row["handle"]["lane"] == "gcp"
+    assert (eps.state / "outputs" / row["dispatch"] / "o").read_text() == "ok\n"
+    assert known.read_text().splitlines() == [f"{gcp.nat_ip} {other}"]  # the released VM's entry is gone

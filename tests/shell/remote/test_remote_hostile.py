@@ -101,3 +101,40 @@ def test_sparse_files_stay_sparse_both_ways(login_target: Remote, tmp_path: Path
     assert isinstance(download_dir(login_target, str(out), str(back)), Success)
     assert (back / "ckpt.bin").read_bytes()[:4] == b"head"
     assert _allocated(back / "ckpt.bin") < 4 * MiB
+
+
+def _a_host_key(tmp_path: Path) -> str:
+    """The public half of a fresh host key: what some other machine once showed."""
+    import subprocess
+
+    path = tmp_path / "other_host_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return " ".join((tmp_path / "other_host_key.pub").read_text().split()[:2])
+
+
+def test_host_keys_belong_to_a_machine_not_an_address(eps_key, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An earlier machine at this address left its (different) key: a new machine there,
+    known by its own id, is trusted on first use; a changed key under one id is refused until
+    the machine is forgotten (released)."""
+    from remote_support import ssh_support
+
+    from eps.shell.remote.errors import RemoteErrorKind
+    from eps.shell.remote.keys import KeyPair, forget_host
+    from eps.shell.remote.ssh import ONCE, run_remote
+
+    known = tmp_path / "known_hosts"
+    other = _a_host_key(tmp_path)
+    known.write_text(f"{ssh_support.VM_IP} {other}\nvm-old {other}\n")
+    key = KeyPair(eps_key.private_path, eps_key.public_path, str(known), eps_key.public_key)
+    by_address = Remote.ssh(ssh_support.VM_IP, key, user=ssh_support.USER)
+    assert run_remote(by_address, "true", patience=ONCE).failure().kind is RemoteErrorKind.HOST_KEY
+    new = Remote.ssh(ssh_support.VM_IP, key, user=ssh_support.USER, machine="vm-new")
+    assert run_remote(new, "true", patience=ONCE).unwrap().returncode == 0
+    assert any(line.startswith("vm-new ") for line in known.read_text().splitlines())
+    old = Remote.ssh(ssh_support.VM_IP, key, user=ssh_support.USER, machine="vm-old")
+    assert run_remote(old, "true", patience=ONCE).failure().kind is RemoteErrorKind.HOST_KEY
+    forget_host(str(known), "vm-old")
+    assert not any(line.startswith("vm-old ") for line in known.read_text().splitlines())
+    assert run_remote(old, "true", patience=ONCE).unwrap().returncode == 0
+    with pytest.raises(ValueError, match="not a machine id"):
+        Remote.ssh(ssh_support.VM_IP, key, machine="-oProxyCommand=x")
