@@ -10,7 +10,9 @@ arguments are an argv, run as is.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +28,9 @@ if TYPE_CHECKING:
     from eps.shell.cli.progress import Reporter
     from eps.shell.lanes import Lanes
     from eps.shell.lanes.jobs import JobFiles
+    from eps.shell.state.finish import Finisher
     from eps.shell.state.ledger import DispatchRow, Ledger
+
 
 def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tuple[Job, dict[str, str]]:
     """The execute-only parts of the job (flags, else the job file's), checked: the workdir
@@ -39,6 +43,8 @@ def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tup
     setup = ns.setup if ns.setup is not None else (from_file.setup if from_file else None)
     env_items = ns.env if ns.env is not None else list(from_file.env or ()) if from_file else []
     workdir = None
+    if given_workdir is not None and not given_workdir.strip():
+        raise JobError("workdir", "--workdir is empty (give a directory; . is this one)", job)
     if given_workdir is not None:
         workdir = os.path.abspath(os.path.expanduser(given_workdir))
         if not os.path.isdir(workdir):
@@ -50,6 +56,8 @@ def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tup
         name, sep, value = item.partition("=")
         if not name.isidentifier() or not name.isascii():
             raise JobError("env", f"--env {name!r}: not a variable name", job)
+        if name in values:
+            raise JobError("env", f"--env {name} is given twice (give each name once)", job)
         if not sep:
             if name not in env:
                 raise JobError("env", f"--env {name}: not set in your environment (give --env {name}=VALUE)", job)
@@ -70,13 +78,17 @@ def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tup
 
 
 def check_files(job: Job, values: Mapping[str, str]) -> JobFiles:
-    """The files the job ships, listed now: a workdir over the size limit is one line."""
+    """The files the job ships, listed now: a workdir over the size limit is one line, and
+    what was left out besides the ignore rules' choice (links out of the tree, special
+    files, eps state directories) is said in one line on stderr."""
     from eps.shell.lanes.jobs import select_files
 
     selected = select_files(job, values)
     if isinstance(selected, Failure):
         raise JobError("workdir", selected.failure().message, job)
     files: JobFiles = selected.unwrap()
+    if files.workdir is not None and (note := files.workdir.left_out()) is not None:
+        sys.stderr.write(f"eps: note: {note}\n")
     return files
 
 
@@ -127,7 +139,10 @@ def wait(
 
 def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: Any = None) -> int:
     """The job's log: live from its machine while it runs (``follow``: until it ends), else
-    the whole log kept when it was pulled."""
+    the whole log kept when it was pulled.  Bytes pass through as they are, a chunk at a
+    time (a log of any size, binary or not, in little memory).  Nothing is read through a
+    symlink: a kept log that is not a regular file is refused in one line, and the live
+    log is read only while it is not a link (the job could plant one)."""
     from eps.shell.lanes import jobs as J
     from eps.shell.state.finish import Finisher
 
@@ -135,29 +150,52 @@ def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: Any 
     finisher = Finisher(ledger, lanes)
     for row in rows_of(ledger, dispatch):
         kept = finisher.log_path(row.id)
-        if row.state is not DispatchState.STARTED and os.path.exists(kept):
-            with open(kept, "rb") as fh:
-                sink_file.write(fh.read())
+        if row.state is not DispatchState.STARTED and os.path.lexists(kept):
+            _copy_kept(kept, sink_file.write, row.id)
+            sink_file.flush()
             continue
         site = finisher.site(row)
         if isinstance(site, Failure):
             raise JobError("logs", f"{row.id}: no log yet ({row.state.value}): {site.failure().message}", None)
+        where = site.unwrap()
         if follow:
-            J.follow(site.unwrap(), sink_file.write)
+            J.follow(where, sink_file.write)
+        elif where.remote.is_local:
+            log = LAYOUT.under(where.root).log
+            if os.path.lexists(log):
+                _copy_kept(log, sink_file.write, row.id)
         else:
             import shlex
 
-            from eps.shell.remote.ssh import check_remote
+            from eps.shell.remote.ssh import stream_remote
 
-            log = shlex.quote(LAYOUT.under(site.unwrap().root).log)
-            text = check_remote(site.unwrap().remote, f"cat -- {log} 2>/dev/null || true", f"the log of {row.id}")
-            match text:
-                case Success(content):
-                    sink_file.write(content.encode())
-                case Failure(f):
-                    raise JobError("logs", f"{row.id}: {f.message}", None)
+            log = shlex.quote(LAYOUT.under(where.root).log)
+            line = f"if [ -f {log} ] && [ ! -L {log} ]; then cat -- {log}; fi 2>/dev/null; exit 0"
+            streamed = stream_remote(where.remote, line, sink_file.write)
+            if isinstance(streamed, Failure):
+                raise JobError("logs", f"{row.id}: {streamed.failure().message}", None)
         sink_file.flush()
+    J.drop_settled_env_values(ledger)
     return 0
+
+
+#: ``eps logs`` hands a log on in pieces of this size.
+_CHUNK = 1 << 20
+
+
+def _copy_kept(path: str, write: Callable[[bytes], None], dispatch: str) -> None:
+    """Hand the regular file at ``path`` to ``write`` a chunk at a time, never through a
+    link (``O_NOFOLLOW``) and never anything but a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        why = "is a symlink" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        raise JobError("logs", f"{dispatch}: the log {path} {why}; not shown", None) from None
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise JobError("logs", f"{dispatch}: the log {path} is not a regular file; not shown", None)
+        while chunk := fh.read(_CHUNK):
+            write(chunk)
 
 
 class _ByteSink:
@@ -179,24 +217,74 @@ class _ByteSink:
 
 def pull(ledger: Ledger, lanes: Lanes, dispatch: str, to: str | None) -> int:
     """Copy the outputs back (``<state>/outputs/<dispatch>`` or ``--to``; each copy of a
-    fan-out in its own subdirectory).  Refused (exit 2) before the job has ended."""
+    fan-out in its own subdirectory).  Refused (exit 2) before the job has ended, and when
+    ``--to`` names something that is not a directory or cannot be made one.  ``--to`` gets
+    exactly what the job wrote to ``$EPS_OUTPUT_DIR`` (an output named ``job.log`` too); the
+    whole log is kept in the state dir either way (``eps logs``)."""
+    from eps.shell.lanes import jobs as J
     from eps.shell.state.finish import Finisher
 
     finisher = Finisher(ledger, lanes)
     rows = rows_of(ledger, dispatch)
+    if to is not None and os.path.lexists(to) and not os.path.isdir(to):
+        raise JobError("pull", f"--to {to}: exists and is not a directory", None)
     fanned = len(rows) > 1 or rows[0].id != dispatch
+    rows = [r for r in rows if r.pulled_at is None or to is not None]
     for row in rows:
-        if row.pulled_at is not None and to is None:
-            continue
         progress = finisher.progress(row).value_or(None) if row.handle is not None else None
         if row.state is DispatchState.STARTED and (progress is None or not progress.ended):
             raise JobError("pull", f"{row.id} has not ended yet (eps wait {dispatch}, or eps logs -f)", None)
-        target = None if to is None else (os.path.join(to, row.id) if fanned else to)
-        pulled, note = finisher.collect(row, target)
+    if to is not None and rows:
+        to = _pull_target(to)
+    for row in rows:
+        if to is None:
+            pulled, note = finisher.collect(row)
+        else:
+            pulled, note = _pull_to(finisher, row, os.path.join(to, row.id) if fanned else to)
         if not pulled:
             raise JobError("pull", f"{row.id}: {note}", None)
         sys.stdout.write(f"{row.id}: {note}\n")
+    J.drop_settled_env_values(ledger)
     return 0
+
+
+def _pull_target(to: str) -> str:
+    """``--to``, made (absolute) when it is not there yet; one line when it cannot be."""
+    target = os.path.abspath(os.path.expanduser(to))
+    if not to.strip():
+        raise JobError("pull", "--to is empty", None)
+    if os.path.lexists(target) and not os.path.isdir(target):
+        raise JobError("pull", f"--to {to}: exists and is not a directory", None)
+    try:
+        os.makedirs(target, exist_ok=True)
+    except OSError as exc:
+        raise JobError("pull", f"--to {to}: cannot create it: {exc.strerror or exc}", None) from None
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise JobError("pull", f"--to {to}: not writable", None)
+    return target
+
+
+def _pull_to(finisher: Finisher, row: DispatchRow, out: str) -> tuple[bool, str]:
+    """``eps pull --to``: the outputs into ``out``, the whole log into the state dir (where
+    ``eps logs`` reads it), the job's end recorded; the dispatch is not marked pulled."""
+    from eps.shell.lanes import jobs as J
+
+    if row.handle is None:
+        return False, "nothing ran"
+    match finisher.site(row).bind(lambda s: J.probe(s).map(lambda p: (s, p))):
+        case Failure(f):
+            return False, f"outputs not pulled: {f.message}"
+        case Success((site, progress)):
+            pass
+    if progress.ended:
+        finisher.ledger.record_end(row.id, progress.exit_code, progress.status, float(progress.ended_at or time.time()))
+    if not progress.exists:
+        return False, "the job never started on its machine (nothing to pull)"
+    match J.pull(site, out, finisher.log_path(row.id)):
+        case Failure(f):
+            return False, f"outputs not pulled: {f.message}"
+    word = result_word(DispatchState.ENDED, progress.status, progress.exit_code) if progress.ended else "running"
+    return True, f"{word}; outputs in {out}; log: eps logs {row.id}"
 
 
 def ssh_argv(ledger: Ledger, lanes: Lanes, dispatch: str, command: Sequence[str]) -> list[str]:

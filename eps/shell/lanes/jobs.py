@@ -8,7 +8,9 @@ files its wrapper writes (:data:`eps.core.jobscript.LAYOUT`): they outlive eps.
 
 The values of ``--env`` never enter the ledger, a log or any output: they live in a
 mode-0600 file of the state directory (:func:`write_env_values`) while the dispatch
-runs, and in the job's own mode-0600 ``env`` file on its machine.
+runs, and in the job's own mode-0600 ``env`` file on its machine; both go when the
+dispatch is over (:func:`drop_env_values`; :func:`drop_settled_env_values` catches
+what a killed eps left behind).
 """
 
 from __future__ import annotations
@@ -17,19 +19,26 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from attrs import frozen
 from returns.result import Failure, Result, Success
 
-from eps.core.jobscript import JobProgress, dispatch_root
+from eps.core.jobscript import LAYOUT, JobProgress, dispatch_root
 from eps.core.lifecycle import job_spec
 from eps.core.model import Job
 from eps.core.outcome import FailureKind, LaneFailure
+from eps.core.states import SETTLED_DISPATCH_STATES
 from eps.shell.remote.errors import RemoteFailure
 from eps.shell.remote.ignore import Workdir, select_workdir
 from eps.shell.remote.job import follow_log, probe_job, pull_log, pull_outputs, stage_job, start_job
 from eps.shell.remote.ssh import BRIEF, Patience, Remote
+
+if TYPE_CHECKING:
+    from eps.shell.state.ledger import Ledger
+
+#: The VM lane's dispatch roots: ``<state dir>/runs/<dispatch>/<task>``.
+VM_RUNS = "runs"
 
 
 class Site(NamedTuple):
@@ -147,5 +156,46 @@ def read_env_values(state_dir: str, *dispatches: str) -> dict[str, str] | None:
 
 
 def drop_env_values(state_dir: str, dispatch: str) -> None:
+    """The dispatch is over: its kept values go, and so does the job's own ``env`` file in
+    its dispatch roots on this machine (the VM lane's ``<state>/runs/<dispatch>/<task>/env``)."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(_env_path(state_dir, dispatch))
+    runs = os.path.join(state_dir, VM_RUNS, dispatch)
+    with contextlib.suppress(OSError):
+        for task in os.listdir(runs):
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                os.unlink(os.path.join(runs, task, LAYOUT.env))
+
+
+def drop_settled_env_values(ledger: Ledger) -> list[str]:
+    """Drop the kept values of every dispatch that is over (ended, failed or cancelled, and
+    for a ``--count`` parent every copy too) that are still here: whatever stopped the eps
+    that would have dropped them (a crash, a kill).  A dispatch the ledger does not know
+    (yet: ``eps execute`` keeps the values just before it records it) is left alone.
+    The dispatches dropped."""
+    dropped = []
+    for name in _listdir(os.path.join(ledger.state_dir, "env")):
+        dispatch = name.removesuffix(".env")
+        if name.endswith(".env") and _settled(ledger, dispatch):
+            drop_env_values(ledger.state_dir, dispatch)
+            dropped.append(dispatch)
+    for dispatch in _listdir(os.path.join(ledger.state_dir, VM_RUNS)):
+        if dispatch not in dropped and _settled(ledger, dispatch):
+            drop_env_values(ledger.state_dir, dispatch)
+    return dropped
+
+
+def _settled(ledger: Ledger, dispatch: str) -> bool:
+    row = ledger.dispatch(dispatch)
+    if row is None:
+        return False
+    return row.state in SETTLED_DISPATCH_STATES and all(
+        c.state in SETTLED_DISPATCH_STATES for c in ledger.children(dispatch)
+    )
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []

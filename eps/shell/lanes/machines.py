@@ -18,6 +18,7 @@ machine (a job that could not start must not leave a paid machine behind).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -31,7 +32,7 @@ from eps.core.watcher import WatchSpec, render_watch_start, render_watcher
 from eps.shell.lanes.jobs import JobFiles, Site, launch, probe, site_root, stage
 from eps.shell.polling import poll_until
 from eps.shell.remote.errors import RemoteErrorKind
-from eps.shell.remote.keys import KeyPair, ensure_key, load_key
+from eps.shell.remote.keys import KNOWN_HOSTS_NAME, KeyPair, ensure_key, forget_host, key_dir, load_key
 from eps.shell.remote.ssh import FRESH_MACHINE, Patience, Remote, check_remote
 from eps.shell.remote.sync import put_file
 
@@ -57,19 +58,26 @@ class MachineAccess(NamedTuple):
         got = ensure_key(self.state_dir) if make else load_key(self.state_dir)
         return got.alt(lambda f: f.lane_failure())
 
-    def site(self, address: tuple[str, int], key: KeyPair, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
+    def site(
+        self, address: tuple[str, int], key: KeyPair, dispatch: str, job: Job, machine: str
+    ) -> Result[Site, LaneFailure]:
+        """The job's site on ``machine`` (its id keys its host key, whatever its address)."""
         host, port = address
         try:
-            remote = Remote.ssh(host, key, user=self.user, port=port)
+            remote = Remote.ssh(host, key, user=self.user, port=port, machine=machine)
         except ValueError as exc:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"the provider gave an unusable address: {exc}"))
         return Success(Site(remote, self.root(dispatch, job)))
 
     def site_now(
-        self, address: Result[tuple[str, int], LaneFailure], dispatch: str, job: Job
+        self, address: Result[tuple[str, int], LaneFailure], dispatch: str, job: Job, machine: str
     ) -> Result[Site, LaneFailure]:
-        """The job's site on a machine at ``address`` (``eps logs``, ``pull``, ``ssh``)."""
-        return self.key(make=False).bind(lambda k: address.bind(lambda a: self.site(a, k, dispatch, job)))
+        """The job's site on ``machine`` at ``address`` (``eps logs``, ``pull``, ``ssh``)."""
+        return self.key(make=False).bind(lambda k: address.bind(lambda a: self.site(a, k, dispatch, job, machine)))
+
+    def forget(self, machine: str) -> None:
+        """The machine is gone: its host key goes from eps's known_hosts."""
+        forget_host(os.path.join(key_dir(self.state_dir), KNOWN_HOSTS_NAME), machine)
 
     def watch(self, dispatch: str, job: Job, halt: str) -> WatchSpec:
         return WatchSpec(dispatch, self.user, self.root(dispatch, job), time_limit_s(job), halt, linger_s=self.linger_s)
@@ -128,7 +136,9 @@ def launch_again(
     nothing when the job is there already, else ship and launch it.  ``fresh``: the machine
     was just made (:func:`start_on`), so there is nothing to look for.  The caller releases
     the machine on failure."""
-    site = _patiently(address, access.patience).bind(lambda where: access.site(where, key, dispatch, job))
+    if fresh:  # a machine just made has no host key eps could know: trust on first use, again
+        access.forget(handle.id)
+    site = _patiently(address, access.patience).bind(lambda where: access.site(where, key, dispatch, job, handle.id))
     if not fresh:
         match site.bind(probe):
             case Success(progress) if progress.launched:

@@ -22,7 +22,7 @@ from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
 from eps.core.walk import AttemptRecord
-from eps.shell.lanes.jobs import JobFiles, Site, site_root, stage
+from eps.shell.lanes.jobs import VM_RUNS, JobFiles, Site, site_root, stage
 from eps.shell.polling import poll_until
 from eps.shell.remote.ssh import Remote
 
@@ -44,7 +44,7 @@ class VmLane:
 
     def __init__(self, state_dir: str, name: str = "vm") -> None:
         self.name = name
-        self.work_root = os.path.join(os.path.abspath(state_dir), "runs")
+        self.work_root = os.path.join(os.path.abspath(state_dir), VM_RUNS)
 
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
         return f"pid:{dispatch}"
@@ -63,6 +63,10 @@ class VmLane:
         if not job.command:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, "no command to run"))
         site = self.site(None, dispatch, job).unwrap()
+        try:  # the shared VM's other users never see a job's files (its workdir copy, its env)
+            os.makedirs(self.work_root, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"cannot create {self.work_root}: {exc.strerror}"))
         staged = stage(site, job, dispatch, files)
         if isinstance(staged, Failure):
             return staged

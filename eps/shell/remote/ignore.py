@@ -8,12 +8,20 @@ Rules, as git applies them (``gitignore(5)``), matched by ``pathspec``'s
   within a file the last matching pattern wins (``!`` re-includes);
 - an ``.epsignore`` beside a ``.gitignore`` (or alone) adds patterns after it,
   so it can ignore more or re-include (``!data/small.csv``) for eps only;
-- ``<root>/.git/info/exclude`` applies first, at the lowest precedence;
+- the user's global excludes file applies first, at the lowest precedence:
+  ``core.excludesFile`` as ``git config`` reads it (run in the workdir, so a
+  repository's own setting counts), else git's default
+  ``$XDG_CONFIG_HOME/git/ignore`` (``~/.config/git/ignore``); then
+  ``<root>/.git/info/exclude``;
 - an ignored directory is not entered (so nothing below it can be re-included,
   as in git), and ``.git`` is never shipped;
 - symlinks are shipped as links when they point inside the tree, skipped
   (and listed) when they point outside it; symlinked directories are not
-  entered; sockets, fifos and devices are skipped.
+  entered; sockets, fifos and devices are skipped (and listed);
+- an eps state directory inside the tree (one holding a ledger,
+  ``ledger.sqlite3``, or eps's key, ``ssh/id_ed25519``: ``--workdir ~`` holds the
+  default one) is never entered: eps's private key, the env files of other
+  dispatches and their dispatch roots never ship (listed too).
 
 The result names every file relative to the root (``/``-separated, sorted), the
 total size, and the largest files, for the size limit
@@ -25,6 +33,7 @@ from __future__ import annotations
 import heapq
 import os
 import stat
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from pathspec import GitIgnoreSpec
@@ -32,9 +41,13 @@ from returns.result import Failure, Result, Success
 
 from eps.core.tables import JOB_LIFECYCLE
 from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
+from eps.shell.remote.keys import KEY_DIR, PRIVATE_NAME
+from eps.shell.remote.process import run_process
 
 IGNORE_FILES = (".gitignore", ".epsignore")
 NEVER_SHIPPED = ".git"
+#: What makes a directory an eps state directory (``eps.shell.state.ledger``'s file name).
+LEDGER_NAME = "ledger.sqlite3"
 
 
 class Workdir(NamedTuple):
@@ -43,21 +56,41 @@ class Workdir(NamedTuple):
     total_bytes: int
     largest: tuple[tuple[str, int], ...]  # (path, bytes), biggest first
     skipped_links: tuple[str, ...]  # symlinks pointing out of the tree
+    skipped_special: tuple[str, ...] = ()  # fifos, sockets, device nodes
+    skipped_state: tuple[str, ...] = ()  # eps state directories (never entered)
+
+    def left_out(self) -> str | None:
+        """One line saying what was left out that the ignore rules did not leave out, or None."""
+        parts = [
+            f"{what}: {_names(paths)}"
+            for what, paths in (
+                ("symlinks pointing out of it", self.skipped_links),
+                ("special files", self.skipped_special),
+                ("eps state directories", self.skipped_state),
+            )
+            if paths
+        ]
+        return f"left out of workdir {self.root}: " + "; ".join(parts) if parts else None
 
 
-def list_workdir(root: str, *, keep_largest: int = JOB_LIFECYCLE.workdir_biggest_named) -> Workdir:
-    """The files of ``root`` that eps ships.  Raises ``OSError`` when ``root`` cannot be read."""
+def list_workdir(
+    root: str,
+    *,
+    keep_largest: int = JOB_LIFECYCLE.workdir_biggest_named,
+    environ: Mapping[str, str] | None = None,
+) -> Workdir:
+    """The files of ``root`` that eps ships.  Raises ``OSError`` when ``root`` cannot be read.
+    ``environ``: where git's global excludes file is looked for (default: this process's)."""
     root = os.path.realpath(root)
     if not os.path.isdir(root):
         raise NotADirectoryError(root)
     files: list[str] = []
     sizes: list[tuple[int, str]] = []
     skipped: list[str] = []
+    special: list[str] = []
+    states: list[str] = []
     total = 0
-    rules: list[tuple[str, GitIgnoreSpec]] = []  # (dir prefix, spec), shallowest first
-    exclude = _spec_from(os.path.join(root, ".git", "info", "exclude"))
-    if exclude is not None:
-        rules.append(("", exclude))
+    rules = _base_rules(root, os.environ if environ is None else environ)  # (dir prefix, spec), lowest first
 
     def walk(rel_dir: str, depth_rules: list[tuple[str, GitIgnoreSpec]]) -> None:
         nonlocal total
@@ -68,6 +101,9 @@ def list_workdir(root: str, *, keep_largest: int = JOB_LIFECYCLE.workdir_biggest
         try:
             entries = sorted(os.scandir(here), key=lambda e: e.name)
         except OSError:
+            return
+        if _is_state_dir(here, entries):
+            states.append(rel_dir or ".")
             return
         for entry in entries:
             if entry.name == NEVER_SHIPPED:
@@ -88,21 +124,35 @@ def list_workdir(root: str, *, keep_largest: int = JOB_LIFECYCLE.workdir_biggest
             if stat.S_ISDIR(st.st_mode):
                 if not _ignored(rel, depth_rules, is_dir=True):
                     walk(rel, depth_rules)
-            elif stat.S_ISREG(st.st_mode) and not _ignored(rel, depth_rules, is_dir=False):
+            elif _ignored(rel, depth_rules, is_dir=False):
+                continue
+            elif stat.S_ISREG(st.st_mode):
                 files.append(rel)
                 total += st.st_size
                 sizes.append((st.st_size, rel))
+            else:
+                special.append(rel)
 
     walk("", rules)
     largest = tuple((path, size) for size, path in heapq.nlargest(keep_largest, sizes))
-    return Workdir(root, tuple(sorted(files)), total, largest, tuple(sorted(skipped)))
+    return Workdir(
+        root,
+        tuple(sorted(files)),
+        total,
+        largest,
+        tuple(sorted(skipped)),
+        tuple(sorted(special)),
+        tuple(sorted(states)),
+    )
 
 
-def select_workdir(root: str, *, max_bytes: int = JOB_LIFECYCLE.workdir_max_bytes) -> Result[Workdir, RemoteFailure]:
+def select_workdir(
+    root: str, *, max_bytes: int = JOB_LIFECYCLE.workdir_max_bytes, environ: Mapping[str, str] | None = None
+) -> Result[Workdir, RemoteFailure]:
     """:func:`list_workdir`, refused with one line naming the biggest files when the
     files to ship total more than ``max_bytes``."""
     try:
-        workdir = list_workdir(root)
+        workdir = list_workdir(root, environ=environ)
     except OSError as exc:
         return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"cannot read workdir {root}: {exc.strerror or exc}"))
     if workdir.total_bytes > max_bytes:
@@ -125,6 +175,46 @@ def human_bytes(n: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"  # pragma: no cover - the loop always returns
+
+
+def _base_rules(root: str, environ: Mapping[str, str]) -> list[tuple[str, GitIgnoreSpec]]:
+    """The rules below every ``.gitignore``: the global excludes file, then ``.git/info/exclude``."""
+    rules = []
+    for path in (global_excludes(root, environ), os.path.join(root, ".git", "info", "exclude")):
+        spec = _spec_from(path) if path else None
+        if spec is not None:
+            rules.append(("", spec))
+    return rules
+
+
+def global_excludes(root: str, environ: Mapping[str, str]) -> str | None:
+    """The user's global excludes file, as git finds it: ``core.excludesFile`` (``git config
+    --path``, run in ``root``), else ``$XDG_CONFIG_HOME/git/ignore`` or ``~/.config/git/ignore``."""
+    env = dict(environ)
+    asked = run_process(["git", "-C", root, "config", "--path", "--get", "core.excludesFile"], timeout_s=30, env=env)
+    if asked.ok and asked.stdout.strip():
+        return os.path.join(root, os.path.expanduser(asked.stdout.strip()))
+    xdg = env.get("XDG_CONFIG_HOME") or ""
+    if os.path.isabs(xdg):
+        return os.path.join(xdg, "git", "ignore")
+    home = env.get("HOME")
+    return os.path.join(home, ".config", "git", "ignore") if home else None
+
+
+def _is_state_dir(path: str, entries: list[os.DirEntry[str]]) -> bool:
+    """An eps state directory: it holds a ledger, or eps's key pair."""
+    for entry in entries:
+        if entry.name == LEDGER_NAME and entry.is_file(follow_symlinks=False):
+            return True
+        key = os.path.join(path, KEY_DIR, PRIVATE_NAME)
+        if entry.name == KEY_DIR and entry.is_dir(follow_symlinks=False) and os.path.lexists(key):
+            return True
+    return False
+
+
+def _names(paths: tuple[str, ...], most: int = 5) -> str:
+    shown = ", ".join(repr(p) if any(c in p for c in ", \n") else p for p in paths[:most])
+    return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
 
 
 def _spec_from(*paths: str) -> GitIgnoreSpec | None:

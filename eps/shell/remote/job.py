@@ -136,8 +136,21 @@ def wait_job(
 def follow_log(
     remote: Remote, root: str, sink: Callable[[bytes], None], *, streamer: Streamer = stream_process
 ) -> Result[int, RemoteFailure]:
-    """Stream ``job.log`` from its start to ``sink`` until the job has ended (``eps logs -f``)."""
-    return stream_remote(remote, render_follow(root), sink, streamer=streamer)
+    """Stream ``job.log`` from its start to ``sink`` until the job has ended (``eps logs -f``).
+    The follow ends, there too, once eps is gone: see :func:`until_reader_gone`."""
+    return stream_remote(remote, until_reader_gone(render_follow(root)), sink, streamer=streamer)
+
+
+def until_reader_gone(line: str) -> str:
+    """``line`` (bash) run in its own process group beside a watcher of stdin: when stdin
+    closes (the streamer's pipe: eps ended, or its ssh client did) the watcher stops the
+    whole group (``tail`` and its loop); when ``line`` ends, the watcher is stopped.  The
+    exit code is ``line``'s.  stderr is dropped (job control reports each job's end there)."""
+    return (
+        f"exec 2>/dev/null; set -m; ( {line} ) & _eps_f=$!; "
+        '( cat >/dev/null; kill -TERM -- "-$_eps_f" ) & _eps_w=$!; '
+        'wait "$_eps_f"; _eps_rc=$?; kill -TERM -- "-$_eps_w"; exit "$_eps_rc"'
+    )
 
 
 def pull_outputs(

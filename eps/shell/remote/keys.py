@@ -97,6 +97,26 @@ def runpod_env(key: KeyPair) -> dict[str, str]:
     return {"PUBLIC_KEY": key.public_key}
 
 
+def forget_host(known_hosts: str, name: str) -> None:
+    """Remove every entry of ``known_hosts`` recorded under ``name`` (a machine's id, its
+    ``HostKeyAlias``): the machine is gone, and whatever answers under that name next is a
+    new machine.  Rewritten atomically; a missing file is nothing to forget."""
+    try:
+        with open(known_hosts, "rb") as fh:
+            lines = fh.read().splitlines(keepends=True)
+    except FileNotFoundError:
+        return
+    target = name.encode()
+    kept = [line for line in lines if target not in line.split(b" ", 1)[0].split(b",")]
+    if len(kept) == len(lines):
+        return
+    tmp = f"{known_hosts}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.writelines(kept)
+    os.replace(tmp, known_hosts)
+
+
 def _generate(directory: str, private: str, runner: Runner) -> RemoteFailure | None:
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)

@@ -4,13 +4,21 @@ Every function of the package takes a ``runner`` (and, to follow a log, a
 ``streamer``) with these as production defaults, so tests pass a recording or
 failing fake instead of patching anything.  Data meant for the remote side (an
 env file) travels on stdin, never in ``argv``.
+
+A process started here does not outlive the eps that started it: it runs under
+``setpriv --pdeathsig TERM`` (util-linux; where it is missing, nothing is added), so
+a SIGKILLed ``eps pull`` takes its rsync with it.  A streamed command gets a stdin
+pipe that eps never writes and that closes when eps ends, however it ends: the
+remote side of ``eps logs -f`` watches it (:mod:`eps.shell.remote.job`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 #: Exit code reported for a command that could not be started (as a shell does).
@@ -42,16 +50,40 @@ class Streamer(Protocol):
         ...
 
 
-def run_process(argv: Sequence[str], *, stdin: bytes | None = None, timeout_s: float | None = None) -> Completed:
-    """The production runner: ``subprocess.run``, stdin closed unless data is given."""
+@functools.cache
+def _pdeathsig() -> tuple[str, ...]:
+    setpriv = shutil.which("setpriv")
+    return (setpriv, "--pdeathsig", "TERM", "--") if setpriv else ()
+
+
+def _tied(argv: Sequence[str]) -> list[str] | None:
+    """``argv`` under the parent-death signal; None when its program is not installed."""
+    if shutil.which(argv[0]) is None:
+        return None
+    return [*_pdeathsig(), *argv]
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    stdin: bytes | None = None,
+    timeout_s: float | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Completed:
+    """The production runner: ``subprocess.run``, stdin closed unless data is given;
+    ``env`` replaces the environment (default: this process's)."""
+    tied = _tied(argv)
+    if tied is None:
+        return Completed(NOT_FOUND, "", f"{argv[0]}: command not found")
     try:
         proc = subprocess.run(
-            list(argv),
+            tied,
             input=stdin,
             stdin=None if stdin is not None else subprocess.DEVNULL,
             capture_output=True,
             timeout=timeout_s,
             check=False,
+            env=None if env is None else dict(env),
         )
     except FileNotFoundError:
         return Completed(NOT_FOUND, "", f"{argv[0]}: command not found")
@@ -61,9 +93,13 @@ def run_process(argv: Sequence[str], *, stdin: bytes | None = None, timeout_s: f
 
 
 def stream_process(argv: Sequence[str], sink: Callable[[bytes], None]) -> int:
-    """The production streamer: stdout chunks to ``sink`` as they arrive; stderr inherited."""
+    """The production streamer: stdout chunks to ``sink`` as they arrive; stderr inherited;
+    stdin a pipe left open until the end (its closing tells the command eps is gone)."""
+    tied = _tied(argv)
+    if tied is None:
+        return NOT_FOUND
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        proc = subprocess.Popen(tied, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     except FileNotFoundError:
         return NOT_FOUND
     stdout = proc.stdout
@@ -79,6 +115,8 @@ def stream_process(argv: Sequence[str], sink: Callable[[bytes], None]) -> int:
         raise
     finally:
         stdout.close()
+        if proc.stdin is not None:
+            proc.stdin.close()
         code = proc.wait()
     return code
 

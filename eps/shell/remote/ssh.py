@@ -12,7 +12,10 @@ Rules of this module:
   ``BatchMode`` (never a prompt), ``ConnectTimeout``, keep-alives,
   ``StrictHostKeyChecking=accept-new`` against eps's own ``known_hosts`` (a
   new machine is trusted on first use; a changed key is refused), no agent or X11
-  forwarding.  A login prefix is the user's own ssh setup and is used as given.
+  forwarding.  A machine eps made is known by its id, not its address
+  (``HostKeyAlias``): a new machine that got an address an earlier one had is a
+  new machine, trusted on first use; its entry is forgotten when it is released
+  (:func:`eps.shell.remote.keys.forget_host`).  A login prefix is the user's own ssh setup and is used as given.
 - ssh exits 255 for its own failures; those are classified by its stderr into
   unreachable / auth / host key.  An unreachable host (a fresh machine whose
   sshd is not up yet) is retried with backoff while :class:`Patience` allows;
@@ -41,6 +44,7 @@ SSH_FAILED = 255
 CONNECT_TIMEOUT_S = 10
 _HOST = re.compile(r"[A-Za-z0-9_.:\[\]%-]+")
 _USER = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")
+_ALIAS = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 
 #: stderr fragments of ssh (OpenSSH 8-9) and what they mean.  First match wins.
 SSH_ERRORS: tuple[tuple[str, RemoteErrorKind], ...] = (
@@ -92,6 +96,7 @@ class Remote:
     known_hosts: str | None = None
     login: tuple[str, ...] = ()
     connect_timeout_s: int = CONNECT_TIMEOUT_S
+    host_key_alias: str | None = None  # the machine's id: its known_hosts entry is keyed by it
 
     def __attrs_post_init__(self) -> None:
         if self.host is not None and self.login:
@@ -102,15 +107,23 @@ class Remote:
         return cls()
 
     @classmethod
-    def ssh(cls, host: str, key: KeyPair, *, user: str | None = None, port: int = 22) -> Remote:
-        """A machine eps made (GCP VM, RunPod pod): eps's key and eps's known_hosts."""
+    def ssh(
+        cls, host: str, key: KeyPair, *, user: str | None = None, port: int = 22, machine: str | None = None
+    ) -> Remote:
+        """A machine eps made (GCP VM, RunPod pod): eps's key and eps's known_hosts, its host
+        key recorded under ``machine`` (its id) when given, else under its address."""
         if _HOST.fullmatch(host) is None or host.startswith("-"):
             raise ValueError(f"not a host name or address: {host!r}")
+        if machine is not None and (_ALIAS.fullmatch(machine) is None or machine.startswith("-")):
+            raise ValueError(f"not a machine id: {machine!r}")
         if user is not None and _USER.fullmatch(user) is None:
             raise ValueError(f"not a user name: {user!r}")
         if not 0 < port < 65536:
             raise ValueError(f"not a port: {port}")
-        return cls(host=host, port=port, user=user, key_path=key.private_path, known_hosts=key.known_hosts)
+        return cls(
+            host=host, port=port, user=user, key_path=key.private_path, known_hosts=key.known_hosts,
+            host_key_alias=machine,
+        )  # fmt: skip
 
     @classmethod
     def via(cls, login: Sequence[str]) -> Remote:
@@ -149,6 +162,8 @@ def ssh_options(remote: Remote) -> list[str]:
         opts += ["-i", remote.key_path, "-o", "IdentitiesOnly=yes"]
     if remote.known_hosts is not None:
         opts += ["-o", f"UserKnownHostsFile={remote.known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null"]
+    if remote.host_key_alias is not None:
+        opts += ["-o", f"HostKeyAlias={remote.host_key_alias}"]
     opts += [
         "-o", "StrictHostKeyChecking=accept-new",
         "-o", "BatchMode=yes",

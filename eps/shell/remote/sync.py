@@ -12,6 +12,12 @@
   shows up in no process listing, no log and no error message.
 - rsync exit 24 (a source file vanished while it was being sent) counts as done:
   a workdir or an output directory may change under us.
+- Sparse files stay sparse both ways (``--sparse``); no transfer recreates a device
+  node or another special file (``--no-D``), and setuid/setgid bits are dropped.
+- What a job wrote is hostile input to a download: a symlink that points out of the
+  tree (absolute, or up through ``..``) is not recreated (``--safe-links``), and a
+  single file (the log) arrives only as a regular file, installed by ``rename`` over
+  whatever was at the target (a link there is replaced, never followed).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import stat
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -41,8 +49,11 @@ from eps.shell.remote.ssh import (
 RSYNC_VANISHED = 24
 #: The host name rsync is given for a login-prefix target (the prefix knows the real one).
 LOGIN_HOST = "eps-login"
-#: Base options: archive, but files take the receiving user's owner and group.
-RSYNC_BASE = ("rsync", "-a", "--no-owner", "--no-group")
+#: Base options: archive, but files take the receiving user's owner and group, holes stay
+#: holes, no device or special file is ever made, and no setuid/setgid bit survives.
+RSYNC_BASE = ("rsync", "-a", "--no-owner", "--no-group", "--no-D", "--sparse", "--chmod=ug-s")
+#: A download also leaves out every symlink that points out of the tree it brings.
+RSYNC_DOWNLOAD = (*RSYNC_BASE, "--safe-links")
 
 
 def rsync_rsh(remote: Remote) -> str | None:
@@ -81,8 +92,9 @@ def upload_argv(remote: Remote, local_root: str, remote_dir: str, *, compress: b
 
 
 def download_argv(remote: Remote, remote_path: str, local_path: str, *, directory: bool) -> list[str]:
-    """rsync argv that brings ``remote_path`` (a directory's contents, or one file) to ``local_path``."""
-    argv = [*RSYNC_BASE]
+    """rsync argv that brings ``remote_path`` (a directory's contents, or one file) to ``local_path``.
+    One file comes only when it is a regular file (a symlink is skipped, not copied)."""
+    argv = [*RSYNC_DOWNLOAD, *(() if directory else ("--no-links",))]
     rsh = rsync_rsh(remote)
     if rsh is not None:
         argv += ["-e", rsh]
@@ -143,14 +155,34 @@ def download_file(
     runner: Runner = run_process,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Result[None, RemoteFailure]:
-    """Bring one file (a log) to ``local_path``; its directory is created."""
-    parent = os.path.dirname(os.path.abspath(local_path))
+    """Bring one regular file (a log) to ``local_path``; its directory is created.  It lands
+    under a temporary name first and is renamed into place: whatever was at ``local_path``
+    (a symlink, say) is replaced, never written through.  A remote file that is not a
+    regular file (a symlink the job planted) is not brought: a TRANSFER failure saying so."""
+    local_path = os.path.abspath(local_path)
+    parent = os.path.dirname(local_path)
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as exc:
         return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"cannot create {parent}: {exc.strerror}"))
-    argv = download_argv(remote, remote_path, local_path, directory=False)
-    return _transfer(remote, argv, None, f"download of {remote_path}", timeout_s, patience, runner, sleep)
+    tmp = os.path.join(parent, f".{os.path.basename(local_path)}.eps-{os.getpid()}-{threading.get_ident()}.tmp")
+    argv = download_argv(remote, remote_path, tmp, directory=False)
+    try:
+        done = _transfer(remote, argv, None, f"download of {remote_path}", timeout_s, patience, runner, sleep)
+        if isinstance(done, Failure):
+            return done
+        if not os.path.lexists(tmp) or not stat.S_ISREG(os.lstat(tmp).st_mode):
+            why = f"{remote_path} on {remote.describe()} is not a regular file (not brought)"
+            return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, why))
+        try:
+            os.replace(tmp, local_path)
+        except OSError as exc:
+            return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"cannot write {local_path}: {exc.strerror}"))
+        return done
+    finally:
+        with contextlib.suppress(OSError):
+            if os.path.lexists(tmp) and not os.path.isdir(tmp):
+                os.unlink(tmp)
 
 
 def put_file(

@@ -67,6 +67,15 @@ class QuarantinedRow(LedgerError):
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def _private_dir(path: str) -> None:
+    """Make the state directory mode 0700, or tighten one of ours that others could read
+    (an older eps made it 0755)."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.stat(path)
+    if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+
+
 def _check_file(path: str) -> None:
     """An existing ledger file must be SQLite: an empty (truncated) or foreign file is refused,
     never silently replaced by an empty ledger that would forget what runs where."""
@@ -147,8 +156,9 @@ class Ledger:
         self._lock = threading.RLock()
         self.quarantined: dict[str, str] = {}  # dispatch id -> why its rows cannot be read
         try:
-            os.makedirs(os.path.join(state_dir, "locks"), exist_ok=True)
-            os.makedirs(self.logs, exist_ok=True)
+            _private_dir(state_dir)  # the ledger, logs, env values and VM-lane runs are the user's alone
+            os.makedirs(os.path.join(state_dir, "locks"), mode=0o700, exist_ok=True)
+            os.makedirs(self.logs, mode=0o700, exist_ok=True)
             _check_file(self.path)
             if not os.path.exists(self.path):
                 self._create()
@@ -178,6 +188,7 @@ class Ledger:
         """A new ledger appears whole or not at all: it is made aside and linked into place,
         so an empty ledger file always means one that was cut short, never a new one."""
         tmp = f"{self.path}.new-{os.getpid()}-{threading.get_ident()}"
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))  # SQLite keeps the mode (and its -wal)
         db = self._connect(tmp)
         try:
             self._db = db

@@ -130,6 +130,9 @@ def test_wait_and_logs_and_ssh_on_a_running_job(eps: Any) -> None:
         (["execute", "cpu-small", "--env", "1BAD", "--", "true"], {}, "not a variable name"),
         (["execute", "cpu-small", "--time-limit", "soon", "--", "true"], {}, "--time-limit"),
         (["execute", "cpu-small", "--setup", " ", "--", "true"], {}, "--setup is empty"),
+        (["execute", "cpu-small", "--workdir", "", "--", "true"], {}, "--workdir is empty"),
+        (["execute", "cpu-small", "--env", "A=1", "--env", "A=2", "--", "true"], {}, "given twice"),
+        (["execute", "cpu-small", "--env", "A", "--env", "A=2", "--", "true"], {"A": "1"}, "given twice"),
         (["wait", "enosuch000"], {}, "no dispatch"),
         (["logs", "enosuch000"], {}, "no dispatch"),
         (["pull", "enosuch000"], {}, "no dispatch"),
@@ -144,6 +147,22 @@ def test_bad_lifecycle_input_is_one_line_and_changes_nothing(
     assert len(err.strip().splitlines()) == 1 and needle in err, err
     assert gcp.requests == [] and runpod.requests == []
     assert not (eps.state / "ledger.sqlite3").exists() or eps.status() == []
+
+
+def test_pull_to_a_file_or_an_impossible_path_is_one_line(eps: Any, tmp_path: Path) -> None:
+    rc, _, err = eps("execute", "cpu-small", "--duration", "30s", "--wait", "--", 'echo x > "$EPS_OUTPUT_DIR/x"')
+    assert rc == 0, err
+    d = eps.status()[0]["dispatch"]
+    (tmp_path / "a-file").write_text("keep me")
+    for to, needle in (
+        (tmp_path / "a-file", "not a directory"),
+        (tmp_path / "a-file" / "below", "cannot create it"),
+        (Path("/proc/eps-no-such/x"), "cannot create it"),
+    ):
+        rc, out, err = eps("pull", d, "--to", str(to))
+        assert rc == 2, (to, out, err)
+        assert needle in err and len(err.strip().splitlines()) == 1, err
+    assert (tmp_path / "a-file").read_text() == "keep me"
 
 
 def test_a_workdir_over_the_limit_names_its_biggest_files(eps: Any, tmp_path: Path) -> None:

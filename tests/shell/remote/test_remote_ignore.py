@@ -129,3 +129,89 @@ def test_human_bytes() -> None:
     assert human_bytes(512) == "512 B"
     assert human_bytes(2 * 1024**3) == "2.0 GiB"
     assert human_bytes(5 * 1024**4) == "5120.0 GiB"
+
+
+def _git_env(home: Path) -> dict[str, str]:
+    return {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+def git_would_ship_with(root: Path, env: dict[str, str]) -> list[str]:
+    subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
+    out = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-z", "--others", "--cached", "--exclude-standard"],
+        capture_output=True, check=True, env=env,
+    ).stdout  # fmt: skip
+    return sorted(p.decode() for p in out.split(b"\0") if p)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_global_gitignore_is_honoured_as_git_does(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "git" / "ignore").write_text("*.pem\n")
+    root = tmp_path / "work"
+    make_tree(root, {"server.pem": "KEY", "main.py": "m", "sub/client.pem": "KEY", ".gitignore": "!keep.pem\n"})
+    (root / "keep.pem").write_text("a .gitignore re-includes it")
+    env = _git_env(home)
+    shipped = list(list_workdir(str(root), environ=env).files)
+    assert "server.pem" not in shipped and "sub/client.pem" not in shipped and "keep.pem" in shipped
+    assert shipped == [p for p in git_would_ship_with(root, env) if not p.startswith(".git/")]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_core_excludes_file_is_honoured(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "my-ignores").write_text("*.key\nsecrets/\n")
+    (home / ".gitconfig").write_text("[core]\n\texcludesFile = ~/my-ignores\n")
+    root = tmp_path / "work"
+    make_tree(root, {"a.key": "k", "secrets/token": "t", "main.py": "m"})
+    env = _git_env(home)
+    assert list(list_workdir(str(root), environ=env).files) == ["main.py"]
+    assert list(list_workdir(str(root), environ=env).files) == git_would_ship_with(root, env)
+
+
+def test_an_eps_state_dir_inside_the_workdir_is_never_shipped(tmp_path: Path) -> None:
+    """``--workdir ~`` with the default state dir: eps's key, other dispatches' env files and
+    dispatch roots stay home; so does any other eps state dir (one with only a key)."""
+    root = tmp_path / "home"
+    state = root / ".local" / "state" / "eps"
+    make_tree(root, {
+        "project/main.py": "m",
+        ".local/state/eps/ledger.sqlite3": "db",
+        ".local/state/eps/ssh/id_ed25519": "PRIVATE",
+        ".local/state/eps/env/d1.env": "TOKEN=secret",
+        ".local/state/eps/runs/d1/0/env": "TOKEN=secret",
+        "old-state/ssh/id_ed25519": "PRIVATE",
+        "notes/ssh/readme.txt": "an ssh dir without eps's key is just a directory",
+    })  # fmt: skip
+    listing = list_workdir(str(root))
+    assert listing.files == ("notes/ssh/readme.txt", "project/main.py")
+    assert listing.skipped_state == (".local/state/eps", "old-state")
+    assert state.exists()
+    line = listing.left_out()
+    assert line is not None and "\n" not in line and ".local/state/eps" in line
+
+
+def test_special_files_and_outside_links_are_reported_in_one_line(tmp_path: Path) -> None:
+    import socket
+
+    root = tmp_path / "work"
+    make_tree(root, {"a.py": "a", ".gitignore": "ignored.fifo\n"})
+    os.mkfifo(root / "pipe")
+    os.mkfifo(root / "ignored.fifo")  # ignored: not worth a mention
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(root / "sock"))
+        os.symlink("/etc/passwd", root / "out-link")
+        listing = list_workdir(str(root))
+    finally:
+        sock.close()
+    assert listing.files == (".gitignore", "a.py")
+    assert listing.skipped_special == ("pipe", "sock") and listing.skipped_links == ("out-link",)
+    line = listing.left_out()
+    assert line is not None and "\n" not in line
+    assert "pipe" in line and "sock" in line and "out-link" in line and "ignored.fifo" not in line
+    assert list_workdir(str(tmp_path / "work" / "..")).left_out() is not None
+    make_tree(tmp_path / "clean", {"x": "x"})
+    assert list_workdir(str(tmp_path / "clean")).left_out() is None

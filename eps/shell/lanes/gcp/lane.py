@@ -74,7 +74,7 @@ class GcpLane:
         """The VM's external address, eps's key, the configured login: a job's site on the VM."""
         if handle is None:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"{self.name}: no VM to reach"))
-        return self.access.site_now(self.client().address(handle), dispatch, job)
+        return self.access.site_now(self.client().address(handle), dispatch, job, handle.id)
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         client = self.client()
@@ -118,7 +118,10 @@ class GcpLane:
                 return other
 
     def release(self, handle: Handle, *, pending_only: bool = False) -> Result[Handle, LaneFailure]:
-        return self.client().delete(handle)
+        done = self.client().delete(handle)
+        if isinstance(done, Success):
+            self.access.forget(handle.id)
+        return done
 
     def withdraw(self, name: str, rung: Rung) -> Result[None, LaneFailure]:
         handle = Handle(self.name, LaneKind.GCP, name, rung.key, zone=rung.zone, machine=rung.machine)

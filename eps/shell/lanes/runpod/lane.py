@@ -94,7 +94,7 @@ class RunpodLane:
         """The pod's public ssh address (``ssh.direct``), eps's key, root: a job's site in the pod."""
         if handle is None:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"{self.name}: no pod to reach"))
-        return self.access.site_now(self.client().bind(lambda c: c.address(handle.id)), dispatch, job)
+        return self.access.site_now(self.client().bind(lambda c: c.address(handle.id)), dispatch, job, handle.id)
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         job = at_lane_maximum(job, LaneKind.RUNPOD, Provisioning.ON_DEMAND, self.access.max_time_limit_s)
@@ -147,6 +147,8 @@ class RunpodLane:
 
     def release(self, handle: Handle, *, pending_only: bool = False) -> Result[Handle, LaneFailure]:
         done = self.client().bind(lambda c: c.terminate(handle.id))
+        if isinstance(done, Success):
+            self.access.forget(handle.id)
         return done.map(lambda _: evolve(handle, state=HandleState.RELEASED))
 
     def withdraw(self, name: str, rung: Rung) -> Result[None, LaneFailure]:
