@@ -127,10 +127,11 @@ class JobProgress(NamedTuple):
     status: JobEnd | None = None
     exit_code: int | None = None
     alive: bool = False  # the wrapper's pid is live (meaningful only on the machine that ran it)
+    gone: bool = False  # set by a reader that knows ``alive`` is meaningful: the wrapper died without its end
 
     @property
     def ended(self) -> bool:
-        return self.exit_code is not None
+        return self.exit_code is not None or self.gone
 
     @property
     def wrapper_gone(self) -> bool:
@@ -153,6 +154,7 @@ class JobScriptError(ValueError):
         super().__init__(f"cannot render job script: {field} {value!r} {why}")
         self.field = field
         self.value = value
+        self.why = why
 
 
 #: Names the wrapper exports itself; an env file may not override them.
@@ -452,21 +454,37 @@ def parse_probe(text: str) -> JobProgress:
     )
 
 
-def render_follow(root: str, *, poll_s: int = 1) -> str:
+def render_follow(root: str, *, poll_s: int = 1, wrapper_here: bool = False) -> str:
     """The shell line that streams ``job.log`` from its start and stops once the job
     has ended (``exit-code`` written) and the last lines are out, or when the reader
-    went away (tail died on a closed pipe)."""
+    went away (tail died on a closed pipe).  ``wrapper_here``: it runs on the job's own
+    machine, so a wrapper that is gone without writing ``exit-code`` ends it as well."""
     lay = LAYOUT.under(root)
     log = _quote(lay.log, "root")
     done = _quote(lay.exit_code, "root")
+    gone = ""
+    if wrapper_here:
+        pid = _quote(lay.pid, "root")
+        gone = (
+            f'p=$(cat -- {pid} 2>/dev/null); if [ -n "$p" ] && ! kill -0 "$p" 2>/dev/null && [ ! -e {done} ]; '
+            "then break; fi; "
+        )
     return (
         f"tail -n +1 -F -- {log} 2>/dev/null & t=$!; "
-        f'while kill -0 "$t" 2>/dev/null && [ ! -e {done} ]; do sleep {poll_s}; done; '
+        f'while kill -0 "$t" 2>/dev/null && [ ! -e {done} ]; do {gone}sleep {poll_s}; done; '
         f'sleep {poll_s}; kill "$t" 2>/dev/null; wait "$t" 2>/dev/null; exit 0'
     )
 
 
 # ------------------------------------------------------------------ checks ---
+
+
+def check_spec(spec: JobSpec, env: Mapping[str, str] | None = None) -> None:
+    """Everything :func:`render_jobscript` (and :func:`render_env_file` for ``env``) would
+    refuse, refused now: a caller checks its input before anything is made."""
+    _check(spec)
+    if env is not None:
+        render_env_file(env)
 
 
 def _check(spec: JobSpec) -> None:

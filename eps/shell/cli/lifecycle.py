@@ -67,11 +67,30 @@ def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tup
     if setup is not None and not setup.strip():
         raise JobError("setup", "--setup is empty", job)
     job = evolve(job, workdir=workdir, setup=setup, env_names=tuple(values), time_limit_s=limit)
+    if job.command:  # no command at all is Walker.check's to say
+        _check_wrapper(job, values)
     return job, values
 
 
+def _check_wrapper(job: Job, values: Mapping[str, str]) -> None:
+    """What the job wrapper would refuse on the machine (after it was made), refused now:
+    a blank shell line, a name eps or its wrapper sets, a NUL byte."""
+    from eps.core.jobscript import JobScriptError, check_spec
+    from eps.core.lifecycle import job_spec
+
+    try:
+        check_spec(job_spec(job, "check"), values)  # the real dispatch id is checked by Walker.check
+    except JobScriptError as exc:
+        if exc.field == "environment name":
+            raise JobError("env", f"--env {exc.value}: {exc.why}", job) from None
+        if exc.field == "setup":
+            raise JobError("setup", f"--setup {exc.value!r} {exc.why}", job) from None
+        raise JobError("command", f"the {exc.field} {exc.value!r} {exc.why}", job) from None
+
+
 def check_files(job: Job, values: Mapping[str, str]) -> JobFiles:
-    """The files the job ships, listed now: a workdir over the size limit is one line."""
+    """The files the job ships, listed now: a workdir over the size limit, or with a file eps
+    cannot read, is one line."""
     from eps.shell.lanes.jobs import select_files
 
     selected = select_files(job, values)
@@ -172,13 +191,23 @@ def _unsettled(row: DispatchRow) -> bool:
 
 
 def _exit_of(rows: Sequence[DispatchRow]) -> int:
+    unpulled = [r for r in rows if _not_pulled(r)]
+    for r in unpulled:
+        sys.stderr.write(f"eps: {r.id}: {r.message}\n")
     if len(rows) == 1:
         r = rows[0]
-        return exit_status(r.state, r.job_status, r.exit_code)
+        code = exit_status(r.state, r.job_status, r.exit_code)
+        return code if code != 0 or not unpulled else 1
     failed = [r for r in rows if exit_status(r.state, r.job_status, r.exit_code) != 0]
     for r in failed:
         sys.stderr.write(f"eps: {r.id}: {result_word(r.state, r.job_status, r.exit_code)}\n")
-    return 1 if failed else 0
+    return 1 if failed or unpulled else 0
+
+
+def _not_pulled(row: DispatchRow) -> bool:
+    """The job ended and its end was read, but its outputs did not come back (the pull
+    failed; its machine is kept for ``eps pull``): waiting did not succeed."""
+    return row.state is DispatchState.ENDED and row.job_status is not None and row.pulled_at is None
 
 
 # --- logs, pull, ssh -----------------------------------------------------------------------------
@@ -251,9 +280,14 @@ def pull(ledger: Ledger, lanes: Lanes, dispatch: str, to: str | None) -> int:
         if row.state is DispatchState.STARTED and (progress is None or not progress.ended):
             raise JobError("pull", f"{row.id} has not ended yet (eps wait {dispatch}, or eps logs -f)", None)
         target = None if to is None else (os.path.join(to, row.id) if fanned else to)
-        pulled, note = finisher.collect(row, target)
+        pulled, note, _ = finisher.collect(row, target)
         if not pulled:
             raise JobError("pull", f"{row.id}: {note}", None)
+        if to is None and row.state is not DispatchState.STARTED:
+            # what a failed pull had kept the machine for is back: it can go now
+            err = finisher.release_kept(row)
+            if err is not None:
+                note += f"; {err}"
         sys.stdout.write(f"{row.id}: {note}\n")
     return 0
 

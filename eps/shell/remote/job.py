@@ -134,10 +134,16 @@ def wait_job(
 
 
 def follow_log(
-    remote: Remote, root: str, sink: Callable[[bytes], None], *, streamer: Streamer = stream_process
+    remote: Remote,
+    root: str,
+    sink: Callable[[bytes], None],
+    *,
+    wrapper_here: bool = False,
+    streamer: Streamer = stream_process,
 ) -> Result[int, RemoteFailure]:
-    """Stream ``job.log`` from its start to ``sink`` until the job has ended (``eps logs -f``)."""
-    return stream_remote(remote, render_follow(root), sink, streamer=streamer)
+    """Stream ``job.log`` from its start to ``sink`` until the job has ended (``eps logs -f``);
+    ``wrapper_here``: the job runs on ``remote``, so a wrapper gone without its end ends it too."""
+    return stream_remote(remote, render_follow(root, wrapper_here=wrapper_here), sink, streamer=streamer)
 
 
 def pull_outputs(
