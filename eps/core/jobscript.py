@@ -244,6 +244,7 @@ def render_jobscript(spec: JobSpec) -> str:
         f'  echo "eps: dispatch $EPS_DISPATCH_ID task $EPS_TASK_INDEX/$EPS_TASK_COUNT started'
         f' $(date -u +%FT%TZ) on $(hostname), time limit {limit} s"',
         *_containment(spec),
+        "  _eps_t0=$SECONDS",
         '  ( if [ -n "$_eps_cg" ]; then echo "$BASHPID" > "$_eps_cg/cgroup.procs" 2>/dev/null || :; fi',
         f'    exec timeout -k {grace} {limit} bash "$_eps_root/{lay.script}" body ) &',
         "  _eps_child=$!",
@@ -266,7 +267,7 @@ def render_jobscript(spec: JobSpec) -> str:
         "  # Nothing the job started outlives its end: what is left gets TERM (timeout already sent",
         f"  # it at the limit), then KILL {grace} s after the TERM; the end is written once all is gone.",
         '  if [ -z "$_eps_term_at" ]; then',
-        f'    if [ "$_eps_timed" = 1 ]; then _eps_term_at={limit}; else _eps_stop TERM; fi',
+        f'    if [ "$_eps_timed" = 1 ]; then _eps_term_at=$((_eps_t0 + {limit})); else _eps_stop TERM; fi',
         "  fi",
         "  _eps_drain",
         f"  if [ -s {q(lay.job_ended)} ]; then",
@@ -323,9 +324,11 @@ def _containment(spec: JobSpec) -> list[str]:
     Where the machine offers a writable cgroup v2 subtree (the wrapper's own cgroup, or one
     below it), the job runs in a cgroup of its own (``eps-<dispatch>-<task>-<pid>``): nothing
     it starts can leave it (``setsid``, double forks, ``nohup``), and the end waits until it
-    is empty.  Elsewhere the hold is the job's process group (``timeout``'s): a process that
-    left it (``setsid``) is not waited for here; the VM lane stops whatever still carries
-    its dispatch marker when it releases the job.
+    is empty.  Elsewhere (no cgroup v2, or none this user may write) the hold is best effort:
+    the job's process group (``timeout``'s) and every process that still carries the job's
+    tag in its environment (``_eps_job=<root>``, inherited through ``setsid`` and double
+    forks); a process that left the group *and* cleared its environment can outlive the job
+    there (on a GCP VM or RunPod pod the machine's release ends it).
 
     ``_eps_stop SIG`` signals all of it once (and remembers when the TERM went out);
     ``_eps_drain`` waits until nothing is left, sending KILL ``kill_grace_s`` after the TERM."""
@@ -343,13 +346,19 @@ def _containment(spec: JobSpec) -> list[str]:
         '      rmdir -- "$_eps_cg" 2>/dev/null; _eps_cg=',
         "    fi",
         "  fi",
+        '  export _eps_job="$_eps_root"  # the tag every process of the job inherits',
+        "  _eps_tagged() {",
+        '    grep -lzxF -- "_eps_job=$_eps_root" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3',
+        "  }",
         "  _eps_alive() {",
-        '    if [ -n "$_eps_cg" ]; then { read -r _eps_x < "$_eps_cg/cgroup.procs"; } 2>/dev/null && return 0; fi',
-        '    kill -0 -- "-$_eps_child" 2>/dev/null',
+        '    if [ -n "$_eps_cg" ]; then { read -r _eps_x < "$_eps_cg/cgroup.procs"; } 2>/dev/null; return; fi',
+        '    kill -0 -- "-$_eps_child" 2>/dev/null || [ -n "$(_eps_tagged)" ]',
         "  }",
         "  _eps_signal() {",
         '    kill "-$1" -- "-$_eps_child" 2>/dev/null',
-        '    [ -n "$_eps_cg" ] || return 0',
+        '    if [ -z "$_eps_cg" ]; then',
+        '      for _eps_x in $(_eps_tagged); do kill "-$1" "$_eps_x" 2>/dev/null; done; return 0',
+        "    fi",
         '    if [ "$1" = KILL ] && [ -e "$_eps_cg/cgroup.kill" ]; then echo 1 > "$_eps_cg/cgroup.kill"; return 0; fi',
         '    while read -r _eps_x; do kill "-$1" "$_eps_x" 2>/dev/null; done < "$_eps_cg/cgroup.procs"',
         "  }",
@@ -359,7 +368,8 @@ def _containment(spec: JobSpec) -> list[str]:
         '    _eps_signal "$1"',
         "  }",
         "  _eps_drain() {",
-        f"    _eps_kill_at=$((_eps_term_at + {grace})); _eps_given_up=",
+        # SECONDS counts whole seconds: one more keeps the grace at least grace_s long
+        f"    _eps_kill_at=$((_eps_term_at + {grace} + 1)); _eps_given_up=",
         "    while _eps_alive; do",
         '      if [ -z "$_eps_given_up" ] && [ "$SECONDS" -ge "$_eps_kill_at" ]; then',
         f'        echo "eps: still running {grace} s after the TERM: KILL"',

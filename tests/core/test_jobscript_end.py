@@ -140,3 +140,21 @@ def _until(pred: object, timeout_s: float = 15) -> None:
     while not pred():  # type: ignore[operator]
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def test_without_a_cgroup_the_tagged_processes_are_stopped_too(tmp_path: Path) -> None:
+    """The best effort where no cgroup v2 can be written (here: its mount made read-only in a
+    mount namespace of the test's own): the process group, and what carries the job's tag."""
+    if os.geteuid() != 0:
+        pytest.skip("making the cgroup mount read-only in a private mount namespace needs root")
+    mounts = Path("/proc/mounts").read_text().splitlines()
+    cgroup2 = [line.split()[1] for line in mounts if line.split()[2] == "cgroup2"]
+    if not cgroup2:
+        pytest.skip("no cgroup v2 here: the wrapper always takes the best effort (the other tests cover it)")
+    line = "(nohup sleep 3605 >/dev/null 2>&1 &); setsid nohup sleep 3606 >/dev/null 2>&1 & sleep 0.3; exit 0"
+    root = stage(tmp_path, JobSpec((line,), "nocg", 60, kill_grace_s=2))
+    inner = f"mount -o remount,ro {cgroup2[0]} && bash {root / LAYOUT.script} run"
+    proc = subprocess.run(["unshare", "-m", "bash", "-c", inner], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, (proc.stderr, (root / LAYOUT.log).read_text())
+    assert not _contained(root)
+    assert _pids_with("sleep 3605") == [] and _pids_with("sleep 3606") == []
