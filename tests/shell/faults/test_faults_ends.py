@@ -142,7 +142,7 @@ def test_a_job_that_kills_its_wrapper_ends_with_its_code_unknown(
 
 @pytest.mark.parametrize("lane", LANES)
 def test_the_term_handlers_checkpoint_is_pulled(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, lane: str) -> None:
-    line = 'trap \'sleep 5; echo saved > "$EPS_OUTPUT_DIR/checkpoint.pt"; exit 1\' TERM; sleep 100 & wait'
+    line = "trap 'sleep 5; echo saved > \"$EPS_OUTPUT_DIR/checkpoint.pt\"; exit 1' TERM; sleep 100 & wait"
     rc, out, err = eps.run("execute", *JOB[lane], "--time-limit", "3s", "--wait", "--", *_bash(line), timeout_s=120)
     assert rc == 124, (out, err)
     d = eps.dispatch_ids()[-1]
