@@ -378,15 +378,19 @@ def cancel(
     targets = {r.id: r for root in roots for r in (root, *ledger.children(root.id))}
     report: dict[str, Any] = {"cancelled": [], "finished": [], "errors": []}
     finisher = Finisher(ledger, lanes)
+    started = []
     for r in targets.values():
         if r.state in (DispatchState.ENDED, DispatchState.FAILED):
             report["finished"].append(f"{r.id}: already {r.state.value}; nothing to cancel")
             continue
         if r.state is DispatchState.STARTED and r.handle is not None:
-            _stop_started(ledger, finisher, r, report)
+            started.append(r)
             continue
         ledger.set_dispatch(r.id, DispatchState.CANCELLED, message="cancelled by eps cancel")
         report["cancelled"].append(r.id)
+    # started jobs are stopped and pulled side by side (each may take its kill grace)
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(started) or 1))) as pool:
+        list(pool.map(partial(_stop_started, ledger, finisher, report=report), started))
     for d in targets:  # a live walker sees the mark at its next step and stops
         poll_until(partial(_walker_gone, ledger, d), timeout_s=wait_s, interval_s=0.2)
     rec = Reconciler(ledger, lanes, reporter, workers=workers)
@@ -398,7 +402,7 @@ def cancel(
     return report
 
 
-def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, report: dict[str, Any]) -> None:
+def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, report: dict[str, Any]) -> None:
     """Cancel a started job: nothing it wrote is lost.  One that had already ended (its end
     written, not yet pulled) is finished instead (pulled, then released; its own code stays);
     a running one is stopped (TERM, KILL after the grace) and its partial outputs and log are

@@ -14,11 +14,23 @@ the local fakes, whose machines are the real test sshd), ``eps`` as child proces
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faults_support import Eps, GcpTrap, RunpodTrap, assert_ledger_consistent, assert_no_orphans, tmpfs, wait_until
+from faults_support import (
+    ENTRY,
+    Child,
+    Eps,
+    GcpTrap,
+    RunpodTrap,
+    assert_ledger_consistent,
+    assert_no_orphans,
+    tmpfs,
+    wait_until,
+)
 
 LANES = ("vm", "gcp", "runpod")
 JOB = {
@@ -148,3 +160,32 @@ def test_the_term_handlers_checkpoint_is_pulled(eps: Eps, gtrap: GcpTrap, rtrap:
     d = eps.dispatch_ids()[-1]
     assert (eps.state / "outputs" / d / "checkpoint.pt").read_text() == "saved\n"
     assert _live(lane, gtrap, rtrap, d) == []
+
+
+@pytest.mark.parametrize("lane", ["gcp", "runpod"])
+def test_an_unreadable_workdir_file_is_bad_input_before_a_machine_is_made(
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path, lane: str
+) -> None:
+    """Issue 19 (10): found when the files are listed, not after the machine was made.  As
+    root the child drops the capabilities that let root read any file (setpriv), so the
+    mode-000 file is unreadable to it as to any other user."""
+    wd = tmp_path / "project"
+    wd.mkdir()
+    (wd / "ok.txt").write_text("fine")
+    secret = wd / "server.key"
+    secret.write_text("x")
+    secret.chmod(0)
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        caps = "-dac_override,-dac_read_search"
+        prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+    pin = ("--pin", "runpod") if lane == "runpod" else ("--pin", "gcp")
+    child = Child([*prefix, sys.executable, "-c", ENTRY, "execute", "cpu-small", "--duration", "30m", *pin,
+                   "--workdir", str(wd), "--", "true"], eps.env, eps.tmp)  # fmt: skip
+    eps.children.append(child)
+    rc = child.wait(60)
+    assert rc == 2, (child.lines, child.err)
+    lines = child.err.strip().splitlines()
+    assert len(lines) == 1 and "server.key cannot be read" in lines[0], child.err
+    assert gtrap.inserts() == [] and rtrap.created == []
+    assert not (eps.state / "ledger.sqlite3").exists() or eps.dispatch_ids() == []
