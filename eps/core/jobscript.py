@@ -421,6 +421,23 @@ def render_cancel(root: str) -> str:
     )
 
 
+def render_reap(root: str) -> str:
+    """The shell line that KILLs what a job left running when its wrapper died without its
+    end (so nobody drains it): its cgroup when it had one, and every process carrying its
+    tag (``_eps_job=<root>``).  Prints nothing; always succeeds."""
+    lay = LAYOUT.under(root)
+    return (
+        f"cd -- {_quote(root, 'root')} 2>/dev/null || exit 0; r=$(pwd -P); "
+        f"c=$(cat -- {_quote(lay.cgroup, 'root')} 2>/dev/null); "
+        'if [ -n "$c" ] && [ -d "$c" ]; then '
+        '{ echo 1 > "$c/cgroup.kill"; } 2>/dev/null || '
+        '{ while read -r p; do kill -KILL "$p" 2>/dev/null; done < "$c/cgroup.procs"; } 2>/dev/null; fi; '
+        'for p in $(grep -lzxF -- "_eps_job=$r" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); '
+        'do kill -KILL "$p" 2>/dev/null; done; '
+        'if [ -n "$c" ]; then sleep 0.5; rmdir -- "$c" 2>/dev/null; fi; exit 0'
+    )
+
+
 #: The records the probe reads: LAYOUT field names, which are also the keys it prints.
 _PROBED = ("pid", "started_at", "ended_at", "status", "exit_code")
 

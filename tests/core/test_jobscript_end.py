@@ -160,3 +160,14 @@ def test_without_a_cgroup_the_tagged_processes_are_stopped_too(tmp_path: Path) -
     assert proc.returncode == 0, (proc.stderr, (root / LAYOUT.log).read_text())
     assert not _contained(root)
     assert _pids_with("sleep 3605") == [] and _pids_with("sleep 3606") == []
+
+
+def test_reap_stops_what_a_job_whose_wrapper_died_left_running(tmp_path: Path) -> None:
+    from eps.core.jobscript import render_reap
+
+    line = 'setsid nohup sleep 3607 >/dev/null 2>&1 & kill -9 "$(cat ../pid)"; sleep 3608'
+    root = stage(tmp_path, JobSpec((line,), "reap", 60))
+    subprocess.run(["bash", str(root / "run.sh"), "start"], capture_output=True, check=True, timeout=15)
+    _until(lambda: records(root).wrapper_gone and bool(_pids_with("sleep 3608")))
+    subprocess.run(["bash", "-c", render_reap(str(root))], check=True, timeout=30)
+    _until(lambda: not _pids_with("sleep 3607") and not _pids_with("sleep 3608"))

@@ -28,7 +28,16 @@ from eps.core.model import Job
 from eps.core.outcome import FailureKind, LaneFailure
 from eps.shell.remote.errors import RemoteFailure
 from eps.shell.remote.ignore import Workdir, select_workdir
-from eps.shell.remote.job import cancel_job, follow_log, probe_job, pull_log, pull_outputs, stage_job, start_job
+from eps.shell.remote.job import (
+    cancel_job,
+    follow_log,
+    probe_job,
+    pull_log,
+    pull_outputs,
+    reap_job,
+    stage_job,
+    start_job,
+)
 from eps.shell.remote.ssh import BRIEF, Patience, Remote
 
 
@@ -121,6 +130,11 @@ def probe(site: Site) -> Result[JobProgress, LaneFailure]:
 
 def follow(site: Site, sink: Callable[[bytes], None]) -> Result[int, LaneFailure]:
     return follow_log(site.remote, site.root, sink, wrapper_here=site.runs_here).alt(_lane)
+
+
+def reap(site: Site) -> Result[None, LaneFailure]:
+    """KILL what is left of a job whose wrapper died without its end (nobody else will)."""
+    return reap_job(site.remote, site.root).alt(_lane)
 
 
 def cancel(site: Site) -> Result[None, LaneFailure]:

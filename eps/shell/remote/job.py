@@ -24,6 +24,7 @@ from eps.core.jobscript import (
     render_follow,
     render_jobscript,
     render_probe,
+    render_reap,
     render_start,
 )
 from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
@@ -165,6 +166,15 @@ def cancel_job(
 ) -> Result[None, RemoteFailure]:
     """Stop a running job (its wrapper records ``killed``); nothing when it has ended."""
     done = check_remote(remote, render_cancel(root), f"cancelling the job in {root}", patience=patience, runner=runner)
+    return done.map(lambda _: None)
+
+
+def reap_job(
+    remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process
+) -> Result[None, RemoteFailure]:
+    """KILL what a job whose wrapper died left running (:func:`~eps.core.jobscript.render_reap`)."""
+    done = check_remote(remote, render_reap(root), f"stopping what is left of the job in {root}",
+                        patience=patience, runner=runner)  # fmt: skip
     return done.map(lambda _: None)
 
 

@@ -86,6 +86,8 @@ class Finisher:
                 return Collected(False, f"outputs not pulled: {f.message}")
             case Success((site, progress)):
                 pass
+        if progress.gone:
+            J.reap(site)  # what the job left running: nothing outlives its end, nothing writes after it
         if progress.ended:
             self.ledger.record_end(row.id, progress.exit_code, progress.status, float(progress.ended_at or self.wall()))
         if not progress.exists:
