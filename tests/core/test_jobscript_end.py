@@ -160,7 +160,8 @@ def test_without_a_cgroup_the_tagged_processes_are_stopped_too(tmp_path: Path) -
     assert proc.returncode == 0, (proc.stderr, (root / LAYOUT.log).read_text())
     assert not _contained(root)
     assert " rw," in next(x for x in Path("/proc/mounts").read_text().splitlines() if x.split()[2] == "cgroup2")
-    _until(lambda: _pids_with("sleep 3605") == [] and _pids_with("sleep 3606") == [], 5)  # a KILLed one may still be exiting
+    # a KILLed one may still be exiting for a moment
+    _until(lambda: _pids_with("sleep 3605") == [] and _pids_with("sleep 3606") == [], 5)
 
 
 def test_reap_stops_what_a_job_whose_wrapper_died_left_running(tmp_path: Path) -> None:
