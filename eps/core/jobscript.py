@@ -16,16 +16,23 @@ root is.  It has three modes:
 What the wrapper does, in order: append all output to ``job.log``; write
 ``pid`` and ``started-at``; create ``out/`` and export ``EPS_OUTPUT_DIR``,
 ``EPS_DISPATCH_ID``, ``EPS_TASK_INDEX``, ``EPS_TASK_COUNT`` (and
-``PYTHONUNBUFFERED=1`` so the log is live); load the named variables from the
-``env`` file; then, under one ``timeout`` for setup and command together, in
-``work/``: the setup line once through ``bash -lc`` (a failure ends the job
-with the setup's code, and the log says so), then the command.  At the end it
-writes ``status`` (:class:`JobEnd`), ``ended-at`` and, last and atomically
-(tmp + mv), ``exit-code``: a caller that sees ``exit-code`` sees the rest.
+``PYTHONUNBUFFERED=1`` so the log is live); check that the ``env`` file has the
+named variables (in a subshell: the values never enter the wrapper's own shell,
+so ``--env PATH=...`` cannot break it); then, under one ``timeout`` for setup
+and command together, in the job's own cgroup when the machine offers one
+(:func:`_containment`), the body: load the named variables, in ``work/`` run the
+setup line once through ``bash -lc`` (a failure ends the job with the setup's
+code, and the log says so), then the command.  When the command ended (by
+itself, at the time limit, or stopped), whatever it left running gets TERM, and
+KILL ``kill_grace_s`` after the TERM; only once nothing of the job is left does
+it write ``status`` (:class:`JobEnd`), ``ended-at`` and, last and atomically
+(tmp + mv), ``exit-code``: a caller that sees ``exit-code`` sees the rest, and
+nothing of the job writes after it (a TERM handler's checkpoint is there).
 The time limit is told from a command that itself exits 124: the body marks
 its own end (``.job-ended``) before it exits; a body stopped by ``timeout``
-never does.  TERM/INT/HUP to the wrapper's pid stop the job and record
-``killed``.
+never does.  TERM/INT/HUP to the wrapper's pid stop the job; the end is
+``cancelled`` only when ``eps cancel`` left its ``cancel`` mark first, else
+``killed`` (a signal from elsewhere: exit code 128+N).
 
 Injection rules (the script is read by bash; nothing in it is ever evaluated
 twice):
@@ -74,6 +81,8 @@ class RemoteLayout(NamedTuple):
     env: str = "env"  # KEY=VALUE lines, shell-quoted, mode 0600
     script: str = "run.sh"  # this wrapper
     job_ended: str = ".job-ended"  # internal: the body ended by itself (not stopped)
+    cancel: str = "cancel"  # written by `eps cancel` before its TERM: only that is a cancel
+    cgroup: str = "cgroup"  # the job's own cgroup v2 directory, when the machine offers one
 
     def under(self, root: str) -> RemoteLayout:
         """The same layout with every path joined to ``root``."""
@@ -89,7 +98,8 @@ class JobEnd(StrEnum):
     EXITED = "exited"  # the command ran to its end; exit-code is its code
     SETUP_FAILED = "setup_failed"  # the setup line failed; the command never ran; exit-code is setup's
     TIMED_OUT = "timed_out"  # the time limit stopped it; exit-code is timeout's (124, or 137 after KILL)
-    KILLED = "killed"  # a signal stopped it (cancel), not the time limit
+    KILLED = "killed"  # a signal that eps did not send stopped it (exit-code 128+N: signal N)
+    CANCELLED = "cancelled"  # `eps cancel` stopped it (its TERM, then KILL after the grace)
     ERROR = "error"  # the wrapper could not start the job (missing env name, no timeout binary)
 
 
@@ -104,6 +114,7 @@ class JobSpec(NamedTuple):
     env_names: tuple[str, ...] = ()
     task_index: int = 0
     task_count: int = 1
+    kill_grace_s: int = JOB_LIFECYCLE.kill_grace_s  # from the TERM to the KILL
 
 
 class JobProgress(NamedTuple):
@@ -116,10 +127,18 @@ class JobProgress(NamedTuple):
     status: JobEnd | None = None
     exit_code: int | None = None
     alive: bool = False  # the wrapper's pid is live (meaningful only on the machine that ran it)
+    gone: bool = False  # set by a reader that knows ``alive`` is meaningful: the wrapper died without its end
 
     @property
     def ended(self) -> bool:
-        return self.exit_code is not None
+        return self.exit_code is not None or self.gone
+
+    @property
+    def wrapper_gone(self) -> bool:
+        """The wrapper died without writing its end (killed with -9, the machine's OOM killer):
+        the end will never be written.  Meaningful only when the probe ran on the machine that
+        runs the job (``alive``)."""
+        return self.exists and self.pid is not None and not self.alive and self.exit_code is None
 
     @property
     def launched(self) -> bool:
@@ -135,6 +154,7 @@ class JobScriptError(ValueError):
         super().__init__(f"cannot render job script: {field} {value!r} {why}")
         self.field = field
         self.value = value
+        self.why = why
 
 
 #: Names the wrapper exports itself; an env file may not override them.
@@ -151,7 +171,7 @@ def render_jobscript(spec: JobSpec) -> str:
     q = quote_arg
     lay = LAYOUT
     limit = spec.time_limit_s
-    grace = JOB_LIFECYCLE.kill_grace_s
+    grace = spec.kill_grace_s
     # one element: a shell line for bash -lc; more: an argv, each word quoted
     shell_line = len(spec.command) == 1
     command = f"bash -lc {q(spec.command[0])}" if shell_line else " ".join(q(arg) for arg in spec.command)
@@ -190,7 +210,7 @@ def render_jobscript(spec: JobSpec) -> str:
         "run)",
         f"  exec </dev/null >>{q(lay.log)} 2>&1",
         f'  _eps_put {q(lay.pid)} "$$"',
-        f"  rm -f -- {q(lay.exit_code)} {q(lay.status)} {q(lay.ended_at)} {q(lay.job_ended)}",
+        f"  rm -f -- {q(lay.exit_code)} {q(lay.status)} {q(lay.ended_at)} {q(lay.job_ended)} {q(lay.cancel)}",
         f'  _eps_put {q(lay.started_at)} "$(date +%s)"',
         f"  mkdir -p -- {q(lay.outputs)} {q(lay.workdir)}",
         f"  export EPS_DISPATCH_ID={q(spec.dispatch_id)}",
@@ -205,17 +225,16 @@ def render_jobscript(spec: JobSpec) -> str:
         "  }",
     ]
     if spec.env_names:
+        # checked in a subshell: the values never enter the wrapper's own shell (a --env PATH
+        # cannot break it); the body loads them
         lines += [
-            f"  if [ -f {q(lay.env)} ]; then",
-            f"    . ./{lay.env} || _eps_end {JobEnd.ERROR} 78",
-            "  fi",
-            f"  for _eps_n in {names}; do",
-            '    if [ -z "${!_eps_n+x}" ]; then',
-            f'      echo "eps: $_eps_n is not set in {lay.env}; the job did not run"',
-            f"      _eps_end {JobEnd.ERROR} 78",
-            "    fi",
-            '    export "$_eps_n"',
-            "  done",
+            f"  ( if [ -f {q(lay.env)} ]; then . ./{lay.env} || exit 1; fi",
+            f"    for _eps_n in {names}; do",
+            '      if [ -z "${!_eps_n+x}" ]; then',
+            f'        echo "eps: $_eps_n is not set in {lay.env}; the job did not run"',
+            "        exit 1",
+            "      fi",
+            f"    done ) || _eps_end {JobEnd.ERROR} 78",
         ]
     lines += [
         "  if ! command -v timeout >/dev/null 2>&1; then",
@@ -224,10 +243,14 @@ def render_jobscript(spec: JobSpec) -> str:
         "  fi",
         f'  echo "eps: dispatch $EPS_DISPATCH_ID task $EPS_TASK_INDEX/$EPS_TASK_COUNT started'
         f' $(date -u +%FT%TZ) on $(hostname), time limit {limit} s"',
-        f'  timeout -k {grace} {limit} bash "$_eps_root/{lay.script}" body &',
+        *_containment(spec),
+        "  _eps_t0=$SECONDS",
+        '  ( if [ -n "$_eps_cg" ]; then echo "$BASHPID" > "$_eps_cg/cgroup.procs" 2>/dev/null || :; fi',
+        '    export _eps_job="$_eps_root"  # the tag every process of the job inherits (not the wrapper\'s own)',
+        f'    exec timeout -k {grace} {limit} bash "$_eps_root/{lay.script}" body ) &',
         "  _eps_child=$!",
-        "  _eps_cancelled=0",
-        "  trap '_eps_int=1; _eps_cancelled=1; kill -TERM \"$_eps_child\" 2>/dev/null' TERM INT HUP",
+        "  _eps_term_at=",
+        "  trap '_eps_int=1; _eps_stop TERM' TERM INT HUP",
         "  # wait returns early when a trapped signal arrives: then wait again for the job's own code",
         "  _eps_rc=",
         "  while :; do",
@@ -238,11 +261,21 @@ def render_jobscript(spec: JobSpec) -> str:
         "    _eps_rc=$_eps_w",
         '    [ "$_eps_int" = 1 ] || break',
         "  done",
+        f'  _eps_timed=0; if [ "$_eps_rc" = 124 ] || {{ [ "$_eps_rc" = 137 ] && [ "$SECONDS" -ge {limit} ]; }}; then',
+        "    _eps_timed=1",
+        "  fi",
+        f'  if [ -s {q(lay.job_ended)} ]; then _eps_timed=0; fi',
+        "  # Nothing the job started outlives its end: what is left gets TERM (timeout already sent",
+        f"  # it at the limit), then KILL {grace} s after the TERM; the end is written once all is gone.",
+        '  if [ -z "$_eps_term_at" ]; then',
+        f'    if [ "$_eps_timed" = 1 ]; then _eps_term_at=$((_eps_t0 + {limit})); else _eps_stop TERM; fi',
+        "  fi",
+        "  _eps_drain",
         f"  if [ -s {q(lay.job_ended)} ]; then",
         f'    _eps_end "$(cat -- {q(lay.job_ended)})" "$_eps_rc"',
-        '  elif [ "$_eps_cancelled" = 1 ]; then',
-        f'    _eps_end {JobEnd.KILLED} "$_eps_rc"',
-        f'  elif [ "$_eps_rc" = 124 ] || {{ [ "$_eps_rc" = 137 ] && [ "$SECONDS" -ge {limit} ]; }}; then',
+        f"  elif [ -e {q(lay.cancel)} ]; then",
+        f'    _eps_end {JobEnd.CANCELLED} "$_eps_rc"',
+        '  elif [ "$_eps_timed" = 1 ]; then',
         f'    echo "eps: time limit of {limit} s reached: the job was stopped"',
         f'    _eps_end {JobEnd.TIMED_OUT} "$_eps_rc"',
         "  else",
@@ -250,6 +283,13 @@ def render_jobscript(spec: JobSpec) -> str:
         "  fi",
         "  ;;",
         "body)",
+    ]
+    if spec.env_names:
+        lines += [
+            f"  if [ -f {q(lay.env)} ]; then . ./{lay.env} || exit 78; fi",
+            f"  export {names}",
+        ]
+    lines += [
         f"  cd -- {q(lay.workdir)} || exit 70",
     ]
     if spec.setup is not None:
@@ -259,14 +299,14 @@ def render_jobscript(spec: JobSpec) -> str:
             "  _eps_rc=$?",
             '  if [ "$_eps_rc" != 0 ]; then',
             '    echo "eps: setup failed with exit code $_eps_rc; the command did not run"',
-            f'    _eps_put "$_eps_root/{lay.job_ended}" {JobEnd.SETUP_FAILED}',
+            f"    printf '%s\\n' {JobEnd.SETUP_FAILED} > \"$_eps_root/{lay.job_ended}\"",
             '    exit "$_eps_rc"',
             "  fi",
         ]
     lines += [
         f"  {command}",
         "  _eps_rc=$?",
-        f'  _eps_put "$_eps_root/{lay.job_ended}" {JobEnd.EXITED}',
+        f"  printf '%s\\n' {JobEnd.EXITED} > \"$_eps_root/{lay.job_ended}\"",
         '  exit "$_eps_rc"',
         "  ;;",
         "*)",
@@ -276,6 +316,72 @@ def render_jobscript(spec: JobSpec) -> str:
         "esac",
     ]
     return "\n".join(lines) + "\n"
+
+
+
+def _containment(spec: JobSpec) -> list[str]:
+    """The wrapper's hold on everything the job starts, and how it stops it all.
+
+    Where the machine offers a writable cgroup v2 subtree (the wrapper's own cgroup, or one
+    below it), the job runs in a cgroup of its own (``eps-<dispatch>-<task>-<pid>``): nothing
+    it starts can leave it (``setsid``, double forks, ``nohup``), and the end waits until it
+    is empty.  Elsewhere (no cgroup v2, or none this user may write) the hold is best effort:
+    the job's process group (``timeout``'s) and every process that still carries the job's
+    tag in its environment (``_eps_job=<root>``, inherited through ``setsid`` and double
+    forks); a process that left the group *and* cleared its environment can outlive the job
+    there (on a GCP VM or RunPod pod the machine's release ends it).
+
+    ``_eps_stop SIG`` signals all of it once (and remembers when the TERM went out);
+    ``_eps_drain`` waits until nothing is left, sending KILL ``kill_grace_s`` after the TERM."""
+    grace = spec.kill_grace_s
+    name = quote_arg(f"eps-{spec.dispatch_id}-{spec.task_index}-")
+    return [
+        "  _eps_cg=",
+        "  _eps_m=$(awk '$3 == \"cgroup2\" { print $2; exit }' /proc/mounts 2>/dev/null)",
+        "  _eps_p=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null)",
+        '  if [ -n "$_eps_m" ] && [ -n "$_eps_p" ] && [ -d "$_eps_m$_eps_p" ]; then',
+        f'    _eps_cg="${{_eps_m%/}}${{_eps_p%/}}/"{name}"$$"',
+        '    if mkdir -- "$_eps_cg" 2>/dev/null && ( echo "$BASHPID" > "$_eps_cg/cgroup.procs" ) 2>/dev/null; then',
+        '      echo "$_eps_cg" > ' + quote_arg(LAYOUT.cgroup),
+        "    else",
+        '      rmdir -- "$_eps_cg" 2>/dev/null; _eps_cg=',
+        "    fi",
+        "  fi",
+        "  _eps_tagged() {",
+        '    grep -lzxF -- "_eps_job=$_eps_root" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3',
+        "  }",
+        "  _eps_alive() {",
+        '    if [ -n "$_eps_cg" ]; then { read -r _eps_x < "$_eps_cg/cgroup.procs"; } 2>/dev/null; return; fi',
+        '    kill -0 -- "-$_eps_child" 2>/dev/null || [ -n "$(_eps_tagged)" ]',
+        "  }",
+        "  _eps_signal() {",
+        '    kill "-$1" -- "-$_eps_child" 2>/dev/null',
+        '    if [ -z "$_eps_cg" ]; then',
+        '      for _eps_x in $(_eps_tagged); do kill "-$1" "$_eps_x" 2>/dev/null; done; return 0',
+        "    fi",
+        '    if [ "$1" = KILL ] && [ -e "$_eps_cg/cgroup.kill" ]; then echo 1 > "$_eps_cg/cgroup.kill"; return 0; fi',
+        '    while read -r _eps_x; do kill "-$1" "$_eps_x" 2>/dev/null; done < "$_eps_cg/cgroup.procs"',
+        "  }",
+        "  _eps_stop() {",
+        '    [ -n "$_eps_term_at" ] && return 0',
+        "    _eps_term_at=$SECONDS",
+        '    _eps_signal "$1"',
+        "  }",
+        "  _eps_drain() {",
+        # SECONDS counts whole seconds: one more keeps the grace at least grace_s long
+        f"    _eps_kill_at=$((_eps_term_at + {grace} + 1)); _eps_given_up=",
+        "    while _eps_alive; do",
+        '      if [ -z "$_eps_given_up" ] && [ "$SECONDS" -ge "$_eps_kill_at" ]; then',
+        f'        echo "eps: still running {grace} s after the TERM: KILL"',
+        "        _eps_signal KILL; _eps_given_up=$((SECONDS + 10))",
+        '      elif [ -n "$_eps_given_up" ] && [ "$SECONDS" -ge "$_eps_given_up" ]; then',
+        '        echo "eps: processes of the job survived KILL (uninterruptible?); ending anyway"; break',
+        "      fi",
+        "      sleep 0.2",
+        "    done",
+        '    if [ -n "$_eps_cg" ]; then rmdir -- "$_eps_cg" 2>/dev/null; fi',
+        "  }",
+    ]
 
 
 def render_env_file(values: Mapping[str, str]) -> str:
@@ -304,12 +410,31 @@ def render_start(root: str) -> str:
 
 
 def render_cancel(root: str) -> str:
-    """The shell line that stops a running job (TERM to the wrapper, which stops the
-    job's process tree and records ``killed``); does nothing when it has ended."""
+    """The shell line that stops a running job: it leaves the ``cancel`` mark (only that makes
+    an end ``cancelled``), then TERMs the wrapper, which stops everything the job started
+    (KILL after the grace) and records ``cancelled``; does nothing when it has ended."""
     lay = LAYOUT.under(root)
     return (
         f"test -e {_quote(lay.exit_code, 'root')} || "
-        f'{{ p=$(cat -- {_quote(lay.pid, "root")} 2>/dev/null) && [ -n "$p" ] && kill -TERM "$p"; }}'
+        f"{{ : > {_quote(lay.cancel, 'root')}; "
+        f'p=$(cat -- {_quote(lay.pid, "root")} 2>/dev/null) && [ -n "$p" ] && kill -TERM "$p"; }}'
+    )
+
+
+def render_reap(root: str) -> str:
+    """The shell line that KILLs what a job left running when its wrapper died without its
+    end (so nobody drains it): its cgroup when it had one, and every process carrying its
+    tag (``_eps_job=<root>``).  Prints nothing; always succeeds."""
+    lay = LAYOUT.under(root)
+    return (
+        f"cd -- {_quote(root, 'root')} 2>/dev/null || exit 0; r=$(pwd -P); "
+        f"c=$(cat -- {_quote(lay.cgroup, 'root')} 2>/dev/null); "
+        'if [ -n "$c" ] && [ -d "$c" ]; then '
+        '{ echo 1 > "$c/cgroup.kill"; } 2>/dev/null || '
+        '{ while read -r p; do kill -KILL "$p" 2>/dev/null; done < "$c/cgroup.procs"; } 2>/dev/null; fi; '
+        'for p in $(grep -lzxF -- "_eps_job=$r" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); '
+        'do kill -KILL "$p" 2>/dev/null; done; '
+        'if [ -n "$c" ]; then sleep 0.5; rmdir -- "$c" 2>/dev/null; fi; exit 0'
     )
 
 
@@ -323,11 +448,13 @@ def render_probe(root: str) -> str:
     ``pid`` is a live process *on the machine the probe runs on*), or ``missing``
     when the root does not exist."""
     parts = [f"cd -- {_quote(root, 'root')} 2>/dev/null || {{ echo missing; exit 0; }}"]
+    # alive first, the records after: a wrapper seen dead before its exit-code was looked for
+    # had really gone without one (it writes exit-code before it exits)
+    pid = quote_arg(LAYOUT.pid)
+    parts.append(f'p=$(cat -- {pid} 2>/dev/null); if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then a=1; else a=0; fi')
     for field in _PROBED:
         name = quote_arg(getattr(LAYOUT, field))
         parts.append(f"printf '{field}=%s\\n' \"$(head -c 64 -- {name} 2>/dev/null)\"")
-    pid = quote_arg(LAYOUT.pid)
-    parts.append(f'p=$(cat -- {pid} 2>/dev/null); if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then a=1; else a=0; fi')
     parts.append("echo alive=$a")
     return "; ".join(parts)
 
@@ -354,21 +481,37 @@ def parse_probe(text: str) -> JobProgress:
     )
 
 
-def render_follow(root: str, *, poll_s: int = 1) -> str:
+def render_follow(root: str, *, poll_s: int = 1, wrapper_here: bool = False) -> str:
     """The shell line that streams ``job.log`` from its start and stops once the job
     has ended (``exit-code`` written) and the last lines are out, or when the reader
-    went away (tail died on a closed pipe)."""
+    went away (tail died on a closed pipe).  ``wrapper_here``: it runs on the job's own
+    machine, so a wrapper that is gone without writing ``exit-code`` ends it as well."""
     lay = LAYOUT.under(root)
     log = _quote(lay.log, "root")
     done = _quote(lay.exit_code, "root")
+    gone = ""
+    if wrapper_here:
+        pid = _quote(lay.pid, "root")
+        gone = (
+            f'p=$(cat -- {pid} 2>/dev/null); if [ -n "$p" ] && ! kill -0 "$p" 2>/dev/null && [ ! -e {done} ]; '
+            "then break; fi; "
+        )
     return (
         f"tail -n +1 -F -- {log} 2>/dev/null & t=$!; "
-        f'while kill -0 "$t" 2>/dev/null && [ ! -e {done} ]; do sleep {poll_s}; done; '
+        f'while kill -0 "$t" 2>/dev/null && [ ! -e {done} ]; do {gone}sleep {poll_s}; done; '
         f'sleep {poll_s}; kill "$t" 2>/dev/null; wait "$t" 2>/dev/null; exit 0'
     )
 
 
 # ------------------------------------------------------------------ checks ---
+
+
+def check_spec(spec: JobSpec, env: Mapping[str, str] | None = None) -> None:
+    """Everything :func:`render_jobscript` (and :func:`render_env_file` for ``env``) would
+    refuse, refused now: a caller checks its input before anything is made."""
+    _check(spec)
+    if env is not None:
+        render_env_file(env)
 
 
 def _check(spec: JobSpec) -> None:
@@ -383,6 +526,8 @@ def _check(spec: JobSpec) -> None:
             raise JobScriptError("setup", spec.setup, "is a blank shell line")
         _quote(spec.setup, "setup")
     _check_dispatch_id(spec.dispatch_id)
+    if spec.kill_grace_s <= 0:
+        raise JobScriptError("kill grace", str(spec.kill_grace_s), "must be positive seconds")
     if spec.time_limit_s <= 0:
         raise JobScriptError("time limit", str(spec.time_limit_s), "must be positive seconds")
     if spec.task_count < 1 or not 0 <= spec.task_index < spec.task_count:

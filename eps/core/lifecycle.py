@@ -2,9 +2,11 @@
 as, and what its end is called (pure).
 
 The status words (never one word for every end): ``succeeded``, ``failed (exit N)``,
-``failed (setup, exit N)``, ``timed out``, ``cancelled``, ``preempted``, ``running``,
-``queued``, and ``ended (exit code unknown)`` when the machine vanished before the
-job's record could be read (a preempted spot VM, a pod gone).
+``failed (setup, exit N)``, ``timed out``, ``cancelled`` (only ``eps cancel``),
+``killed by signal N`` (a signal eps did not send: exit 128+N), ``preempted``,
+``running``, ``queued``, and ``ended (exit code unknown)`` when the machine vanished
+before the job's record could be read (a preempted spot VM, a pod gone), or the job's
+wrapper died without writing its end.
 """
 
 from __future__ import annotations
@@ -80,8 +82,10 @@ def result_word(state: DispatchState, job_status: str | None, exit_code: int | N
     match job_status:
         case JobEnd.TIMED_OUT:
             return "timed out"
-        case JobEnd.KILLED:
+        case JobEnd.CANCELLED:
             return "cancelled"
+        case JobEnd.KILLED if exit_code is not None and 128 < exit_code < 192:
+            return f"killed by signal {exit_code - 128}"
         case JobEnd.SETUP_FAILED:
             return f"failed (setup, exit {exit_code})"
         case JobEnd.ERROR:
@@ -92,8 +96,9 @@ def result_word(state: DispatchState, job_status: str | None, exit_code: int | N
 
 
 def exit_status(state: DispatchState, job_status: str | None, exit_code: int | None) -> int:
-    """The exit status ``eps wait`` / ``execute --wait`` leave with: the job's own code;
-    124 for a time limit; 1 when nothing started or the code is unknown; 130 if cancelled."""
+    """The exit status ``eps wait`` / ``execute --wait`` leave with: the job's own code
+    (128+N when a signal N killed it); 124 for a time limit; 1 when nothing started or the
+    code is unknown; 130 if cancelled (by ``eps cancel``)."""
     word = result_word(state, job_status, exit_code)
     if word == "timed out":
         return 124

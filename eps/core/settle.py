@@ -6,7 +6,9 @@ gathers the inventory, asks, and carries the settlement out.  The rules:
 
 - a cancelled, failed or ended dispatch keeps no resource: release everything
   found on the lanes that could be read (a lane that could not be read is
-  reported, and the next reconcile releases what it holds);
+  reported, and the next reconcile releases what it holds), except a machine
+  kept because the pull of its outputs failed (``kept_for_pull``): ``eps pull``
+  releases that one once they came back;
 - otherwise, a lane the dispatch may hold something on could not be read:
   change nothing (``blind``), and say so;
 - a started (or held) dispatch whose machines all finished: keep what they left
@@ -148,6 +150,12 @@ def settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[st
     return s._replace(not_launched=owners)
 
 
+def kept_for_pull(view: DispatchView) -> bool:
+    """The job ended (or was cancelled) but its outputs could not be pulled: its machine is
+    kept until ``eps pull`` brings them back (an attempt of outcome ``kept_for_pull``)."""
+    return any(a.state is AttemptState.ENDED and a.outcome == Outcome.KEPT.value for a in view.attempts)
+
+
 def _owner(item: LiveItem, attempts: Sequence[AttemptRecord]) -> AttemptRecord | None:
     """The live attempt that made ``item`` (the newest on its lane when none names it)."""
     owner = attempt_for(item, attempts) or next(
@@ -161,6 +169,8 @@ def _settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[s
     # Lanes that could not be read and may hold something of this dispatch (a live attempt there).
     unseen = tuple(sorted({a.rung.lane for a in attempts if a.rung.lane in blind and a.state in LIVE_ATTEMPT_STATES}))
     if view.state in RELEASE_ONLY:
+        if kept_for_pull(view):
+            return Settlement(Verdict.NOTHING)  # its outputs are still on it: eps pull releases it
         # Keeps nothing: release what can be seen; a lane that could not be read is
         # reported, and what it may hold is released by the next reconcile.
         if items:

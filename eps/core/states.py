@@ -89,6 +89,9 @@ class Outcome(StrEnum):
     GONE = "gone"
     PREEMPTED = "preempted"
     ENDED = "ended"
+    #: the job ended but its outputs could not be pulled: its machine is kept (not released)
+    #: until ``eps pull`` brings them back
+    KEPT = "kept_for_pull"
 
 
 _D = DispatchState

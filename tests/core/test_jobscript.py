@@ -318,7 +318,7 @@ def test_detached_start_survives_and_records(tmp_path: Path) -> None:
     assert log(root).count("started") == 1
 
 
-def test_cancel_stops_the_job_and_records_killed(tmp_path: Path) -> None:
+def test_cancel_stops_the_job_and_records_cancelled(tmp_path: Path) -> None:
     root = stage(tmp_path, JobSpec(("echo up; sleep 100",), "cancel", 300))
     subprocess.run(["bash", str(root / "run.sh"), "start"], capture_output=True, check=True, timeout=15)
     deadline = time.monotonic() + 10
@@ -330,7 +330,7 @@ def test_cancel_stops_the_job_and_records_killed(tmp_path: Path) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     rec = records(root)
-    assert rec.status is JobEnd.KILLED
+    assert rec.status is JobEnd.CANCELLED
     assert rec.exit_code == 128 + signal.SIGTERM
 
 

@@ -173,3 +173,15 @@ def test_to_probe_names_what_settle_needs_read() -> None:
     queued = slurm_item("7", "high-eur", HandleState.RUNNING)
     assert to_probe(started, [queued], resuming=True) == (queued,)  # its job may have ended
     assert to_probe(view(DispatchState.CANCELLED), [running], resuming=False) == ()
+
+
+@pytest.mark.parametrize("state", [DispatchState.ENDED, DispatchState.CANCELLED])
+def test_a_machine_kept_for_a_failed_pull_is_not_released(state: DispatchState) -> None:
+    """Issue 19 (2): the pull of an ended job's outputs failed; its machine holds them."""
+    items = [vm_item("vm-1", ONDEMAND, HandleState.RUNNING)]
+    kept = attempt(1, ONDEMAND, AttemptState.ENDED, "vm-1")._replace(outcome=Outcome.KEPT.value)
+    s = settle(view(state, kept), items, blind=frozenset(), resuming=False)
+    assert (s.verdict, s.release) == (Verdict.NOTHING, ())
+    ended = kept._replace(outcome=Outcome.ENDED.value)  # pulled: released as before
+    s = settle(view(state, ended), items, blind=frozenset(), resuming=False)
+    assert (s.verdict, s.release) == (Verdict.RELEASE, tuple(items))

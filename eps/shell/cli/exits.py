@@ -44,8 +44,8 @@ EXIT_TABLE: tuple[tuple[int, str, str], ...] = (
 #: ``eps wait`` / ``execute --wait``: the job's own code; these are eps's own words for the rest.
 WAIT_CODES: tuple[tuple[int, str], ...] = (
     (124, "the job's time limit stopped it"),
-    (130, "the job was cancelled"),
-    (1, "nothing started, or the job's exit code is unknown"),
+    (130, "the job was cancelled (by eps cancel)"),
+    (1, "nothing started, the job's exit code is unknown, or its outputs could not be pulled"),
 )
 
 

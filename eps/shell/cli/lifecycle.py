@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from returns.result import Failure, Success
 
 from eps.core.jobscript import LAYOUT
+from eps.core.lifecycle import result_word
 from eps.core.model import Job, JobError, evolve
 from eps.core.states import DispatchState
 
@@ -74,13 +75,31 @@ def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tup
     if setup is not None and not setup.strip():
         raise JobError("setup", "--setup is empty", job)
     job = evolve(job, workdir=workdir, setup=setup, env_names=tuple(values), time_limit_s=limit)
+    if job.command:  # no command at all is Walker.check's to say
+        _check_wrapper(job, values)
     return job, values
 
 
+def _check_wrapper(job: Job, values: Mapping[str, str]) -> None:
+    """What the job wrapper would refuse on the machine (after it was made), refused now:
+    a blank shell line, a name eps or its wrapper sets, a NUL byte."""
+    from eps.core.jobscript import JobScriptError, check_spec
+    from eps.core.lifecycle import job_spec
+
+    try:
+        check_spec(job_spec(job, "check"), values)  # the real dispatch id is checked by Walker.check
+    except JobScriptError as exc:
+        if exc.field == "environment name":
+            raise JobError("env", f"--env {exc.value}: {exc.why}", job) from None
+        if exc.field == "setup":
+            raise JobError("setup", f"--setup {exc.value!r} {exc.why}", job) from None
+        raise JobError("command", f"the {exc.field} {exc.value!r} {exc.why}", job) from None
+
+
 def check_files(job: Job, values: Mapping[str, str]) -> JobFiles:
-    """The files the job ships, listed now: a workdir over the size limit is one line, and
-    what was left out besides the ignore rules' choice (links out of the tree, special
-    files, eps state directories) is said in one line on stderr."""
+    """The files the job ships, listed now: a workdir over the size limit, or with a file eps
+    cannot read, is one line; what was left out besides the ignore rules' choice (links out
+    of the tree, special files, eps state directories) is said in one line on stderr."""
     from eps.shell.lanes.jobs import select_files
 
     selected = select_files(job, values)
@@ -238,11 +257,16 @@ def pull(ledger: Ledger, lanes: Lanes, dispatch: str, to: str | None) -> int:
         to = _pull_target(to)
     for row in rows:
         if to is None:
-            pulled, note = finisher.collect(row)
+            pulled, note, _ = finisher.collect(row)
         else:
             pulled, note = _pull_to(finisher, row, os.path.join(to, row.id) if fanned else to)
         if not pulled:
             raise JobError("pull", f"{row.id}: {note}", None)
+        if to is None and row.state is not DispatchState.STARTED:
+            # what a failed pull had kept the machine for is back: it can go now
+            err = finisher.release_kept(row)
+            if err is not None:
+                note += f"; {err}"
         sys.stdout.write(f"{row.id}: {note}\n")
     J.drop_settled_env_values(ledger)
     return 0

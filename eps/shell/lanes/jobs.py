@@ -31,7 +31,16 @@ from eps.core.outcome import FailureKind, LaneFailure
 from eps.core.states import SETTLED_DISPATCH_STATES
 from eps.shell.remote.errors import RemoteFailure
 from eps.shell.remote.ignore import Workdir, select_workdir
-from eps.shell.remote.job import follow_log, probe_job, pull_log, pull_outputs, stage_job, start_job
+from eps.shell.remote.job import (
+    cancel_job,
+    follow_log,
+    probe_job,
+    pull_log,
+    pull_outputs,
+    reap_job,
+    stage_job,
+    start_job,
+)
 from eps.shell.remote.ssh import BRIEF, Patience, Remote
 
 if TYPE_CHECKING:
@@ -42,10 +51,13 @@ VM_RUNS = "runs"
 
 
 class Site(NamedTuple):
-    """Where one dispatch's job lives: the target and the dispatch root on it."""
+    """Where one dispatch's job lives: the target and the dispatch root on it.  ``runs_here``:
+    the job runs on the machine the site's commands reach (the VM lane, a GCP VM, a RunPod
+    pod; not a SLURM login node), so whether its wrapper is alive can be seen from it."""
 
     remote: Remote
     root: str
+    runs_here: bool = False
 
 
 @frozen
@@ -75,7 +87,29 @@ def select_files(job: Job, env: Mapping[str, str] | None) -> Result[JobFiles, La
                 return Failure(_lane(f))
             case Success(listed):
                 workdir = listed
+        unreadable = [f for f in listed.files if not _readable(os.path.join(listed.root, f))]
+        if unreadable:
+            more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+            return Failure(
+                LaneFailure(
+                    FailureKind.INVALID_REQUEST,
+                    f"workdir file {unreadable[0]}{more} cannot be read, so it cannot be shipped:"
+                    " make it readable, or list it in .epsignore",
+                )
+            )
     return Success(JobFiles(workdir, env if job.env_names else None))
+
+
+def _readable(path: str) -> bool:
+    """Whether eps (and so rsync) can read the file; a symlink ships as a link."""
+    if os.path.islink(path):
+        return True
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
 
 
 def stage(
@@ -104,7 +138,17 @@ def probe(site: Site) -> Result[JobProgress, LaneFailure]:
 
 
 def follow(site: Site, sink: Callable[[bytes], None]) -> Result[int, LaneFailure]:
-    return follow_log(site.remote, site.root, sink).alt(_lane)
+    return follow_log(site.remote, site.root, sink, wrapper_here=site.runs_here).alt(_lane)
+
+
+def reap(site: Site) -> Result[None, LaneFailure]:
+    """KILL what is left of a job whose wrapper died without its end (nobody else will)."""
+    return reap_job(site.remote, site.root).alt(_lane)
+
+
+def cancel(site: Site) -> Result[None, LaneFailure]:
+    """Ask the job to stop (``eps cancel``): its wrapper records ``cancelled``."""
+    return cancel_job(site.remote, site.root).alt(_lane)
 
 
 def pull(site: Site, out_dir: str, log_path: str) -> Result[None, LaneFailure]:

@@ -67,7 +67,7 @@ class MachineAccess(NamedTuple):
             remote = Remote.ssh(host, key, user=self.user, port=port, machine=machine)
         except ValueError as exc:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"the provider gave an unusable address: {exc}"))
-        return Success(Site(remote, self.root(dispatch, job)))
+        return Success(Site(remote, self.root(dispatch, job), runs_here=True))
 
     def site_now(
         self, address: Result[tuple[str, int], LaneFailure], dispatch: str, job: Job, machine: str

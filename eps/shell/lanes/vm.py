@@ -50,7 +50,7 @@ class VmLane:
         return f"pid:{dispatch}"
 
     def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
-        return Success(Site(Remote.local(), site_root(self.work_root, dispatch, job)))
+        return Success(Site(Remote.local(), site_root(self.work_root, dispatch, job), runs_here=True))
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         return Success(handle)  # started in one step: nothing is ever made without its job

@@ -24,6 +24,7 @@ from eps.core.jobscript import (
     render_follow,
     render_jobscript,
     render_probe,
+    render_reap,
     render_start,
 )
 from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
@@ -134,11 +135,18 @@ def wait_job(
 
 
 def follow_log(
-    remote: Remote, root: str, sink: Callable[[bytes], None], *, streamer: Streamer = stream_process
+    remote: Remote,
+    root: str,
+    sink: Callable[[bytes], None],
+    *,
+    wrapper_here: bool = False,
+    streamer: Streamer = stream_process,
 ) -> Result[int, RemoteFailure]:
-    """Stream ``job.log`` from its start to ``sink`` until the job has ended (``eps logs -f``).
+    """Stream ``job.log`` from its start to ``sink`` until the job has ended (``eps logs -f``);
+    ``wrapper_here``: the job runs on ``remote``, so a wrapper gone without its end ends it too.
     The follow ends, there too, once eps is gone: see :func:`until_reader_gone`."""
-    return stream_remote(remote, until_reader_gone(render_follow(root)), sink, streamer=streamer)
+    return stream_remote(remote, until_reader_gone(render_follow(root, wrapper_here=wrapper_here)), sink,
+                         streamer=streamer)  # fmt: skip
 
 
 def until_reader_gone(line: str) -> str:
@@ -172,6 +180,15 @@ def cancel_job(
 ) -> Result[None, RemoteFailure]:
     """Stop a running job (its wrapper records ``killed``); nothing when it has ended."""
     done = check_remote(remote, render_cancel(root), f"cancelling the job in {root}", patience=patience, runner=runner)
+    return done.map(lambda _: None)
+
+
+def reap_job(
+    remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process
+) -> Result[None, RemoteFailure]:
+    """KILL what a job whose wrapper died left running (:func:`~eps.core.jobscript.render_reap`)."""
+    done = check_remote(remote, render_reap(root), f"stopping what is left of the job in {root}",
+                        patience=patience, runner=runner)  # fmt: skip
     return done.map(lambda _: None)
 
 

@@ -1,7 +1,14 @@
 """The end of a job: read its record, bring its outputs and whole log back, then release
 its machine.  Used by ``eps wait``, ``eps pull``, ``eps status`` / ``eps reconcile`` and
 ``eps cancel``: nothing the job wrote is lost before it is pulled, and the machine is
-released only after that (its own linger guards the pull when no eps runs).
+released only after that, or once they could never come back (no machine, no job on it).
+A pull that failed (a full disk, an unreadable target) keeps the machine: its attempt
+says so (outcome ``kept_for_pull``), reconcile leaves it alone, and the ``eps pull`` that
+brings the outputs back releases it.
+
+A job whose wrapper is gone without writing its end (killed with -9, by the job itself
+or the OOM killer) has ended too, with its exit code unknown, where the probe can tell
+(it runs on the job's own machine: the VM lane, a GCP VM, a RunPod pod).
 
 Where things land: outputs in ``<state>/outputs/<dispatch>/``, the log in
 ``<state>/logs/<dispatch>.log``.
@@ -12,6 +19,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from returns.result import Failure, Result, Success
 
@@ -19,9 +27,29 @@ from eps.core.jobscript import JobProgress
 from eps.core.lifecycle import result_word
 from eps.core.outcome import FailureKind, LaneFailure
 from eps.core.states import AttemptState, DispatchState, Outcome
+from eps.core.tables import JOB_LIFECYCLE
 from eps.shell.lanes import Lanes
 from eps.shell.lanes import jobs as J
+from eps.shell.polling import poll_until
 from eps.shell.state.ledger import DispatchRow, Ledger
+
+#: After its TERM, how long ``eps cancel`` waits for the job's end: the wrapper's kill
+#: grace, and time to write the end.
+STOP_WAIT_S = JOB_LIFECYCLE.kill_grace_s + 30.0
+
+
+class Collected(NamedTuple):
+    """What :meth:`Finisher.collect` did.  ``lost``: the outputs can never come back (no
+    machine, or no job ever ran on it), so there is nothing to keep the machine for."""
+
+    pulled: bool
+    note: str
+    lost: bool = False
+
+    @property
+    def kept(self) -> bool:
+        """Not pulled, but still on the machine: keep it for a later ``eps pull``."""
+        return not self.pulled and not self.lost
 
 
 class Finisher:
@@ -43,45 +71,92 @@ class Finisher:
         return self.lanes.get(row.handle.lane).site(row.handle, row.id, row.job)
 
     def progress(self, row: DispatchRow) -> Result[JobProgress, LaneFailure]:
-        """What the job's record says now (from its dispatch root)."""
+        """What the job's record says now (from its dispatch root); a wrapper gone without
+        its end reads as ended (``gone``) where the probe runs on the job's machine."""
         if row.handle is None:
             return Success(JobProgress(exists=False))
-        return self.site(row).bind(J.probe)
+        return self.site(row).bind(_probe)
 
-    def collect(self, row: DispatchRow, to: str | None = None) -> tuple[bool, str]:
-        """Record the job's end (when it has ended) and bring its outputs and log back.
-        Returns (pulled, a note for the dispatch's message)."""
+    def collect(self, row: DispatchRow, to: str | None = None) -> Collected:
+        """Record the job's end (when it has ended) and bring its outputs and log back."""
         if row.handle is None:
-            return False, "nothing ran"
-        match self.site(row).bind(lambda s: J.probe(s).map(lambda p: (s, p))):
+            return Collected(False, "nothing ran", lost=True)
+        match self.site(row).bind(lambda s: _probe(s).map(lambda p: (s, p))):
             case Failure(f):
-                return False, f"outputs not pulled: {f.message}"
+                return Collected(False, f"outputs not pulled: {f.message}")
             case Success((site, progress)):
                 pass
+        if progress.gone:
+            J.reap(site)  # what the job left running: nothing outlives its end, nothing writes after it
         if progress.ended:
             self.ledger.record_end(row.id, progress.exit_code, progress.status, float(progress.ended_at or self.wall()))
         if not progress.exists:
-            return False, "the job never started on its machine (nothing to pull)"
+            return Collected(False, "the job never started on its machine (nothing to pull)", lost=True)
         out = to or self.outputs_dir(row.id)
-        match J.pull(site, out, self.log_path(row.id) if to is None else os.path.join(out, "job.log")):
-            case Failure(f):
-                return False, f"outputs not pulled: {f.message}"
+        try:
+            pulled = J.pull(site, out, self.log_path(row.id) if to is None else os.path.join(out, "job.log"))
+        except OSError as exc:  # the target cannot even be made (a file in the way, no permission)
+            pulled = Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"cannot write to {out}: {exc.strerror or exc}"))
+        if isinstance(pulled, Failure):
+            return Collected(False, f"outputs not pulled: {pulled.failure().message}")
         if to is None:
             self.ledger.mark_pulled(row.id)
         word = result_word(DispatchState.ENDED, progress.status, progress.exit_code) if progress.ended else "running"
-        return True, f"{word}; outputs in {out}"
+        if progress.gone:
+            word += ": its wrapper is gone without writing its end"
+        return Collected(True, f"{word}; outputs in {out}")
 
     def finish(self, row: DispatchRow) -> str:
         """For a job that ended: pull, then release the machine, then the dispatch has ended.
-        A machine is released only after its outputs came back (or could never come back)."""
-        _, note = self.collect(row)
-        if row.handle is not None:
+        A machine is released only after its outputs came back (or could never come back);
+        when the pull failed it is kept, and the note says how to bring them back."""
+        got = self.collect(row)
+        note = got.note
+        if got.kept:
+            note += f"; its machine is kept: eps pull {row.id} brings them back, then releases it"
+        elif row.handle is not None:
             released = self.lanes.get(row.handle.lane).release(row.handle)
             if isinstance(released, Failure):
                 note += f"; machine not released yet: {released.failure().message}"
+        outcome = Outcome.KEPT if got.kept else Outcome.ENDED
         for a in self.ledger.attempts(row.id):
             if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
-                self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=Outcome.ENDED.value, reason=note)
+                self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=outcome.value, reason=note)
         self.ledger.set_dispatch(row.id, DispatchState.ENDED, message=note)
         J.drop_env_values(self.state_dir, row.id)
         return note
+
+    def stop(self, row: DispatchRow, *, within_s: float = STOP_WAIT_S) -> JobProgress | None:
+        """Ask a running job to stop (``eps cancel``: its wrapper TERMs everything, KILLs it
+        after the grace) and wait until its end is written; what its record says then
+        (``None``: the machine did not answer)."""
+        site = self.site(row)
+        if isinstance(site, Failure):
+            return None
+        J.cancel(site.unwrap())
+
+        def ended() -> JobProgress | None:
+            seen = _probe(site.unwrap()).value_or(None)
+            return seen if seen is None or seen.ended or not seen.exists else None
+
+        return poll_until(ended, timeout_s=within_s, interval_s=0.2)
+
+    def release_kept(self, row: DispatchRow) -> str | None:
+        """After ``eps pull`` brought back what a failed pull left: release the machine that
+        was kept for it.  An error message, or ``None``."""
+        kept = [a for a in self.ledger.attempts(row.id) if a.outcome == Outcome.KEPT.value]
+        if not kept or row.handle is None:
+            return None
+        released = self.lanes.get(row.handle.lane).release(row.handle)
+        if isinstance(released, Failure):
+            return f"machine not released yet: {released.failure().message}"
+        for a in kept:
+            self.ledger.update_attempt(a.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED.value)
+        return None
+
+
+def _probe(site: J.Site) -> Result[JobProgress, LaneFailure]:
+    got = J.probe(site)
+    if site.runs_here:
+        return got.map(lambda p: p._replace(gone=True) if p.wrapper_gone else p)
+    return got

@@ -122,12 +122,22 @@ def _nap(
 
 def exit_of(rows: Sequence[DispatchRow], err: Callable[[str], object] | None = None) -> int:
     """The exit status of a waited-for dispatch: the job's own code (one job), else 0 only
-    when every copy succeeded (the others named through ``err``)."""
+    when every copy succeeded (the others named through ``err``).  A job whose outputs did
+    not come back (the pull failed; its machine is kept for ``eps pull``) did not succeed."""
+    say = err or (lambda _line: None)
+    unpulled = [r for r in rows if _not_pulled(r)]
+    for r in unpulled:
+        say(f"eps: {r.id}: {r.message}\n")
     if len(rows) == 1:
         r = rows[0]
-        return exit_status(r.state, r.job_status, r.exit_code)
+        code = exit_status(r.state, r.job_status, r.exit_code)
+        return code if code != 0 or not unpulled else 1
     failed = [r for r in rows if exit_status(r.state, r.job_status, r.exit_code) != 0]
     for r in failed:
-        if err is not None:
-            err(f"eps: {r.id}: {result_word(r.state, r.job_status, r.exit_code)}\n")
-    return 1 if failed else 0
+        say(f"eps: {r.id}: {result_word(r.state, r.job_status, r.exit_code)}\n")
+    return 1 if failed or unpulled else 0
+
+
+def _not_pulled(row: DispatchRow) -> bool:
+    """The job ended and its end was read, but its outputs did not come back."""
+    return row.state is DispatchState.ENDED and row.job_status is not None and row.pulled_at is None

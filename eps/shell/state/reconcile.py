@@ -267,9 +267,12 @@ class Reconciler:
             case Verdict.FINISHED:
                 # Outputs and log first, then the machine: nothing is lost before it is pulled.
                 handle = s.release[0].handle if s.release else row.handle
-                _, note = Finisher(self.ledger, self.lanes).collect(evolve(row, handle=handle))
-                self._ended(view, note)  # the job's story is "ended"; releasing its machine is upkeep
-                self._release_all(view, s.release, report, mark=False)
+                got = Finisher(self.ledger, self.lanes).collect(evolve(row, handle=handle))
+                if got.kept:  # a pull that failed keeps the machine for the next eps pull
+                    self._ended(view, f"{got.note}; its machine is kept: eps pull {row.id}", Outcome.KEPT)
+                else:
+                    self._ended(view, got.note)  # the job's story is "ended"; releasing its machine is upkeep
+                    self._release_all(view, s.release, report, mark=False)
                 report["ended"].append(row.id)
             case Verdict.PREEMPTED:
                 self._release_all(view, s.release, report)
@@ -290,7 +293,7 @@ class Reconciler:
                     self.ledger.set_dispatch(row.id, s.dispatch_state, message=s.message)
                     report["interrupted"].append(row.id)
             case Verdict.ENDED:
-                pulled, note = Finisher(self.ledger, self.lanes).collect(row)
+                pulled, note, _ = Finisher(self.ledger, self.lanes).collect(row)
                 if not pulled and row.handle is not None:
                     how = self.lanes.get(row.handle.lane).how_it_ended(row.handle, row.id)
                     note = f"the machine was gone before its outputs were pulled ({how or 'no longer at the provider'})"
@@ -314,10 +317,10 @@ class Reconciler:
             self.ledger.set_dispatch(row.id, s.dispatch_state, message=s.message)
             report["interrupted"].append(row.id)
 
-    def _ended(self, view: DispatchView, note: str) -> None:
+    def _ended(self, view: DispatchView, note: str, outcome: Outcome = Outcome.ENDED) -> None:
         for a in view.attempts:
             if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
-                self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=Outcome.ENDED.value, reason=note)
+                self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=outcome.value, reason=note)
         self.ledger.set_dispatch(view.id, DispatchState.ENDED, message=note)
         drop_env_values(self.ledger.state_dir, view.id)
 
@@ -383,21 +386,64 @@ def cancel(
                 raise JobError("unknown_dispatch", f"no dispatch {d!r} in the ledger", None)
             roots.append(row)
     targets = {r.id: r for root in roots for r in (root, *ledger.children(root.id))}
-    report: dict[str, Any] = {"cancelled": [], "finished": []}
+    report: dict[str, Any] = {"cancelled": [], "finished": [], "errors": []}
+    finisher = Finisher(ledger, lanes)
+    started = []
     for r in targets.values():
         if r.state in (DispatchState.ENDED, DispatchState.FAILED):
             report["finished"].append(f"{r.id}: already {r.state.value}; nothing to cancel")
             continue
+        if r.state is DispatchState.STARTED and r.handle is not None:
+            started.append(r)
+            continue
         ledger.set_dispatch(r.id, DispatchState.CANCELLED, message="cancelled by eps cancel")
         report["cancelled"].append(r.id)
+    # started jobs are stopped and pulled side by side (each may take its kill grace)
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(started) or 1))) as pool:
+        list(pool.map(partial(_stop_started, ledger, finisher, report=report), started))
     for d in targets:  # a live walker sees the mark at its next step and stops
         poll_until(partial(_unowned, ledger, d), timeout_s=wait_s, interval_s=0.2)
     rec = Reconciler(ledger, lanes, reporter, workers=workers)
     part = rec.reconcile(set(targets), owners=dispatches is None)  # --all: and whatever else is live
     for d in report["cancelled"]:
         drop_env_values(ledger.state_dir, d)
-    report.update({k: part[k] for k in ("released", "errors", "skipped", "unchecked")})
+    report["errors"].extend(part["errors"])
+    report.update({k: part[k] for k in ("released", "skipped", "unchecked")})
     return report
+
+
+def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, report: dict[str, Any]) -> None:
+    """Cancel a started job: nothing it wrote is lost.  One that had already ended (its end
+    written, not yet pulled) is finished instead (pulled, then released; its own code stays);
+    a running one is stopped (TERM, KILL after the grace) and its partial outputs and log are
+    pulled before reconcile releases its machine; a pull that failed keeps the machine."""
+    with ledger.owning(row.id) as owned:
+        fresh = ledger.dispatch(row.id) if owned else None
+        if fresh is None or fresh.state is not DispatchState.STARTED:
+            report["finished"].append(f"{row.id}: being finished by another eps process; nothing to cancel")
+            return
+        seen = finisher.progress(fresh).value_or(None)
+        if seen is not None and seen.ended:
+            note = finisher.finish(fresh)
+            report["finished"].append(f"{row.id}: had already ended; not cancelled: {note}")
+            if "its machine is kept" in note:
+                report["errors"].append(f"{row.id}: {note}")
+            return
+        if seen is not None and seen.exists:
+            finisher.stop(fresh)
+        ledger.set_dispatch(row.id, DispatchState.CANCELLED, message="cancelled by eps cancel")
+        report["cancelled"].append(row.id)
+        if seen is None or not seen.exists:
+            return  # nothing readable there: reconcile releases what is live
+        got = finisher.collect(fresh)
+        message = f"cancelled by eps cancel; {got.note}"
+        if got.kept:
+            message += f"; its machine is kept: eps pull {row.id} brings them back, then releases it"
+            for a in ledger.attempts(row.id):
+                if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
+                    ledger.update_attempt(a.id, AttemptState.ENDED, outcome=Outcome.KEPT.value, reason=message)
+            report["errors"].append(f"{row.id}: {message}")
+        ledger.set_dispatch(row.id, DispatchState.CANCELLED, message=message)
 
 
 def status(

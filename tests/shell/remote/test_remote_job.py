@@ -173,7 +173,7 @@ def test_cancel_over_ssh(login_target: Remote, tmp_path: Path) -> None:
     start_job(login_target, root).unwrap()
     assert isinstance(cancel_job(login_target, root), Success)
     final = wait_job(login_target, root, poll_s=0.2, within_s=20).unwrap()
-    assert final.status is JobEnd.KILLED
+    assert final.status is JobEnd.CANCELLED
     assert isinstance(cancel_job(login_target, root), Success)  # ended: nothing to do
 
 
