@@ -80,11 +80,13 @@ def end(pid: int) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_supervisor_left() -> Iterator[None]:
+def _no_supervisor_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     clear_stale_pyenv_lock()
     before = set(supervisors())
     yield
-    left = {pid: d for pid, d in supervisors().items() if pid not in before}
+    # only this session's: another test session on the machine has its own
+    mine = str(tmp_path_factory.getbasetemp())
+    left = {pid: d for pid, d in supervisors().items() if pid not in before and d.startswith(mine)}
     busy = {}
     for pid, state_dir in left.items():
         work = unsettled(state_dir)

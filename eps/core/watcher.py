@@ -4,7 +4,7 @@ the machine when nobody needs it any more, whether or not any eps process still 
 eps ships and starts the job over ssh and, when it ends, pulls its outputs and releases
 the machine (its supervisor, ``eps wait``, ``eps status``).  The watcher is the backstop for
 when that never happens (the laptop closed, eps killed, the network gone).  It stops the
-machine (``halt``, a shell line: GCP powers the VM off, RunPod removes the pod) when:
+machine when:
 
 - no job recorded its start within ``launch_grace_s`` of the watcher's own start (eps
   died between making the machine and launching the job);
@@ -12,6 +12,14 @@ machine (``halt``, a shell line: GCP powers the VM off, RunPod removes the pod) 
   ``linger_s`` has passed since (the window for ``eps pull`` / ``eps ssh``);
 - the job has run past its time limit plus the kill grace plus the linger plus
   :data:`DEADLINE_SLACK_S` (a wrapper that hangs where its ``timeout`` cannot reach).
+
+How it stops the machine depends on whether a job ran on it.  No job: ``halt`` (a shell
+line: GCP powers the VM off, RunPod removes the pod): there is nothing to keep.  A job
+ran: its outputs may not have been pulled (eps pulls and releases the machine as soon as
+the job ends, so a machine still there after the linger is one nobody pulled), so it is
+stopped with its disk kept (``park``; GCP: powered off; RunPod: the pod stopped, its
+persistent volume kept): only the disk bills until ``eps pull`` (or the dispatch's next
+supervisor) starts it again, brings the outputs back and deletes it.
 
 Before it stops the machine it says why, once, on stdout (the serial console on GCP).
 On RunPod eps starts it over ssh right after the job (:func:`render_watch_start`: a
@@ -55,6 +63,7 @@ class WatchSpec(NamedTuple):
     kill_grace_s: int = JOB_LIFECYCLE.kill_grace_s
     poll_s: float = 30.0
     deadline_slack_s: int = DEADLINE_SLACK_S
+    park: str = ""  # how the machine is stopped once a job ran on it (its disk kept); empty: ``halt``
 
 
 def render_watcher(spec: WatchSpec) -> str:
@@ -77,6 +86,7 @@ def render_watcher(spec: WatchSpec) -> str:
         "born=$(date +%s)",
         'say() { echo "eps watcher ($(date -u +%FT%TZ)): $*"; }',
         "why=",
+        "idle=",
         "gone_since=",
         "while :; do",
         "  now=$(date +%s)",
@@ -105,14 +115,24 @@ def render_watcher(spec: WatchSpec) -> str:
         f'      why="the job outlived its {spec.time_limit_s} s limit, the kill grace and the linger"; break',
         "    fi",
         f'  elif [ "$now" -ge $((born + {spec.launch_grace_s})) ]; then',
-        f'    why="no job was launched within {spec.launch_grace_s} s"; break',
+        f'    why="no job was launched within {spec.launch_grace_s} s"; idle=1; break',
         "  fi",
         f"  sleep {_seconds(spec.poll_s)}",
         "done",
-        'say "stopping this machine: $why"',
-        f"{spec.halt}",
-        "",
     ]
+    if spec.park and spec.park != spec.halt:
+        lines += [
+            'if [ -n "$idle" ]; then',
+            '  say "removing this machine: $why"',
+            f"  {spec.halt}",
+            "else",
+            '  say "stopping this machine, its disk kept for eps pull: $why"',
+            f"  {spec.park}",
+            "fi",
+            "",
+        ]
+    else:
+        lines += ['say "stopping this machine: $why"', f"{spec.halt}", ""]
     return "\n".join(lines)
 
 
@@ -142,6 +162,8 @@ def _check(spec: WatchSpec) -> None:
         raise JobScriptError("root", spec.root, "must be a one-line path")
     if "\x00" in spec.halt or "\n" in spec.halt or not spec.halt.strip():
         raise JobScriptError("halt", spec.halt, "must be one non-empty shell line")
+    if "\x00" in spec.park or "\n" in spec.park:
+        raise JobScriptError("park", spec.park, "must be one shell line")
     for name in ("time_limit_s", "launch_grace_s", "linger_s", "kill_grace_s", "deadline_slack_s"):
         value = getattr(spec, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:

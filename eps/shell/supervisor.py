@@ -149,7 +149,7 @@ class Supervisor:
         if children:  # the parent has ended when every copy has
             from eps.shell.state.reconcile import Reconciler
 
-            Reconciler(self.ledger, self.lanes, log).reconcile({dispatch})
+            Reconciler(self.ledger, self.lanes, log, wake=True).reconcile({dispatch})
 
 
 def main() -> None:

@@ -152,3 +152,23 @@ def test_unsafe_values_are_refused_by_name(root: Path, change: dict[str, object]
     with pytest.raises(JobScriptError) as err:
         render_watcher(spec(root, **change))
     assert err.value.field == field
+
+
+def test_a_machine_whose_job_ran_is_parked_with_its_disk_not_removed(tmp_path: Path, root: Path) -> None:
+    """Once a job ran, its outputs may wait for a pull: the watcher uses ``park`` (stop, disk
+    kept), not ``halt`` (remove)."""
+    now = int(time.time())
+    record(root, pid=1, started_at=now - 10, ended_at=now - 5, status="exited", exit_code=0)
+    park = f"echo parked > {tmp_path}/parked"
+    proc = run_watcher(tmp_path, spec(root, linger_s=1, park=park))
+    out, _ = proc.communicate(timeout=20)
+    assert (tmp_path / "parked").read_text() == "parked\n" and not (tmp_path / "halted").exists()
+    assert "its disk kept for eps pull" in out
+
+
+def test_a_machine_where_no_job_ran_is_removed_even_with_a_park_line(tmp_path: Path, root: Path) -> None:
+    park = f"echo parked > {tmp_path}/parked"
+    proc = run_watcher(tmp_path, spec(root, launch_grace_s=1, park=park))
+    out = halted_within(proc, tmp_path, 20)
+    assert out is not None and "removing this machine: no job was launched" in out
+    assert not (tmp_path / "parked").exists()

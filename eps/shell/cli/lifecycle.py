@@ -249,15 +249,24 @@ def pull(ledger: Ledger, lanes: Lanes, dispatch: str, to: str | None) -> int:
         raise JobError("pull", f"--to {to}: exists and is not a directory", None)
     fanned = len(rows) > 1 or rows[0].id != dispatch
     rows = [r for r in rows if r.pulled_at is None or to is not None]
+    woken: set[str] = set()  # started, but their machine's watcher stopped it: started again here
     for row in rows:
         progress = finisher.progress(row).value_or(None) if row.handle is not None else None
-        if row.state is DispatchState.STARTED and (progress is None or not progress.ended):
+        if row.state is DispatchState.STARTED and progress is None and finisher.stopped(row):
+            woken.add(row.id)
+        elif row.state is DispatchState.STARTED and (progress is None or not progress.ended):
             raise JobError("pull", f"{row.id} has not ended yet (eps wait {dispatch}, or eps logs -f)", None)
     if to is not None and rows:
         to = _pull_target(to)
     for row in rows:
-        if to is None:
-            pulled, note, _ = finisher.collect(row)
+        if to is None and row.id in woken:  # start it, pull, release it: the dispatch is over
+            with ledger.owning(row.id) as owned:
+                if not owned:
+                    raise JobError("pull", f"{row.id} is being finished by its supervisor (eps wait {row.id})", None)
+                got = finisher.collect(row, wake=True)
+                pulled, note = got.pulled, finisher.end_with(row, got)
+        elif to is None:
+            pulled, note, _ = finisher.collect(row, wake=True)
         else:
             pulled, note = _pull_to(finisher, row, os.path.join(to, row.id) if fanned else to)
         if not pulled:
@@ -295,9 +304,9 @@ def _pull_to(finisher: Finisher, row: DispatchRow, out: str) -> tuple[bool, str]
 
     if row.handle is None:
         return False, "nothing ran"
-    match finisher.site(row).bind(lambda s: J.probe(s).map(lambda p: (s, p))):
-        case Failure(f):
-            return False, f"outputs not pulled: {f.message}"
+    match finisher.look(row, wake=True):
+        case Failure(why):
+            return False, why
         case Success((site, progress)):
             pass
     if progress.ended:

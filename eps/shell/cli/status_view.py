@@ -46,10 +46,13 @@ def print_status(
         cost = r["list_cost"]
         money = "-" if cost is None else "free" if r["list_price_per_hour"] == 0 else f"{cost:.2f}"
         where = " ".join(x for x in (h.get("lane", ""), h.get("qos") or h.get("zone") or "") if x) or "-"
+        note = r["terminal"] or r["message"] or ""
+        if r.get("kept_since") is not None:  # a machine kept (or stopped) with outputs not pulled
+            note = f"waiting {human(max(0, round(time.time() - r['kept_since'])))} for eps pull: {note}"
         cells = {
             "dispatch": r["dispatch"], "intent": r["intent"], "result": r["result"], "where": where,
             "submitted": _when(r["submitted_at"]), "started": _when(r["started_at"]), "ended": _when(r["ended_at"]),
-            "runtime": runtime, "list $": money, "note": r["terminal"] or r["message"] or "",
+            "runtime": runtime, "list $": money, "note": note,
         }  # fmt: skip
         table.append([cells[k] for k in keep])
     if table:

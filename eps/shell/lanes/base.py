@@ -86,6 +86,14 @@ class Lane(Protocol):
         """For a job no longer at the provider: how it ended, when the lane can tell."""
         ...
 
+    def wake(self, handle: Handle) -> Result[Handle | None, LaneFailure]:
+        """A machine its watcher stopped after the linger (the job's outputs still on its
+        disk), started again and letting eps in over ssh, so they can be pulled: the handle,
+        RUNNING.  ``None``: nothing to start (it runs, it is gone, or the lane's machines
+        are never stopped).  A machine that cannot boot again (no capacity) is a failure;
+        it stays stopped, its disk kept."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -79,8 +79,10 @@ class MachineAccess(NamedTuple):
         """The machine is gone: its host key goes from eps's known_hosts."""
         forget_host(os.path.join(key_dir(self.state_dir), KNOWN_HOSTS_NAME), machine)
 
-    def watch(self, dispatch: str, job: Job, halt: str) -> WatchSpec:
-        return WatchSpec(dispatch, self.user, self.root(dispatch, job), time_limit_s(job), halt, linger_s=self.linger_s)
+    def watch(self, dispatch: str, job: Job, halt: str, park: str = "") -> WatchSpec:
+        return WatchSpec(
+            dispatch, self.user, self.root(dispatch, job), time_limit_s(job), halt, linger_s=self.linger_s, park=park
+        )
 
 
 def start_on(
@@ -94,12 +96,13 @@ def start_on(
     files: JobFiles,
     *,
     halt: str | None = None,
+    park: str = "",
     what: str = "machine",
 ) -> Result[Handle, LaneFailure]:
     """After the provider made ``handle``: reach it, ship and launch the job (and the
     watcher, when ``halt`` is given: the lane has no other way to put it there).  On any
     failure the machine is released again, and the failure says whether it is gone."""
-    up = launch_again(access, key, handle, address, job, dispatch, files, halt=halt, fresh=True)
+    up = launch_again(access, key, handle, address, job, dispatch, files, halt=halt, park=park, fresh=True)
     if isinstance(up, Failure):
         return Failure(released_after(up.failure(), release(), f"{what} {handle.id}"))
     return up
@@ -130,6 +133,7 @@ def launch_again(
     files: JobFiles,
     *,
     halt: str | None = None,
+    park: str = "",
     fresh: bool = False,
 ) -> Result[Handle, LaneFailure]:
     """The job on a machine made earlier (a resume after the walk died before the launch):
@@ -143,9 +147,28 @@ def launch_again(
         match site.bind(probe):
             case Success(progress) if progress.launched:
                 return Success(handle)
-    watcher = access.watch(dispatch, job, halt) if halt is not None else None
+    watcher = access.watch(dispatch, job, halt, park) if halt is not None else None
     up = site.bind(lambda s: bring_up(s, job, dispatch, files, watcher=watcher, patience=access.patience))
     return up.map(lambda _: handle)
+
+
+def reach_again(
+    access: MachineAccess, handle: Handle, address: Callable[[], Result[tuple[str, int], LaneFailure]]
+) -> Result[Handle, LaneFailure]:
+    """A machine just booted again (:meth:`~eps.shell.lanes.base.Lane.wake`): wait for its
+    address, then until its sshd lets eps in (a boot takes a while: the fresh-machine
+    patience).  The handle, once eps can reach it."""
+    where = _patiently(address, access.patience)
+
+    def answers(key: KeyPair, host: str, port: int) -> Result[Handle, LaneFailure]:
+        try:
+            remote = Remote.ssh(host, key, user=access.user, port=port, machine=handle.id)
+        except ValueError as exc:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"the provider gave an unusable address: {exc}"))
+        up = check_remote(remote, "true", "reaching the machine again", timeout_s=60, patience=access.patience)
+        return up.map(lambda _: handle).alt(lambda f: f.lane_failure())
+
+    return access.key(make=False).bind(lambda key: where.bind(lambda a: answers(key, *a)))
 
 
 def _patiently(

@@ -58,6 +58,9 @@ class VmLane:
     def shell_inner(self, handle: Handle) -> list[str] | None:
         return None
 
+    def wake(self, handle: Handle) -> Result[Handle | None, LaneFailure]:
+        return Success(None)  # the shared VM is never stopped by eps
+
     def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         job = on_rung(job, rung)  # a job of unknown length (pinned here) runs up to the rung's limit
         if not job.command:

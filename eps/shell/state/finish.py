@@ -6,6 +6,12 @@ A pull that failed (a full disk, an unreadable target) keeps the machine: its at
 says so (outcome ``kept_for_pull``), reconcile leaves it alone, and the ``eps pull`` that
 brings the outputs back releases it.
 
+A machine its watcher stopped after the linger (GCP: powered off; RunPod: the pod stopped;
+either way its disk kept, only the disk billing) is started again to be pulled by a
+collect that may wake it (the supervisor, ``eps wait``, ``eps pull``), then released; one
+that may not (``eps status``, ``eps reconcile``: they answer at once) says it is stopped
+with its outputs not pulled and keeps it.
+
 A job whose wrapper is gone without writing its end (killed with -9, by the job itself
 or the OOM killer) has ended too, with its exit code unknown, where the probe can tell
 (it runs on the job's own machine: the VM lane, a GCP VM, a RunPod pod).
@@ -25,8 +31,8 @@ from returns.result import Failure, Result, Success
 
 from eps.core.jobscript import JobProgress
 from eps.core.lifecycle import result_word
-from eps.core.outcome import FailureKind, LaneFailure
-from eps.core.states import AttemptState, DispatchState, Outcome
+from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
 from eps.core.tables import JOB_LIFECYCLE
 from eps.shell.lanes import Lanes
 from eps.shell.lanes import jobs as J
@@ -77,13 +83,14 @@ class Finisher:
             return Success(JobProgress(exists=False))
         return self.site(row).bind(_probe)
 
-    def collect(self, row: DispatchRow, to: str | None = None) -> Collected:
-        """Record the job's end (when it has ended) and bring its outputs and log back."""
+    def collect(self, row: DispatchRow, to: str | None = None, *, wake: bool = False) -> Collected:
+        """Record the job's end (when it has ended) and bring its outputs and log back.
+        ``wake``: a machine its watcher stopped is started again first (minutes)."""
         if row.handle is None:
             return Collected(False, "nothing ran", lost=True)
-        match self.site(row).bind(lambda s: _probe(s).map(lambda p: (s, p))):
-            case Failure(f):
-                return Collected(False, f"outputs not pulled: {f.message}")
+        match self.look(row, wake=wake):
+            case Failure(why):
+                return Collected(False, why)
             case Success((site, progress)):
                 pass
         if progress.gone:
@@ -106,11 +113,35 @@ class Finisher:
             word += ": its wrapper is gone without writing its end"
         return Collected(True, f"{word}; outputs in {out}")
 
-    def finish(self, row: DispatchRow) -> str:
+    def look(self, row: DispatchRow, *, wake: bool) -> Result[tuple[J.Site, JobProgress], str]:
+        """The job's site and what its record says; a machine its watcher stopped is started
+        again first when ``wake`` (else the failure says it is stopped).  A failure is the
+        note of why the outputs cannot be pulled now."""
+        looked = self.site(row).bind(lambda s: _probe(s).map(lambda p: (s, p)))
+        if isinstance(looked, Failure) and row.handle is not None:
+            lane = self.lanes.get(row.handle.lane)
+            if not _stopped(lane.poll(row.handle)):
+                return Failure(f"outputs not pulled: {looked.failure().message}")
+            if not wake:
+                return Failure(f"{STOPPED}: eps pull {row.id} starts it again")
+            woke = lane.wake(row.handle)
+            if isinstance(woke, Failure):
+                return Failure(f"{STOPPED}; starting it again failed: {woke.failure().message}")
+            looked = self.site(row).bind(lambda s: _probe(s).map(lambda p: (s, p)))
+        return looked.alt(lambda f: f"outputs not pulled: {f.message}")
+
+    def stopped(self, row: DispatchRow) -> bool:
+        """Its machine is there, stopped by its watcher (its outputs wait on its disk)."""
+        return row.handle is not None and _stopped(self.lanes.get(row.handle.lane).poll(row.handle))
+
+    def finish(self, row: DispatchRow, *, wake: bool = False) -> str:
         """For a job that ended: pull, then release the machine, then the dispatch has ended.
         A machine is released only after its outputs came back (or could never come back);
         when the pull failed it is kept, and the note says how to bring them back."""
-        got = self.collect(row)
+        return self.end_with(row, self.collect(row, wake=wake))
+
+    def end_with(self, row: DispatchRow, got: Collected) -> str:
+        """:meth:`finish` after its collect: release (or keep) the machine, end the dispatch."""
         note = got.note
         if got.kept:
             note += f"; its machine is kept: eps pull {row.id} brings them back, then releases it"
@@ -153,6 +184,15 @@ class Finisher:
         for a in kept:
             self.ledger.update_attempt(a.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED.value)
         return None
+
+
+#: What a collect says of a machine its watcher stopped while its outputs wait.
+STOPPED = "stopped, outputs not pulled (the machine is powered off, its disk kept)"
+
+
+def _stopped(polled: Result[Handle, LaneFailure]) -> bool:
+    """The machine is there but stopped (GCP TERMINATED, RunPod EXITED or ERROR)."""
+    return isinstance(polled, Success) and polled.unwrap().state is HandleState.FINISHED
 
 
 def _probe(site: J.Site) -> Result[JobProgress, LaneFailure]:

@@ -75,7 +75,7 @@ def follow_to_end(
                 if progress is not None and progress.ended:
                     with ledger.owning(d) as owned:
                         if owned:
-                            note = finisher.finish(row)
+                            note = finisher.finish(row, wake=True)
                             events.emit("ended", dispatch=d, message=note)
                 if (fresh := ledger.dispatch(d)) is not None and fresh.state is not DispatchState.STARTED:
                     pending.discard(d)
@@ -85,7 +85,7 @@ def follow_to_end(
                 pending.discard(d)
         if pending and (unread or clock() - reconciled_at >= WAIT_RECONCILE_S):
             # a machine that vanished, a job that left, a walk that settled
-            Reconciler(ledger, lanes, events).reconcile(set(pending))
+            Reconciler(ledger, lanes, events, wake=True).reconcile(set(pending))
             reconciled_at = clock()
             pending = {d for d in pending if (r := ledger.dispatch(d)) is not None and r.state in UNSETTLED}
         if not pending:

@@ -91,7 +91,9 @@ class Reconciler:
         workers: int = 16,
         wall: Callable[[], float] = time.time,
         answer_within_s: float | None = None,
+        wake: bool = False,
     ) -> None:
+        self.wake = wake  # a stopped machine whose outputs wait is started again to pull them (minutes)
         self.answer_within_s = answer_within_s  # how long each provider's listing may take (None: as long as it takes)
         self.ledger = ledger
         self.lanes = lanes
@@ -267,7 +269,7 @@ class Reconciler:
             case Verdict.FINISHED:
                 # Outputs and log first, then the machine: nothing is lost before it is pulled.
                 handle = s.release[0].handle if s.release else row.handle
-                got = Finisher(self.ledger, self.lanes).collect(evolve(row, handle=handle))
+                got = Finisher(self.ledger, self.lanes).collect(evolve(row, handle=handle), wake=self.wake)
                 if got.kept:  # a pull that failed keeps the machine for the next eps pull
                     self._ended(view, f"{got.note}; its machine is kept: eps pull {row.id}", Outcome.KEPT)
                 else:
@@ -490,6 +492,7 @@ def status(
                 "handle": codec.to_data(r.handle) if r.handle else None,
                 "created_at": r.created_at,
                 **_times(r, now, policy),
+                "kept_since": next((a.updated_at for a in attempts if a.outcome == Outcome.KEPT.value), None),
                 "attempts": [
                     {
                         "seq": a.seq,

@@ -50,6 +50,7 @@ class Eps:
     """Run eps commands in-process against the fakes; returns (rc, stdout, stderr)."""
 
     def __init__(self, tmp: Path, gcp: Any, runpod: Any) -> None:
+        self.tmp = tmp
         self.state = tmp / "state"
         self.config = tmp / "config.toml"
         gcp_machines, runpod_machines = ssh_support.machine_keys(tmp)

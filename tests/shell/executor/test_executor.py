@@ -325,39 +325,89 @@ def test_a_finished_gcp_machine_is_deleted_not_left_billing(eps: Any, gcp: Any) 
     assert "done" in (eps.state / "logs" / f"{d}.log").read_text()
 
 
-def test_a_vm_its_watcher_stopped_is_deleted_and_says_what_was_lost(eps: Any, gcp: Any) -> None:
-    rc, events = eps.events("cpu-small", "--duration", "5h", "--", "sleep", "300")
+def _ended_on_its_machine(eps: Any, d: str, lane_root: str) -> None:
+    """Wait until the job wrote its end on its machine (this sshd, under ``lane_root``)."""
+    done = eps.tmp / lane_root / d / "0" / "exit-code"
+    deadline = time.monotonic() + 30
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert done.exists()
+
+
+def test_a_vm_its_watcher_stopped_keeps_its_disk_and_eps_pull_brings_the_outputs_back(eps: Any, gcp: Any) -> None:
+    """The linger passed with nobody pulling: the watcher powered the VM off (TERMINATED, its
+    disk kept).  eps status answers at once: it says so and keeps the VM; eps pull starts it
+    again, brings the outputs back, then deletes it."""
+    line = 'echo kept > "$EPS_OUTPUT_DIR/r.txt"; exit 4'
+    rc, events = eps.events("cpu-small", "--duration", "5h", "--", line)
     assert rc == 0
     d = events[-1]["dispatch"]
     [(zone, name)] = gcp.instances
-    gcp.set_status(zone, name, "TERMINATED")  # the watcher powered it off (say, eps was gone too long)
+    _ended_on_its_machine(eps, d, "gcp-runs")
+    gcp.set_status(zone, name, "TERMINATED")  # the watcher: "the job ended and the linger has passed"
     [row] = eps.status(d)
-    assert row["state"] == "ended" and gcp.instances == {}
-    assert "outputs not pulled" in row["message"] and "not running" in row["message"]
+    assert row["state"] == "ended" and "stopped, outputs not pulled" in row["message"], row
+    assert f"eps pull {d}" in row["message"]
+    assert gcp.instances[(zone, name)]["status"] == "TERMINATED"  # kept: only its disk bills
+    assert gcp.recorded("POST", "/start$") == [] and gcp.recorded("DELETE", name) == []
+    [row] = eps.status(d)  # asked again: still kept, still not started
+    assert gcp.instances[(zone, name)]["status"] == "TERMINATED"
+    rc, _, err = eps("pull", d)
+    assert rc == 0, err
+    assert len(gcp.recorded("POST", f"/instances/{name}/start$")) == 1
+    assert gcp.instances == {}  # pulled, then deleted
+    assert (eps.state / "outputs" / d / "r.txt").read_text() == "kept\n"
+    [row] = eps.status(d)
+    assert row["state"] == "ended" and row["exit_code"] == 4
+
+
+def test_a_stopped_vm_that_cannot_boot_again_stays_stopped_until_a_later_pull(eps: Any, gcp: Any) -> None:
+    rc, events = eps.events("cpu-small", "--duration", "5h", "--", 'echo x > "$EPS_OUTPUT_DIR/x"')
+    d = events[-1]["dispatch"]
+    [(zone, name)] = gcp.instances
+    _ended_on_its_machine(eps, d, "gcp-runs")
+    gcp.set_status(zone, name, "TERMINATED")
+    gcp.program_starts(zone, gcp_fake.exhausted(gcp.project, zone))  # no capacity to boot it now
+    rc, _, err = eps("pull", d)
+    assert rc == 2 and "starting it again failed" in err and "resources" in err, err
+    assert gcp.instances[(zone, name)]["status"] == "TERMINATED"  # its disk, and the outputs, kept
+    rc, _, err = eps("pull", d)
+    assert rc == 0, err
+    assert gcp.instances == {} and (eps.state / "outputs" / d / "x").read_text() == "x\n"
 
 
 def test_a_finished_spot_machine_is_not_mistaken_for_a_preemption(eps: Any, gcp: Any) -> None:
-    _, events = eps.events("cpu-small", "--duration", "30m", "--", "sleep", "300")
+    _, events = eps.events("cpu-small", "--duration", "30m", "--", "true")
     d = events[-1]["dispatch"]
     [(zone, name)] = gcp.instances
     assert gcp.instances[(zone, name)]["scheduling"]["instanceTerminationAction"] == "DELETE"
+    _ended_on_its_machine(eps, d, "gcp-runs")
     gcp.set_status(zone, name, "TERMINATED")  # preemption would delete it; this is the job's own shutdown
     [row] = eps.status(d)
-    assert row["state"] == "ended" and gcp.instances == {}
+    assert row["state"] == "ended" and "stopped, outputs not pulled" in row["message"]
+    rc, _, err = eps("pull", d)
+    assert rc == 0, err
+    assert gcp.instances == {}
 
 
-def test_an_exited_pod_is_terminated(eps: Any, gcp: Any, runpod: Any) -> None:
+def test_an_exited_pod_is_started_again_pulled_and_terminated(eps: Any, gcp: Any, runpod: Any) -> None:
     for zone in ("us-central1-a", "us-central1-b"):
         gcp.always(zone, gcp_fake.exhausted(gcp.project, zone))
-    rc, events = eps.events("cpu-small", "--duration", "30m", "--", "true")
+    rc, events = eps.events("cpu-small", "--duration", "30m", "--", 'echo pod > "$EPS_OUTPUT_DIR/p"')
     assert rc == 0 and events[-1]["handle"]["lane"] == "runpod"
     d = events[-1]["dispatch"]
+    _ended_on_its_machine(eps, d, "runpod-runs")
     with runpod.lock:
         [pod] = runpod.pods.values()
-        runpod_fake._set_status(pod.doc, "EXITED")
+        runpod_fake._set_status(pod.doc, "EXITED")  # its watcher stopped it
     [row] = eps.status(d)
-    assert row["state"] == "ended"
-    assert all(p["desiredStatus"] == "TERMINATED" or p.get("status") == "TERMINATED" for p in runpod.live_pods())
+    assert row["state"] == "ended" and "stopped, outputs not pulled" in row["message"]
+    assert [p["status"] for p in runpod.live_pods()] == ["EXITED"]
+    rc, _, err = eps("pull", d)
+    assert rc == 0, err
+    assert runpod.count("POST", "/v2/pods/{id}/action") == 1
+    assert runpod.live_pods() == []
+    assert (eps.state / "outputs" / d / "p").read_text() == "pod\n"
 
 
 def test_one_unreadable_ledger_row_does_not_stop_status_or_reconcile(eps: Any) -> None:

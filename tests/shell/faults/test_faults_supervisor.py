@@ -205,6 +205,28 @@ def test_supervisor_killed_while_the_job_runs(eps: Eps, gtrap: GcpTrap, rtrap: R
     assert_ledger_consistent(eps, d)
 
 
+def test_a_machine_its_watcher_stopped_is_started_pulled_and_deleted_by_the_revived_supervisor(
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path
+) -> None:
+    """The supervisor was gone past the linger: the VM's watcher powered it off with the
+    outputs not pulled (TERMINATED, its disk kept).  The next eps status revives the
+    supervisor, which starts the VM again, pulls the outputs byte for byte, then deletes it."""
+    d = _id()
+    child = eps.start("execute", "--json", "--dispatch-id", d, *CPU_GCP, "--", BLOB.format(s=1, rc=5))
+    child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
+    eps.kill_supervisor()
+    wait_until((tmp_path / "gcp-runs" / d / "0" / "exit-code").exists, 60, "the job to end on its VM")
+    [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
+    gtrap.fake.set_status(zone, name, "TERMINATED")  # the watcher: the linger passed, nobody pulled
+    _revive(eps)
+    row = _ended(eps, d, 120)
+    assert row["state"] == "ended" and row["exit_code"] == 5, row
+    _blob_back(eps, d)
+    assert len(gtrap.fake.recorded("POST", f"/instances/{name}/start$")) == 1
+    assert gtrap.live(d) == [] and len(gtrap.materialized) == 1
+    assert_no_orphans(eps, gtrap, rtrap)
+
+
 def test_supervisor_killed_while_it_pulls(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
     d = _id()
     line = 'head -c 300000000 /dev/urandom > "$EPS_OUTPUT_DIR/big.bin"; sha256sum "$EPS_OUTPUT_DIR/big.bin" > sum'

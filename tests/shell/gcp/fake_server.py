@@ -149,6 +149,7 @@ class _Zone:
     script: deque[Reply] = field(default_factory=deque)
     otherwise: Reply = field(default_factory=Created)
     deletes: deque[OpError] = field(default_factory=deque)  # delete operations that end in an error
+    starts: deque[OpError] = field(default_factory=deque)  # start operations that end in an error
 
 
 _BASE = r"/compute/v1/projects/(?P<project>[^/]+)"
@@ -158,6 +159,7 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("GET", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/serialPort"), "serial"),
     ("GET", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)"), "get"),
     ("DELETE", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)"), "delete"),
+    ("POST", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/start"), "start_instance"),
     ("GET", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/operations/(?P<op>[^/]+)"), "op_get"),
     ("POST", re.compile(_BASE + r"/zones/(?P<zone>[^/]+)/operations/(?P<op>[^/]+)/wait"), "op_wait"),
     ("GET", re.compile(_BASE + r"/aggregated/instances"), "aggregated"),
@@ -253,6 +255,13 @@ class FakeCompute:
         errors, in order (the instance stays); later deletes go through."""
         with self._lock:
             self._zone(zone).deletes.extend(errors)
+
+    def program_starts(self, zone: str, *errors: OpError) -> None:
+        """The next ``instances.start`` calls in ``zone`` are accepted and their operations
+        end DONE with these errors, in order (the VM stays TERMINATED): a stopped VM that
+        finds no capacity to boot again (``ZONE_RESOURCE_POOL_EXHAUSTED``)."""
+        with self._lock:
+            self._zone(zone).starts.extend(errors)
 
     def always(self, zone: str, reply: Reply) -> None:
         with self._lock:
@@ -429,6 +438,33 @@ class FakeCompute:
         else:
             self._set_status(instance, "STOPPING")
             op = self._new_op(zone, Created(), name, "delete", instance["id"])
+        if request_id is not None:
+            self._request_ids[request_id] = op.name
+        return 200, dumps(self._op_json(op))
+
+    def _start_instance(self, zone: str, name: str, query: dict[str, str], body: Any) -> tuple[int, bytes]:
+        """``instances.start``: a stopped (TERMINATED) VM boots again with its disk (STAGING,
+        then RUNNING when the operation is done); starting a running VM is a no-op; one that
+        is still stopping is not ready (``resourceNotReady``)."""
+        request_id = query.get("requestId")
+        refused = request_id_violation(request_id, details=self.error_details)
+        if refused is not None:
+            return _error(refused)
+        if request_id is not None and request_id in self._request_ids:
+            return 200, dumps(self._op_json(self._ops[self._request_ids[request_id]]))
+        instance = self.instances.get((zone, name))
+        if instance is None:
+            return _error(not_found(f"projects/{self.project}/zones/{zone}/instances/{name}"))
+        if instance["status"] in ("STOPPING", "SUSPENDING", "PROVISIONING"):
+            resource = f"projects/{self.project}/zones/{zone}/instances/{name}"
+            return _error(SyncError(400, "resourceNotReady", f"The resource '{resource}' is not ready"))
+        refusals = self._zone(zone).starts
+        if refusals and instance["status"] in ("TERMINATED", "STOPPED", "SUSPENDED"):
+            op = self._new_op(zone, refusals.popleft(), name, "start", instance["id"])
+        else:
+            if instance["status"] in ("TERMINATED", "STOPPED", "SUSPENDED"):
+                self._set_status(instance, "STAGING")
+            op = self._new_op(zone, Created(), name, "start", instance["id"])
         if request_id is not None:
             self._request_ids[request_id] = op.name
         return 200, dumps(self._op_json(op))

@@ -84,6 +84,7 @@ NO_CAPACITY = (
 SERVED: dict[str, dict[str, str]] = {
     "/v2/pods": {"GET": "_list", "POST": "_create"},
     "/v2/pods/{id}": {"GET": "_get", "PATCH": "_update", "DELETE": "_delete"},
+    "/v2/pods/{id}/action": {"POST": "_action"},
     "/v2/catalog/cpus": {"GET": "_cpus"},
     "/v2/catalog/cpus/{id}": {"GET": "_cpu"},
     "/v2/catalog/gpus": {"GET": "_gpus"},
@@ -156,6 +157,7 @@ class FakeRunpod:
     forbidden: set[str] = field(default_factory=set)  # flavor / GPU ids -> 403
     rule_violation: dict[str, str] = field(default_factory=dict)  # flavor / GPU id -> 400 detail
     fail_start: set[str] = field(default_factory=set)  # flavor / GPU ids whose pods go to ERROR
+    no_restart: set[str] = field(default_factory=set)  # pod ids whose host has no capacity to start them again
     stuck: set[str] = field(default_factory=set)  # flavor / GPU ids whose pods stay PROVISIONING
     insufficient_balance: bool = False
     echo_key_in_401: bool = False  # a hostile server that quotes the token back
@@ -305,7 +307,10 @@ class FakeRunpod:
                 body = json.loads(raw)
             except ValueError:
                 return _problem(400, "request body is not JSON")
-        item = unquote(urlsplit(path).path.rstrip("/").rsplit("/", 1)[1]) if "{id}" in template else None
+        item = None
+        if "{id}" in template:  # the path's segment where the template has {id}
+            where = template.split("/").index("{id}")
+            item = unquote(urlsplit(path).path.rstrip("/").split("/")[where])
         return getattr(self, handler)(body=body, values=values, item=item)
 
     # -- pods --
@@ -417,6 +422,33 @@ class FakeRunpod:
                     _set_status(pod.doc, "ERROR" if pod.fail else "RUNNING", pod.network)
                 else:
                     _set_status(pod.doc, "STARTING", pod.network)
+            return 200, {}, dict(pod.doc)
+
+    def _action(self, body: Any, values: dict[str, Any], item: str) -> Reply:
+        """``podAction``: ``start`` boots an EXITED/ERROR pod back toward RUNNING (STARTING,
+        then RUNNING on later reads, its disk kept), ``stop`` releases its compute (EXITED),
+        ``restart`` restarts a RUNNING pod's container, ``terminate`` deletes it (204).  An
+        action the pod's ``actions`` do not list is 409."""
+        lines = openapi.request_errors("PodActionRequest", body)
+        if lines:
+            return _problem(422, "Request validation failed.", lines)
+        action = body["action"]
+        with self.lock:
+            pod = self.pods.get(item)
+            if pod is None:
+                return _problem(404, "pod not found")
+            if action not in pod.doc["actions"]:
+                return _problem(409, f"cannot {action} a pod that is {pod.doc['status']}")
+            if action == "terminate":
+                del self.pods[item]
+                return 204, {}, None
+            if action == "start" and item in self.no_restart:
+                return _problem(400, NO_CAPACITY)
+            if action == "stop":
+                _set_status(pod.doc, "EXITED", pod.network)
+            else:  # start, restart: the container comes up again on later reads
+                pod.steps, pod.fail = 0, False
+                _set_status(pod.doc, "STARTING", pod.network)
             return 200, {}, dict(pod.doc)
 
     def _update(self, body: Any, values: dict[str, Any], item: str) -> Reply:

@@ -18,7 +18,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from runpod_testkit import KEY, FakeRunpod, answer_violations, fake_server, openapi
 
-SERVED = r"^/v2/(pods|catalog/(cpus|gpus)|account/ssh-keys)(/\{id\})?$"
+SERVED = r"^/v2/(pods(/\{id\}/action)?|catalog/(cpus|gpus)|account/ssh-keys)(/\{id\})?$"
 CONFIG = schemathesis.Config.from_dict(
     {
         "seed": 20260301,
@@ -26,8 +26,9 @@ CONFIG = schemathesis.Config.from_dict(
         "auth": {"openapi": {"bearerAuth": {"bearer": KEY}}},
         "checks": {
             # 400 is the document's "valid body, refused by a handler rule or for capacity";
-            # 404: ids drawn at random name no pod or catalog entry.
-            "positive_data_acceptance": {"expected-statuses": ["2xx", 400, 404]},
+            # 404: ids drawn at random name no pod or catalog entry; 409: a pod action its
+            # status does not allow now (podAction).
+            "positive_data_acceptance": {"expected-statuses": ["2xx", 400, 404, 409]},
         },
         "phases": {"stateful": {"enabled": False}},
     }
@@ -42,14 +43,16 @@ def contract_server() -> Iterator[FakeRunpod]:
     document's example id (``pod_abc123``, drawn by the examples phase), a CPU and a GPU pod."""
     with FakeRunpod(api_key=KEY, stock={"cpu3c": 0, "cpu5g": 2}) as server:
         gpu = {"name": "example", "image": "runpod/pytorch", "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1}}
-        server.add_pod({**gpu, "ports": ["8888/http", "22/tcp"]}, pod_id="pod_abc123")
+        # stopped: the document's example action (start) applies to it
+        server.add_pod({**gpu, "ports": ["8888/http", "22/tcp"]}, pod_id="pod_abc123", status="EXITED")
         server.add_pod({"name": "cpu", "image": "ubuntu:24.04", "cpu": {"id": "cpu3g", "vcpuCount": 4}})
         server.add_pod(gpu, status="STARTING")
         yield server
     if len(DRIVEN) == len(list(schema.get_all_operations())):  # the whole run, not a -k slice
         seen = {(a.method, fake_server._route(a.path), a.status // 100) for a in server.answers}
         missing = [(m, t) for t, methods in fake_server.SERVED.items() for m in methods if (m, t, 2) not in seen]
-        assert missing == [], f"the run never got a 2xx from {missing}"
+        acts = [(a.method, a.path, a.status) for a in server.answers if "action" in a.path]
+        assert missing == [], f"the run never got a 2xx from {missing} {acts[:30]}"
     found = answer_violations([server])
     assert found == [], "\n".join(found[:20])
     if server in fake_server.STARTED:
@@ -64,6 +67,7 @@ def test_the_run_covers_every_served_operation() -> None:
         "GET /v2/pods/{id}",
         "PATCH /v2/pods/{id}",
         "DELETE /v2/pods/{id}",
+        "POST /v2/pods/{id}/action",
         "GET /v2/catalog/cpus",
         "GET /v2/catalog/cpus/{id}",
         "GET /v2/catalog/gpus",

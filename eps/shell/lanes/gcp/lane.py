@@ -19,7 +19,7 @@ from eps.core.walk import AttemptRecord
 from eps.shell.lanes.gcp.client import GcpClient
 from eps.shell.lanes.gcp.wire import instance_name
 from eps.shell.lanes.jobs import JobFiles, Site
-from eps.shell.lanes.machines import MachineAccess, launch_again, start_on
+from eps.shell.lanes.machines import MachineAccess, launch_again, reach_again, start_on
 from eps.shell.settings import GcpSettings
 
 
@@ -136,6 +136,21 @@ class GcpLane:
 
     def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
         return None
+
+    def wake(self, handle: Handle) -> Result[Handle | None, LaneFailure]:
+        """A VM its watcher powered off (TERMINATED: its disk kept, only the disk billing):
+        ``instances.start``, wait until RUNNING, then until eps gets in over ssh.  Same disk,
+        same host keys; a new ephemeral address, which the VM's id keys for ssh."""
+        from eps.shell.lanes.gcp.power import is_stopped, start_instance
+
+        client = self.client()
+        match is_stopped(client, handle):
+            case Failure(f):
+                return Failure(f)
+            case Success(False):
+                return Success(None)
+        up = start_instance(client, handle, within_s=self.access.patience.within_s)
+        return up.bind(lambda h: reach_again(self.access, h, lambda: client.address(h)))
 
     def close(self) -> None:
         if self._client is not None:

@@ -179,15 +179,15 @@ class RunpodClient:
             self._free.put_nowait(shard)
         return _reply(response)
 
-    def _call(self, method: str, path: str) -> Reply | LaneFailure:
-        """An idempotent call (GET, DELETE): transport errors and 5xx retried with backoff,
-        429 waited out by ``Retry-After``, a bounded number of times each."""
+    def _call(self, method: str, path: str, body: Any = None) -> Reply | LaneFailure:
+        """An idempotent call (GET, DELETE, a pod action): transport errors and 5xx retried
+        with backoff, 429 waited out by ``Retry-After``, a bounded number of times each."""
         what = f"RunPod {method} {path}"
         waits = 0
         attempts = self.settings.retry.attempts
         while True:
             try:
-                reply = self._with_retries(method, path)
+                reply = self._with_retries(method, path, body)
             except _ServerError as exc:
                 return self._failure(
                     FailureKind.TRANSIENT,
@@ -213,7 +213,7 @@ class RunpodClient:
             waits += 1
             self._sleep(wait)
 
-    def _with_retries(self, method: str, path: str) -> Reply:
+    def _with_retries(self, method: str, path: str, body: Any = None) -> Reply:
         r = self.settings.retry
         for attempt in stamina.retry_context(
             on=_retryable,
@@ -224,7 +224,7 @@ class RunpodClient:
             wait_jitter=r.wait_jitter_s,
         ):
             with attempt:
-                reply = self._send(method, path)
+                reply = self._send(method, path, body)
                 if reply.status >= 500:
                     raise _ServerError(reply)
                 return reply
@@ -439,6 +439,18 @@ class RunpodClient:
         if reply.status in (200, 204, 404):
             return Success(None)
         return Failure(self._classify(reply, f"terminate pod {pod_id}"))
+
+    def pod_action(self, pod_id: str, action: str) -> Result[None, LaneFailure]:
+        """POST /v2/pods/{id}/action ``{"action": ...}``: ``start`` boots an EXITED pod again
+        (its persistent mount kept, its container disk made anew), ``stop`` releases its
+        compute and keeps its disk.  Sent again after a lost answer: an action the pod's
+        status no longer allows is 409, which the caller reads the pod to understand."""
+        reply = self._call("POST", f"/v2/pods/{pod_id}/action", {"action": action})
+        if isinstance(reply, LaneFailure):
+            return Failure(reply)
+        if reply.status in (200, 204):
+            return Success(None)
+        return Failure(self._classify(reply, f"{action} pod {pod_id}"))
 
     def list_pods(self, prefix: str = PREFIX) -> Result[tuple[PodInfo, ...], LaneFailure]:
         """GET /v2/pods, keeping pods whose name starts with ``prefix`` (eps's by default)."""

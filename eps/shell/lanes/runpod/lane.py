@@ -7,6 +7,7 @@ RunPod's standard ``~/.runpod/config.toml`` and never leaves the client.
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 import threading
 from collections.abc import Mapping
@@ -21,10 +22,11 @@ from eps.core.settle import LiveItem
 from eps.core.states import HandleState
 from eps.core.walk import AttemptRecord
 from eps.shell.lanes.jobs import JobFiles, Site
-from eps.shell.lanes.machines import MachineAccess, launch_again, start_on
+from eps.shell.lanes.machines import MachineAccess, launch_again, reach_again, start_on
 from eps.shell.lanes.runpod.client import RungAttempt, RunpodClient
 from eps.shell.lanes.runpod.wire import (
     POD_STATES,
+    VOLUME_PATH,
     ApiKey,
     PodInfo,
     PodStatus,
@@ -34,14 +36,23 @@ from eps.shell.lanes.runpod.wire import (
 )
 
 
-def runpod_halt(pod_id: str) -> str:
-    """How a pod's watcher removes its own pod: ``runpodctl``, which RunPod installs in every
-    pod with a pod-scoped key in the container's environment (PID 1's: an ssh session may not
-    carry it).  Best effort: where it cannot, ``eps status``/``eps reconcile`` release the pod."""
+def runpod_halt(pod_id: str, verb: str = "remove") -> str:
+    """How a pod's watcher removes (``verb`` ``stop``: stops) its own pod: ``runpodctl``, which
+    RunPod installs in every pod with a pod-scoped key in the container's environment (PID 1's:
+    an ssh session may not carry it).  Best effort: where it cannot, ``eps status``/``eps
+    reconcile`` release the pod."""
     return (
         'k=${RUNPOD_API_KEY:-$(tr "\\0" "\\n" </proc/1/environ 2>/dev/null | sed -n "s/^RUNPOD_API_KEY=//p")}; '
-        f'RUNPOD_API_KEY="$k" runpodctl remove pod {shlex.quote(pod_id)}'
+        f'RUNPOD_API_KEY="$k" runpodctl {verb} pod {shlex.quote(pod_id)}'
     )
+
+
+def runpod_park(pod_id: str, gpu: bool) -> str:
+    """How a pod whose job ran is stopped by its watcher.  A GPU pod keeps its dispatch root on
+    its persistent volume (``mounts.persistent``), so it is stopped (compute released, disk
+    kept, ``eps pull`` starts it again).  A CPU pod cannot have one (the API refuses
+    ``mounts.persistent`` on CPU pods) and a stop wipes its container disk, so it is removed."""
+    return runpod_halt(pod_id, "stop") if gpu else ""
 
 
 class RunpodLane:
@@ -61,6 +72,10 @@ class RunpodLane:
         self.name = name
         self.settings = settings
         self.access = access  # eps's key (state dir), the login, the work root, the linger
+        # A GPU pod's dispatch roots live on its persistent volume (a stop keeps them there);
+        # an absolute [runpod] work_root is the user's own choice of place, for every pod.
+        on_volume = posixpath.join(VOLUME_PATH, access.work_root)
+        self.gpu_access = access if posixpath.isabs(access.work_root) else access._replace(work_root=on_volume)
         # Only the key is kept (in an ApiKey, whose repr hides it), never the environment.
         given = key if key is not None else env.get("RUNPOD_API_KEY", "").strip()
         self._key: ApiKey | None = None
@@ -94,16 +109,20 @@ class RunpodLane:
         """The pod's public ssh address (``ssh.direct``), eps's key, root: a job's site in the pod."""
         if handle is None:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"{self.name}: no pod to reach"))
-        return self.access.site_now(self.client().bind(lambda c: c.address(handle.id)), dispatch, job, handle.id)
+        access = self._access(self._gpu(handle.machine))
+        return access.site_now(self.client().bind(lambda c: c.address(handle.id)), dispatch, job, handle.id)
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         job = at_lane_maximum(job, LaneKind.RUNPOD, Provisioning.ON_DEMAND, self.access.max_time_limit_s)
 
+        gpu = self._gpu(handle.machine)
+        access = self._access(gpu)
+
         def launch(client: RunpodClient) -> Result[Handle, LaneFailure]:
-            return self.access.key(make=False).bind(
+            return access.key(make=False).bind(
                 lambda key: launch_again(
-                    self.access, key, handle, lambda: client.address(handle.id), job, dispatch, files,
-                    halt=runpod_halt(handle.id),
+                    access, key, handle, lambda: client.address(handle.id), job, dispatch, files,
+                    halt=runpod_halt(handle.id), park=runpod_park(handle.id, gpu),
                 )
             )  # fmt: skip
 
@@ -132,8 +151,8 @@ class RunpodLane:
             return attempt.result
         handle = attempt.result.unwrap()
         return start_on(
-            self.access, key, handle, lambda: client.address(handle.id), lambda: self.release(handle),
-            job, dispatch, files, halt=runpod_halt(handle.id), what="pod",
+            self._access(rung.gpus > 0), key, handle, lambda: client.address(handle.id), lambda: self.release(handle),
+            job, dispatch, files, halt=runpod_halt(handle.id), park=runpod_park(handle.id, rung.gpus > 0), what="pod",
         )  # fmt: skip
 
     def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
@@ -196,11 +215,43 @@ class RunpodLane:
         per = next((f.gb_per_vcpu for f in self.settings.cpu_flavors if f.name == flavor), None)
         return f"{pod.machine}-{int(vcpus) * per}" if per is not None and vcpus.isdigit() else pod.machine
 
+    def _gpu(self, machine: str | None) -> bool:
+        """Whether a pod of ``machine`` (a CPU flavor's ``cpu3g-4-16``, else a GPU type id) has GPUs."""
+        flavors = {f.name for f in self.settings.cpu_flavors}
+        return machine is not None and machine.split("-", 1)[0] not in flavors
+
+    def _access(self, gpu: bool) -> MachineAccess:
+        return self.gpu_access if gpu else self.access
+
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         return Success(False)
 
     def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
         return None
+
+    def wake(self, handle: Handle) -> Result[Handle | None, LaneFailure]:
+        """A pod its watcher stopped (EXITED: compute released, disk kept): ``start`` it, wait
+        until RUNNING, then until eps gets in over ssh.  Its container disk (and with it the
+        sshd's host keys) is made anew, so the pod's known host key is forgotten first."""
+        match self.client():
+            case Failure(f):
+                return Failure(f)
+            case Success(client):
+                pass
+        match client.get_pod(handle.id):
+            case Failure(f):
+                return Success(None) if f.code == "404" else Failure(f)
+            case Success(pod) if pod.status not in (PodStatus.EXITED, PodStatus.ERROR):
+                return Success(None)
+        started = client.pod_action(handle.id, "start")
+        if isinstance(started, Failure) and started.failure().code != "409":
+            return Failure(started.failure())
+        self.access.forget(handle.id)
+        up = client.wait_running(evolve(handle, state=HandleState.STARTING))
+        reached: Result[Handle, LaneFailure] = up.bind(
+            lambda h: reach_again(self.access, h, lambda: client.address(h.id))
+        )
+        return reached
 
     def close(self) -> None:
         if self._client is not None:

@@ -54,6 +54,13 @@ T = TypeVar("T")
 DEFAULT_BASE_URL = "https://api.runpod.io"
 #: RunPod's no-capacity ``detail`` (400); the API has no machine-readable code for it.
 NO_CAPACITY_TEXT = "no longer any instances available"
+#: A GPU pod's persistent volume (``mounts.persistent``): its path, and its size when the
+#: rung asks for no disk.  What is there survives a stop (``podAction`` ``stop``), so a
+#: GPU pod's dispatch roots go there; the container disk is "ephemeral, wiped on restart".
+VOLUME_PATH = "/workspace"
+VOLUME_GB = 20
+#: ``PersistentMount.size``: "Upstream enforces a 10 GB floor".
+VOLUME_MIN_GB = 10
 #: Where runpodctl (top-level ``apikey``) and runpod-python (``[default] api_key``) keep the key.
 CONFIG_FILE = Path("~/.runpod/config.toml")
 
@@ -246,6 +253,8 @@ def pod_request(
     if rung.gpus > 0:
         body["image"] = settings.gpu_image
         body["gpu"] = {"id": rung.machine, "count": rung.gpus}
+        size = max(VOLUME_MIN_GB, rung.disk_gb or VOLUME_GB)
+        body["mounts"] = {"persistent": {"size": size, "path": VOLUME_PATH}}
         cuda = runpod_cuda_versions(image_cuda(settings.gpu_image))
         if cuda:
             body["gpu"]["allowedCudaVersions"] = list(cuda)

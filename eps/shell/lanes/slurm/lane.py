@@ -96,6 +96,9 @@ class SlurmLane:
     def shell_inner(self, handle: Handle) -> list[str] | None:
         return ["srun", f"--jobid={handle.id}", "--overlap"]
 
+    def wake(self, handle: Handle) -> Result[Handle | None, LaneFailure]:
+        return Success(None)  # a job's outputs live on the cluster's shared filesystem
+
     def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         """Ship the job's files to its dispatch root on the shared filesystem, then submit a
         batch script whose one step runs the wrapper in the foreground.  A job of unknown
