@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 from typing import NamedTuple
 
 from returns.result import Failure, Result, Success
@@ -100,21 +101,28 @@ def runpod_env(key: KeyPair) -> dict[str, str]:
 def forget_host(known_hosts: str, name: str) -> None:
     """Remove every entry of ``known_hosts`` recorded under ``name`` (a machine's id, its
     ``HostKeyAlias``): the machine is gone, and whatever answers under that name next is a
-    new machine.  Rewritten atomically; a missing file is nothing to forget."""
-    try:
-        with open(known_hosts, "rb") as fh:
-            lines = fh.read().splitlines(keepends=True)
-    except FileNotFoundError:
+    new machine.  Rewritten atomically under a lock (many machines are released at once, by
+    threads of one eps and by other eps processes); a missing file is nothing to forget."""
+    import fcntl
+
+    if not os.path.exists(known_hosts):
         return
-    target = name.encode()
-    kept = [line for line in lines if target not in line.split(b" ", 1)[0].split(b",")]
-    if len(kept) == len(lines):
-        return
-    tmp = f"{known_hosts}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.writelines(kept)
-    os.replace(tmp, known_hosts)
+    with open(f"{known_hosts}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(known_hosts, "rb") as fh:
+                lines = fh.read().splitlines(keepends=True)
+        except FileNotFoundError:
+            return
+        target = name.encode()
+        kept = [line for line in lines if target not in line.split(b" ", 1)[0].split(b",")]
+        if len(kept) == len(lines):
+            return
+        tmp = f"{known_hosts}.{os.getpid()}.{threading.get_ident()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.writelines(kept)
+        os.replace(tmp, known_hosts)
 
 
 def _generate(directory: str, private: str, runner: Runner) -> RemoteFailure | None:

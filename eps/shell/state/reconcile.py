@@ -55,7 +55,7 @@ from eps.shell.lanes import Lanes
 from eps.shell.lanes.jobs import drop_env_values
 from eps.shell.polling import poll_until
 from eps.shell.state import codec
-from eps.shell.state.finish import Finisher
+from eps.shell.state.finish import STOP_WAIT_S, Finisher
 from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
 from eps.shell.supervision import SUPERVISED
 
@@ -418,9 +418,17 @@ def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, repor
     """Cancel a started job: nothing it wrote is lost.  One that had already ended (its end
     written, not yet pulled) is finished instead (pulled, then released; its own code stays);
     a running one is stopped (TERM, KILL after the grace) and its partial outputs and log are
-    pulled before reconcile releases its machine; a pull that failed keeps the machine."""
+    pulled before reconcile releases its machine; a pull that failed keeps the machine.
+
+    A dispatch its supervisor follows is first marked cancelled, so the supervisor lets it
+    go (it follows only started dispatches); then it is stopped and pulled here."""
+    if ledger.is_owned_elsewhere(row.id):
+        ledger.set_dispatch(row.id, DispatchState.CANCELLED, message="cancelled by eps cancel; stopping its job")
+        poll_until(partial(_unowned, ledger, row.id), timeout_s=STOP_WAIT_S, interval_s=0.1)
     with ledger.owning(row.id) as owned:
         fresh = ledger.dispatch(row.id) if owned else None
+        if fresh is not None and fresh.state is DispatchState.CANCELLED and fresh.handle is not None:
+            fresh = evolve(fresh, state=DispatchState.STARTED)  # marked above: its job still runs
         if fresh is None or fresh.state is not DispatchState.STARTED:
             report["finished"].append(f"{row.id}: being finished by another eps process; nothing to cancel")
             return
