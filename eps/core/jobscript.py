@@ -15,7 +15,7 @@ root is.  It has three modes:
 
 What the wrapper does, in order: append all output to ``job.log``; write
 ``pid`` and ``started-at``; create ``out/`` and export ``EPS_OUTPUT_DIR``,
-``EPS_DISPATCH_ID``, ``EPS_TASK_INDEX``, ``EPS_TASK_COUNT`` (and
+``EPS_DISPATCH_ID``, ``EPS_TASK_INDEX``, ``EPS_TASK_COUNT``, ``EPS_RESTART_COUNT`` (and
 ``PYTHONUNBUFFERED=1`` so the log is live); check that the ``env`` file has the
 named variables (in a subshell: the values never enter the wrapper's own shell,
 so ``--env PATH=...`` cannot break it); then, under one ``timeout`` for setup
@@ -115,6 +115,7 @@ class JobSpec(NamedTuple):
     task_index: int = 0
     task_count: int = 1
     kill_grace_s: int = JOB_LIFECYCLE.kill_grace_s  # from the TERM to the KILL
+    restart: int = 0  # EPS_RESTART_COUNT: how many times the job was relaunched before this run
 
 
 class JobProgress(NamedTuple):
@@ -158,7 +159,9 @@ class JobScriptError(ValueError):
 
 
 #: Names the wrapper exports itself; an env file may not override them.
-RESERVED_NAMES: frozenset[str] = frozenset({"EPS_DISPATCH_ID", "EPS_TASK_INDEX", "EPS_TASK_COUNT", "EPS_OUTPUT_DIR"})
+RESERVED_NAMES: frozenset[str] = frozenset(
+    {"EPS_DISPATCH_ID", "EPS_TASK_INDEX", "EPS_TASK_COUNT", "EPS_OUTPUT_DIR", "EPS_RESTART_COUNT"}
+)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INTERNAL_PREFIX = "_eps_"
 #: How long ``start`` waits for the detached job to record its start (seconds).
@@ -214,7 +217,7 @@ def render_jobscript(spec: JobSpec) -> str:
         f'  _eps_put {q(lay.started_at)} "$(date +%s)"',
         f"  mkdir -p -- {q(lay.outputs)} {q(lay.workdir)}",
         f"  export EPS_DISPATCH_ID={q(spec.dispatch_id)}",
-        f"  export EPS_TASK_INDEX={spec.task_index} EPS_TASK_COUNT={spec.task_count}",
+        f"  export EPS_TASK_INDEX={spec.task_index} EPS_TASK_COUNT={spec.task_count} EPS_RESTART_COUNT={spec.restart}",
         f'  export EPS_OUTPUT_DIR="$_eps_root/{lay.outputs}" PYTHONUNBUFFERED=1',
         "  _eps_end() {",
         '    echo "eps: job ended: $1, exit code $2"',

@@ -62,6 +62,7 @@ def job_spec(job: Job, dispatch: str) -> JobSpec:
         env_names=job.env_names,
         task_index=job.task_index,
         task_count=job.task_count,
+        restart=job.restart,
     )
 
 

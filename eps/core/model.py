@@ -295,6 +295,11 @@ class Job(NamedTuple):
     time_limit_s: int | None = None  # the enforced limit (None: the duration times the margin, else the rung's)
     task_index: int = 0  # copy i of a --count N fan-out (EPS_TASK_INDEX)
     task_count: int = 1  # N (EPS_TASK_COUNT)
+    retry: tuple[str, ...] | None = None  # events retried (eps.core.healing.RetryOn values); None: the default
+    retry_for_s: int | None = None  # how long eps keeps retrying, from submission (None: the default)
+    max_restarts: int | None = None  # relaunches at most (None: the default)
+    sync_every_s: int | None = None  # $EPS_OUTPUT_DIR pulled this often while the job runs (None: the setting; 0: off)
+    restart: int = 0  # the relaunch this is (EPS_RESTART_COUNT): 0 for the first run
 
 
 class Rung(NamedTuple):

@@ -105,7 +105,7 @@ DISPATCH_MOVES: Mapping[DispatchState, frozenset[DispatchState]] = {
     _D.HELD: frozenset({_D.STARTED, _D.ENDED, _D.CANCELLED, _D.FAILED}),
     _D.PREEMPTED: frozenset({_D.WALKING, _D.STARTED, _D.CANCELLED, _D.ENDED}),
     _D.FAILED: frozenset({_D.CANCELLED, _D.STARTED}),
-    _D.ENDED: frozenset({_D.CANCELLED}),
+    _D.ENDED: frozenset({_D.CANCELLED, _D.WALKING}),  # walking again: a failed job its retry policy relaunches
     _D.CANCELLED: frozenset(),
 }
 

@@ -389,6 +389,36 @@ class JobLifecycle(NamedTuple):
 JOB_LIFECYCLE = JobLifecycle()
 
 
+class Healing(NamedTuple):
+    """The numbers of a job that heals: retries, restarts, boot loops, wedged machines."""
+
+    #: A restartable job with no retry policy of its own is relaunched after an
+    #: interruption (preemption, a lost machine) at most this many times.
+    restartable_restarts: int = 3
+    #: How long eps keeps retrying, from submission, unless ``--retry-for`` says.
+    retry_for_s: int = 86_400
+    #: An explicit ``--retry`` without ``--max-restarts``: at most this many relaunches.
+    max_restarts: int = 3
+    #: Waiting for capacity (``--retry no-capacity``): the first wait, doubled each
+    #: round up to the maximum.
+    capacity_wait_first_s: int = 30
+    capacity_wait_max_s: int = 600
+    #: A machine lost this soon after it came up is an early death of its rung.
+    early_death_s: int = 600
+    #: This many early deaths of one rung within the window skip it for every
+    #: dispatch (``boot_loop``) until the window has passed; pins are exempt.
+    boot_loop_deaths: int = 2
+    boot_loop_window_s: int = 86_400
+    #: A machine reported running that eps cannot reach over ssh this long while its
+    #: job should run is released and handled as an interruption.
+    wedge_s: int = 900
+    #: While a job runs, its ``$EPS_OUTPUT_DIR`` is pulled this often (0: never).
+    sync_every_s: int = 600
+
+
+HEALING = Healing()
+
+
 def job_time_limit_s(duration_s: int, lifecycle: JobLifecycle = JOB_LIFECYCLE) -> int:
     """The enforced time limit for a job estimated at ``duration_s``: 1.5 x, rounded up."""
     return -(-duration_s * lifecycle.time_limit_pct // 100)

@@ -177,8 +177,24 @@ def render_job_lifecycle(facts: PolicyFacts) -> list[str]:
     return table(("what", "value"), rows)
 
 
+def render_healing(facts: PolicyFacts) -> list[str]:
+    """The retry numbers (eps.core.tables.HEALING), as CLAUDE.md states them."""
+    from eps.core.tables import HEALING as h
+
+    rows = [
+        ("a `--restartable` job without `--retry`", f"relaunched after an interruption, at most "
+         f"{h.restartable_restarts} times"),
+        ("any other job without `--retry`", "never relaunched"),
+        ("`--retry EVENT[,EVENT]` without `--max-restarts`", f"at most {h.max_restarts} restarts"),
+        ("`--retry-for` (from submission)", f"{format_duration(h.retry_for_s)} unless given"),
+        ("outputs synced while the job runs (`--sync-every`)", f"every {h.sync_every_s} s unless given (0: never)"),
+    ]  # fmt: skip
+    return table(("what", "value"), rows)
+
+
 RENDERERS: dict[str, Renderer] = {
     "job-lifecycle": render_job_lifecycle,
+    "healing": render_healing,
     "intents": render_intents,
     "lane-orders": render_lane_orders,
     "qos-ladder": render_qos_ladder,

@@ -98,10 +98,27 @@ def ensure(state_dir: str, env: Mapping[str, str], *, within_s: float = 15.0) ->
     raise SupervisorError(f"no supervisor started within {within_s:.0f} s (see {log_file(state_dir)})")
 
 
+def will_relaunch(row: Any, now: float | None = None) -> bool:
+    """``row`` was interrupted (preempted, its machine lost) and its retry policy relaunches
+    it: it is not settled, its supervisor walks it again."""
+    from eps.core.healing import Relaunch, after_interruption
+
+    if row.state is not DispatchState.PREEMPTED or row.parent is not None:
+        return False
+    elapsed = (time.time() if now is None else now) - row.created_at
+    return isinstance(after_interruption(row.job, restarts=row.job.restart, elapsed_s=elapsed), Relaunch)
+
+
+def unsettled_roots(ledger: Any) -> list[Any]:
+    """The dispatches a supervisor owns: walking, started, held, or to be relaunched."""
+    rows = ledger.dispatches(states=(*SUPERVISED, DispatchState.PREEMPTED))
+    return [r for r in rows if r.parent is None and (r.state in SUPERVISED or will_relaunch(r))]
+
+
 def revive(ledger: Any, env: Mapping[str, str]) -> int | None:
     """Start a supervisor when a dispatch is left to none (the last one died): the pid,
     or ``None`` when nothing needs one."""
-    rows = [r for r in ledger.dispatches(states=SUPERVISED) if r.parent is None]
+    rows = unsettled_roots(ledger)
     if not rows:
         return None
     return ensure(ledger.state_dir, env)

@@ -32,7 +32,7 @@ from typing import Any
 from eps.core.model import CapacitySnapshot, Job, LaneDown, QosGrants, evolve
 from eps.core.states import DispatchState
 from eps.shell.events import EventLog
-from eps.shell.supervision import SUPERVISED, lock_path, pid_path, read_inputs
+from eps.shell.supervision import SUPERVISED, lock_path, pid_path, read_inputs, unsettled_roots
 
 #: How often the supervisor looks for dispatches to take on.
 TICK_S = 0.2
@@ -91,7 +91,7 @@ class Supervisor:
         from eps.shell.state.ledger import DispatchBusy
 
         now = time.monotonic()
-        for row in self.ledger.dispatches(states=SUPERVISED):
+        for row in unsettled_roots(self.ledger):
             d = row.id
             if row.parent is not None or d in self.threads or self.retry_at.get(d, 0.0) > now:
                 continue
@@ -116,7 +116,40 @@ class Supervisor:
                 self.retry_at[dispatch] = time.monotonic() + RETRY_S
 
     def drive(self, dispatch: str) -> None:
-        """One dispatch, from wherever the ledger has it to its end."""
+        """One dispatch, from wherever the ledger has it to its end, relaunched as often as
+        its retry policy says (an interruption of a restartable job)."""
+        while True:
+            self.drive_once(dispatch)
+            if self.stopping.is_set() or not self.relaunch(dispatch):
+                return
+
+    def relaunch(self, dispatch: str) -> bool:
+        """An interrupted dispatch, or one whose job failed, that its policy relaunches:
+        walking again, its restart count raised (the walk plans again from what the run
+        taught, and ships the outputs synced so far back into the new run)."""
+        from eps.core.healing import Relaunch, after_error, after_interruption
+
+        row = self.ledger.dispatch(dispatch)
+        if row is None or self.ledger.children(dispatch):
+            return False
+        elapsed = time.time() - row.created_at
+        if row.state is DispatchState.PREEMPTED:
+            got = after_interruption(row.job, restarts=row.job.restart, elapsed_s=elapsed)
+        elif row.state is DispatchState.ENDED and row.job_status not in (None, "cancelled") and row.exit_code != 0:
+            got = after_error(row.job, row.exit_code, restarts=row.job.restart, elapsed_s=elapsed)
+        else:
+            return False
+        if not isinstance(got, Relaunch):
+            return False
+        if self.ledger.relaunch(dispatch, evolve(row.job, restart=got.restart), f"relaunching: {got.reason}") is None:
+            return False  # cancelled meanwhile
+        EventLog(self.ledger.state_dir, dispatch).emit(
+            "relaunched", dispatch=dispatch, restart=got.restart, message=got.reason
+        )
+        return True
+
+    def drive_once(self, dispatch: str) -> None:
+        """One run of a dispatch: walk (when it walks), follow it to its end."""
         from eps.core.tables import DEFAULT_GRANTS
         from eps.shell.state.follow import follow_to_end, ids_of
         from eps.shell.walker import Walker
@@ -145,7 +178,7 @@ class Supervisor:
             else:
                 walker.walk_recorded(dispatch)
         follow_to_end(self.ledger, self.lanes, log, ids_of(self.ledger, dispatch),
-                      poll_s=self.settings.jobs.wait_poll_s, stop=self.stopping.is_set)  # fmt: skip
+                      poll_s=self.settings.jobs.wait_poll_s, stop=self.stopping.is_set, sync=True)  # fmt: skip
         if children:  # the parent has ended when every copy has
             from eps.shell.state.reconcile import Reconciler
 

@@ -10,6 +10,7 @@ classification.  ``--count N`` CPU jobs walk N independent copies at once.
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import time
@@ -212,6 +213,9 @@ class Walker:
         match select_files(job, env):
             case Success(files):
                 self.files = files
+                if job.restart:  # a relaunch: the outputs synced so far go back into the new run's
+                    synced = os.path.join(self.ledger.state_dir, "outputs", dispatch)
+                    self.files = evolve(files, outputs=synced)
             case Failure(f):
                 self._let_go(dispatch)
                 return WalkResult(dispatch, None, failure=f"cannot ship the job's files again: {f.message}")

@@ -45,9 +45,11 @@ def landed(row: DispatchRow) -> bool:
 
 
 def settled(row: DispatchRow) -> bool:
-    return row.state not in (
-        DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.INTERRUPTED
-    )  # fmt: skip
+    """Over: not walking, running or held, and not interrupted with a relaunch to come."""
+    from eps.shell.supervision import will_relaunch
+
+    walking = (DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.INTERRUPTED)
+    return row.state not in walking and not will_relaunch(row)
 
 
 def follow(

@@ -69,6 +69,10 @@ def make_job(ns: argparse.Namespace, command: Sequence[str] = ()) -> Job:
         count=pick("count"),
         pin=pick("pin"),
         command=tuple(command),
+        retry=getattr(ns, "retry", None),
+        retry_for_s=getattr(ns, "retry_for", None),
+        max_restarts=getattr(ns, "max_restarts", None),
+        sync_every_s=getattr(ns, "sync_every", None),
     )
 
 

@@ -125,6 +125,34 @@ def _count(text: str) -> int:
     return value
 
 
+def _retry(text: str) -> tuple[str, ...]:
+    from eps.core.healing import parse_events
+
+    try:
+        events = tuple(e.value for e in parse_events(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if "no-capacity" in events:  # said plainly rather than accepted and ignored
+        raise argparse.ArgumentTypeError("no-capacity is not retried yet (interruption and error are)")
+    return events
+
+
+def _restarts(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"max restarts must be a whole number, got {text!r}") from None
+    if not 0 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"max restarts must be 0..1000, got {value}")
+    return value
+
+
+def _seconds_or_zero(text: str) -> int:
+    if text.strip() == "0":
+        return 0
+    return _duration(text)
+
+
 def _footprint(text: str) -> float:
     try:
         value = float(text)
@@ -165,6 +193,19 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--footprint-gb", type=_footprint, help="data footprint in GB (0)")
     p.add_argument("--gradient-fit", action=argparse.BooleanOptionalAction, help="the job is a gradient-descent fit")
     p.add_argument("--count", type=_count, help="parallel copies (CPU: N machines; GPU: one N-times machine) (1)")
+    p.add_argument(
+        "--retry", type=_retry, metavar="EVENT[,EVENT]",
+        help="what eps retries: no-capacity, interruption (a preempted or lost machine), error (a non-zero exit); "
+        "default: interruption for a --restartable job, nothing otherwise",
+    )  # fmt: skip
+    p.add_argument(
+        "--retry-for", type=_duration, metavar="DURATION", help="keep retrying this long from submission (1d)"
+    )
+    p.add_argument("--max-restarts", type=_restarts, metavar="N", help="relaunch the job at most N times (3)")
+    p.add_argument(
+        "--sync-every", type=_seconds_or_zero, metavar="DURATION",
+        help="pull $EPS_OUTPUT_DIR this often while the job runs, so a relaunch resumes from it (10m; 0: never)",
+    )  # fmt: skip
     a = p.add_argument("--pin", metavar="LANE", help="run only on this lane: vm, fellows, gcp, runpod (P10)")
     a.complete = _COMPLETE["lanes"]  # type: ignore[attr-defined]
     p.add_argument("--snapshot", metavar="FILE", help="capacity snapshot (JSON or TOML)")

@@ -172,4 +172,8 @@ def human_line(r: dict[str, Any]) -> str | None:
         return f"[{d}] stopped: {r['message']}"
     if e == "ended":
         return f"[{d}] ended: {r.get('message')}"
+    if e == "relaunched":
+        return f"[{d}] relaunching (restart {r.get('restart')}): {r.get('message')}"
+    if e == "sync_failed":
+        return f"[{d}] {r.get('message')}"
     return None

@@ -42,6 +42,7 @@ from eps.shell.remote.job import (
     start_job,
 )
 from eps.shell.remote.ssh import BRIEF, Patience, Remote
+from eps.shell.remote.sync import upload_files
 
 if TYPE_CHECKING:
     from eps.shell.state.ledger import Ledger
@@ -67,6 +68,7 @@ class JobFiles:
 
     workdir: Workdir | None = None
     env: Mapping[str, str] | None = None
+    outputs: str | None = None  # a relaunch: the local copy of the outputs synced so far, put back in out/
 
 
 def site_root(work_root: str, dispatch: str, job: Job) -> str:
@@ -124,7 +126,22 @@ def stage(
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"no value for --env {', '.join(missing)}"))
         env = {n: env[n] for n in job.env_names}
     done = stage_job(site.remote, site.root, spec, workdir=files.workdir, env=env, patience=patience)
+    if isinstance(done, Success) and files.outputs is not None and os.path.isdir(files.outputs):
+        return seed_outputs(site, files.outputs, patience=patience)
     return done.alt(_lane)
+
+
+def seed_outputs(site: Site, local: str, *, patience: Patience = BRIEF) -> Result[None, LaneFailure]:
+    """A relaunch picks up where the interrupted run left off: what was synced of its
+    ``$EPS_OUTPUT_DIR`` goes back into the new run's (its checkpoints among it)."""
+    names: list[str] = []
+    for top, dirs, files in os.walk(local):
+        dirs.sort()
+        names.extend(os.path.relpath(os.path.join(top, f), local) for f in sorted(files))
+    if not names:
+        return Success(None)
+    sent = upload_files(site.remote, local, names, f"{site.root}/out", patience=patience)
+    return sent.alt(_lane)
 
 
 def launch(site: Site, *, before: str | None = None) -> Result[int, LaneFailure]:

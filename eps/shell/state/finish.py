@@ -130,6 +130,12 @@ class Finisher:
             looked = self.site(row).bind(lambda s: _probe(s).map(lambda p: (s, p)))
         return looked.alt(lambda f: f"outputs not pulled: {f.message}")
 
+    def sync(self, row: DispatchRow) -> str | None:
+        """While the job runs: bring what it wrote so far (its checkpoints) to the outputs
+        directory, not marking it pulled.  Why it failed, or ``None``."""
+        got = self.site(row).bind(lambda s: J.pull(s, self.outputs_dir(row.id), self.log_path(row.id)))
+        return got.failure().message if isinstance(got, Failure) else None
+
     def stopped(self, row: DispatchRow) -> bool:
         """Its machine is there, stopped by its watcher (its outputs wait on its disk)."""
         return row.handle is not None and _stopped(self.lanes.get(row.handle.lane).poll(row.handle))

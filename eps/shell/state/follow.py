@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from eps.core.lifecycle import exit_status, result_word
+from eps.core.model import Job
 from eps.core.states import DispatchState
+from eps.core.tables import HEALING
 from eps.shell.events import Events
 from eps.shell.lanes import Lanes
 from eps.shell.state.ledger import DispatchRow, Ledger
@@ -48,15 +50,19 @@ def follow_to_end(
     stop: Callable[[], bool] = lambda: False,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    sync: bool = False,
 ) -> bool:
     """Follow every dispatch of ``ids`` until it has settled (True), or until the monotonic
-    time ``until`` or ``stop()`` (False: some are still going)."""
+    time ``until`` or ``stop()`` (False: some are still going).  ``sync`` (the supervisor):
+    a running job's ``$EPS_OUTPUT_DIR`` is pulled every ``sync_every_s`` (its checkpoints:
+    a relaunch after an interruption starts from them)."""
     from eps.shell.state.finish import Finisher
     from eps.shell.state.reconcile import Reconciler
 
     finisher = Finisher(ledger, lanes)
     pending = set(ids)
     followed: set[str] = set()
+    synced: dict[str, float] = {d: clock() for d in ids}  # the last sync (or the start of following)
     interval = poll_s
     reconciled_at = clock()
     while pending:
@@ -72,6 +78,12 @@ def follow_to_end(
                     follow(row)
                 progress = finisher.progress(row).value_or(None)
                 unread = unread or progress is None
+                every = sync_every(row.job)
+                if sync and every and progress is not None and not progress.ended and clock() - synced[d] >= every:
+                    synced[d] = clock()
+                    failed = finisher.sync(row)
+                    if failed is not None:  # retried next round; the job keeps its machine
+                        events.emit("sync_failed", dispatch=d, message=f"sync of the outputs failed: {failed}")
                 if progress is not None and progress.ended:
                     with ledger.owning(d) as owned:
                         if owned:
@@ -118,6 +130,11 @@ def _nap(
         sleep(min(1.0, left))
         if stop() or any((r.state if (r := ledger.dispatch(d)) else None) != s for d, s in before.items()):
             return
+
+
+def sync_every(job: Job) -> int:
+    """How often a running job's outputs are synced (0: never)."""
+    return job.sync_every_s if job.sync_every_s is not None else HEALING.sync_every_s
 
 
 def exit_of(rows: Sequence[DispatchRow], err: Callable[[str], object] | None = None) -> int:

@@ -321,6 +321,22 @@ class Ledger:
             except sqlite3.IntegrityError:
                 raise LedgerError(f"dispatch {dispatch} already exists") from None
 
+    def relaunch(self, dispatch: str, job: Job, message: str) -> DispatchState | None:
+        """Walk ``dispatch`` again as ``job`` (its restart count raised): back to walking, its
+        end and handle cleared; ``None`` when it was cancelled meanwhile."""
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM dispatches WHERE id=?", (dispatch,)).fetchone()
+            if row is None:
+                raise LedgerError(f"no dispatch {dispatch!r} in the ledger")
+            if move_dispatch(dispatch, DispatchState(row[0]), DispatchState.WALKING) is None:
+                return None
+            db.execute(
+                "UPDATE dispatches SET state=?, job=?, message=?, handle=NULL, exit_code=NULL, job_status=NULL,"
+                " ended_at=NULL, pulled_at=NULL, updated_at=? WHERE id=?",
+                (DispatchState.WALKING.value, codec.job_to_json(job), message, self._clock(), dispatch),
+            )
+            return DispatchState.WALKING
+
     def set_dispatch(
         self,
         dispatch: str,

@@ -1,0 +1,181 @@
+"""Jobs that heal: what eps does when a dispatch is interrupted, finds no capacity, or its
+job fails, and which rungs a boot loop rules out.  Pure: the supervisor observes and
+carries out; these functions decide.
+
+The retry policy of a job (:func:`policy_of`):
+
+- ``retry``: the events retried, any of ``no-capacity`` (every rung ended exhausted),
+  ``interruption`` (the machine was taken back or lost: a spot or flex VM preempted, a pod
+  that vanished, a SLURM job ended PREEMPTED, NODE_FAIL or BOOT_FAIL, a wedged machine) and
+  ``error`` (the job exited non-zero);
+- ``retry_for_s``: how long eps keeps trying, from submission;
+- ``max_restarts``: how many relaunches at most (interruptions and errors together).
+
+Without a policy of its own, a restartable job retries ``interruption`` (at most
+:attr:`~eps.core.tables.Healing.restartable_restarts` times) and every other job
+retries nothing: an interrupted job that is not restartable is never relaunched unless
+its user asked for it.
+
+A relaunch plans again from what the interrupted rung taught (P11 still holds), ships the
+workdir and the last synced outputs, and sets ``EPS_RESTART_COUNT``.
+
+Boot loops (:func:`boot_looped`): a machine lost within ``early_death_s`` of coming up is an
+early death of its rung; ``boot_loop_deaths`` of them within ``boot_loop_window_s`` rule the
+rung out for every dispatch (skip ``boot_loop``) until the window has passed.  Pins are
+exempt (the router does not skip a pinned rung for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from typing import NamedTuple
+
+from eps.core.model import Job
+from eps.core.tables import HEALING, Healing
+
+
+class RetryOn(StrEnum):
+    NO_CAPACITY = "no-capacity"
+    INTERRUPTION = "interruption"
+    ERROR = "error"
+
+
+class RetryPolicy(NamedTuple):
+    """The policy in effect for one job."""
+
+    on: frozenset[RetryOn]
+    retry_for_s: int
+    max_restarts: int
+
+    def describe(self) -> str:
+        if not self.on:
+            return "no retries"
+        events = ", ".join(e.value for e in RetryOn if e in self.on)
+        return f"retry {events}: at most {self.max_restarts} restarts, for {self.retry_for_s} s from submission"
+
+
+def parse_events(text: str) -> tuple[RetryOn, ...]:
+    """``no-capacity,interruption`` -> the events; raises ValueError naming a bad one."""
+    out: list[RetryOn] = []
+    for word in (w.strip() for w in text.split(",")):
+        if not word:
+            continue
+        try:
+            out.append(RetryOn(word))
+        except ValueError:
+            known = ", ".join(e.value for e in RetryOn)
+            raise ValueError(f"unknown retry event {word!r} (known: {known})") from None
+    if not out:
+        raise ValueError("no retry event given")
+    return tuple(dict.fromkeys(out))
+
+
+def policy_of(job: Job, table: Healing = HEALING) -> RetryPolicy:
+    """The retry policy in effect for ``job`` (its own, else the default above)."""
+    if job.retry is None:
+        on = frozenset({RetryOn.INTERRUPTION}) if job.restartable else frozenset()
+        restarts = table.restartable_restarts
+    else:
+        on = frozenset(RetryOn(e) for e in job.retry)
+        restarts = table.max_restarts
+    return RetryPolicy(
+        on,
+        job.retry_for_s if job.retry_for_s is not None else table.retry_for_s,
+        job.max_restarts if job.max_restarts is not None else restarts,
+    )
+
+
+class Relaunch(NamedTuple):
+    """Plan again and start the job anew (restart number ``restart``)."""
+
+    restart: int
+    reason: str
+
+
+class WaitThenPlan(NamedTuple):
+    """No capacity: wait ``seconds``, then plan again (capacity learnt as exhausted forgotten)."""
+
+    seconds: int
+    reason: str
+
+
+class GiveUp(NamedTuple):
+    """No retry: the dispatch ends as it would have without a policy."""
+
+    reason: str
+
+
+Decision = Relaunch | WaitThenPlan | GiveUp
+
+
+def after_interruption(job: Job, *, restarts: int, elapsed_s: float, table: Healing = HEALING) -> Decision:
+    """The machine was taken back or lost while the job ran (``restarts`` relaunches so far,
+    ``elapsed_s`` since submission)."""
+    return _relaunch(job, RetryOn.INTERRUPTION, "interrupted", restarts=restarts, elapsed_s=elapsed_s, table=table)
+
+
+def after_error(
+    job: Job, exit_code: int | None, *, restarts: int, elapsed_s: float, table: Healing = HEALING
+) -> Decision:
+    """The job exited non-zero (or its code is unknown)."""
+    if exit_code == 0:
+        return GiveUp("the job succeeded")
+    what = f"exited {exit_code}" if exit_code is not None else "ended with its exit code unknown"
+    return _relaunch(job, RetryOn.ERROR, what, restarts=restarts, elapsed_s=elapsed_s, table=table)
+
+
+def after_no_capacity(job: Job, *, waits: int, elapsed_s: float, table: Healing = HEALING) -> Decision:
+    """Every rung ended exhausted (``waits`` rounds waited so far): wait and plan again
+    while ``retry_for_s`` lasts; the wait doubles each round up to its maximum and never
+    runs past the end of ``retry_for_s``."""
+    p = policy_of(job, table)
+    if RetryOn.NO_CAPACITY not in p.on:
+        return GiveUp("no-capacity is not retried")
+    left = p.retry_for_s - elapsed_s
+    if left <= 0:
+        return GiveUp(f"no capacity, and the {p.retry_for_s} s of retrying have passed")
+    wait = min(table.capacity_wait_max_s, table.capacity_wait_first_s * 2 ** min(waits, 20))
+    seconds = max(1, int(min(wait, left)))
+    return WaitThenPlan(seconds, f"no capacity now; planning again in {seconds} s (round {waits + 1})")
+
+
+def _relaunch(
+    job: Job, event: RetryOn, what: str, *, restarts: int, elapsed_s: float, table: Healing
+) -> Decision:
+    p = policy_of(job, table)
+    if event not in p.on:
+        if event is RetryOn.INTERRUPTION and not job.restartable:
+            return GiveUp(f"{what}; not restartable, and interruption is not retried (--retry interruption)")
+        return GiveUp(f"{what}; {event.value} is not retried")
+    if restarts >= p.max_restarts:
+        return GiveUp(f"{what}; the {p.max_restarts} restarts allowed are used")
+    if elapsed_s >= p.retry_for_s:
+        return GiveUp(f"{what}; the {p.retry_for_s} s of retrying have passed")
+    return Relaunch(restarts + 1, f"{what}; restart {restarts + 1} of at most {p.max_restarts}")
+
+
+# --- boot loops --------------------------------------------------------------------------------
+
+
+class MachineLife(NamedTuple):
+    """One machine eps made, as the ledger remembers it: its rung key, when it came up, and
+    when (and whether) it was lost (preempted, vanished, unreachable) rather than released."""
+
+    rung: str
+    up_at: float
+    lost_at: float | None = None
+
+
+def early_deaths(lives: Iterable[MachineLife], table: Healing = HEALING) -> list[MachineLife]:
+    return [m for m in lives if m.lost_at is not None and m.lost_at - m.up_at <= table.early_death_s]
+
+
+def boot_looped(lives: Sequence[MachineLife], now: float, table: Healing = HEALING) -> dict[str, list[MachineLife]]:
+    """Rung key -> its early deaths within the window, for each rung that has at least
+    ``boot_loop_deaths`` of them: the rungs a plan skips (``boot_loop``) now."""
+    recent = [m for m in early_deaths(lives, table) if now - (m.lost_at or 0.0) < table.boot_loop_window_s]
+    by_rung: dict[str, list[MachineLife]] = {}
+    for m in recent:
+        by_rung.setdefault(m.rung, []).append(m)
+    return {rung: deaths for rung, deaths in by_rung.items() if len(deaths) >= table.boot_loop_deaths}

@@ -1,0 +1,138 @@
+"""Jobs that heal (eps.core.healing): the retry policy in effect, what an interruption, a
+failed job and no capacity lead to, and which rungs a boot loop rules out.  Tables of
+scenarios, then properties of the rules."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from eps.core.healing import (
+    GiveUp,
+    MachineLife,
+    Relaunch,
+    RetryOn,
+    WaitThenPlan,
+    after_error,
+    after_interruption,
+    after_no_capacity,
+    boot_looped,
+    parse_events,
+    policy_of,
+)
+from eps.core.model import Job
+from eps.core.tables import HEALING
+
+DAY = 86_400
+
+
+@pytest.mark.parametrize(
+    ("job", "on", "restarts"),
+    [
+        (Job("cpu-small"), frozenset(), HEALING.max_restarts),
+        (Job("cpu-small", restartable=True), frozenset({RetryOn.INTERRUPTION}), HEALING.restartable_restarts),
+        (Job("cpu-small", retry=("error",)), frozenset({RetryOn.ERROR}), HEALING.max_restarts),
+        (Job("cpu-small", restartable=True, retry=("no-capacity",)), frozenset({RetryOn.NO_CAPACITY}), 3),
+        (Job("cpu-small", retry=("interruption",), max_restarts=7), frozenset({RetryOn.INTERRUPTION}), 7),
+    ],
+)
+def test_the_policy_in_effect(job: Job, on: frozenset[RetryOn], restarts: int) -> None:
+    p = policy_of(job)
+    assert p.on == on and p.max_restarts == restarts
+    assert p.retry_for_s == (job.retry_for_s or HEALING.retry_for_s)
+
+
+@pytest.mark.parametrize(
+    ("job", "restarts", "elapsed", "want"),
+    [
+        (Job("cpu-small", restartable=True), 0, 60, Relaunch),
+        (Job("cpu-small", restartable=True), 2, 60, Relaunch),
+        (Job("cpu-small", restartable=True), 3, 60, GiveUp),  # the restarts are used
+        (Job("cpu-small", restartable=True), 0, DAY + 1, GiveUp),  # retry_for passed
+        (Job("cpu-small"), 0, 60, GiveUp),  # not restartable, not asked
+        (Job("cpu-small", retry=("interruption",)), 0, 60, Relaunch),  # asked for
+        (Job("cpu-small", restartable=True, retry=("error",)), 0, 60, GiveUp),  # its own policy replaces the default
+        (Job("cpu-small", restartable=True, retry_for_s=120), 0, 119, Relaunch),
+        (Job("cpu-small", restartable=True, retry_for_s=120), 0, 120, GiveUp),
+    ],
+)
+def test_after_an_interruption(job: Job, restarts: int, elapsed: float, want: type) -> None:
+    got = after_interruption(job, restarts=restarts, elapsed_s=elapsed)
+    assert isinstance(got, want), got
+    if isinstance(got, Relaunch):
+        assert got.restart == restarts + 1
+
+
+def test_a_failed_job_is_relaunched_only_when_error_is_retried() -> None:
+    assert isinstance(after_error(Job("x"), 3, restarts=0, elapsed_s=1), GiveUp)
+    assert isinstance(after_error(Job("x", retry=("error",)), 3, restarts=0, elapsed_s=1), Relaunch)
+    assert isinstance(after_error(Job("x", retry=("error",)), 0, restarts=0, elapsed_s=1), GiveUp)
+    assert isinstance(after_error(Job("x", retry=("error",)), None, restarts=0, elapsed_s=1), Relaunch)
+    assert isinstance(after_error(Job("x", retry=("error",), max_restarts=1), 3, restarts=1, elapsed_s=1), GiveUp)
+
+
+def test_no_capacity_waits_longer_each_round_and_never_past_retry_for() -> None:
+    job = Job("cpu-small", retry=("no-capacity",), retry_for_s=120)
+    waits = [after_no_capacity(job, waits=n, elapsed_s=0) for n in range(4)]
+    assert [w.seconds for w in waits if isinstance(w, WaitThenPlan)] == [30, 60, 120, 120]
+    last = after_no_capacity(job, waits=2, elapsed_s=100)
+    assert isinstance(last, WaitThenPlan) and last.seconds == 20  # only what is left of retry_for
+    assert isinstance(after_no_capacity(job, waits=3, elapsed_s=120), GiveUp)
+    assert isinstance(after_no_capacity(Job("cpu-small"), waits=0, elapsed_s=0), GiveUp)
+
+
+def test_events_parse_and_a_bad_one_is_named() -> None:
+    assert parse_events("no-capacity, interruption,error") == (
+        RetryOn.NO_CAPACITY, RetryOn.INTERRUPTION, RetryOn.ERROR,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="'preempt'"):
+        parse_events("preempt")
+    with pytest.raises(ValueError, match="no retry event"):
+        parse_events(" , ")
+
+
+def test_two_early_deaths_within_a_day_make_a_boot_loop() -> None:
+    rung = "gcp/e2-standard-4/us-central1-a/spot"
+    lives = [MachineLife(rung, 0, 30), MachineLife(rung, 100, 130)]
+    assert list(boot_looped(lives, now=200)) == [rung]
+    assert boot_looped(lives, now=130 + DAY) == {}  # the day has passed
+    assert boot_looped([MachineLife(rung, 0, 30)], now=200) == {}  # one death is not a loop
+    late = [MachineLife(rung, 0, HEALING.early_death_s + 1), MachineLife(rung, 0, 30)]
+    assert boot_looped(late, now=10_000) == {}  # a machine that lived past early_death_s is not one
+    assert boot_looped([MachineLife(rung, 0, None), MachineLife(rung, 0, None)], now=10) == {}  # released
+
+
+jobs = st.builds(
+    Job,
+    st.just("cpu-small"),
+    restartable=st.booleans(),
+    retry=st.none() | st.lists(st.sampled_from([e.value for e in RetryOn]), max_size=3).map(tuple),
+    retry_for_s=st.none() | st.integers(0, 10 * DAY),
+    max_restarts=st.none() | st.integers(0, 10),
+)
+
+
+@given(jobs, st.integers(0, 12), st.floats(0, 20 * DAY))
+def test_a_job_that_is_not_restartable_is_never_relaunched_on_interruption_unless_asked(
+    job: Job, restarts: int, elapsed: float
+) -> None:
+    got = after_interruption(job, restarts=restarts, elapsed_s=elapsed)
+    if isinstance(got, Relaunch):
+        assert job.restartable or (job.retry is not None and "interruption" in job.retry)
+
+
+@given(jobs, st.integers(0, 12), st.floats(0, 20 * DAY), st.integers(-1, 5) | st.none())
+def test_no_retry_after_retry_for_nor_past_max_restarts(job: Job, restarts: int, elapsed: float, code: int | None) -> None:
+    p = policy_of(job)
+    for got in (
+        after_interruption(job, restarts=restarts, elapsed_s=elapsed),
+        after_error(job, code, restarts=restarts, elapsed_s=elapsed),
+        after_no_capacity(job, waits=restarts, elapsed_s=elapsed),
+    ):
+        if elapsed >= p.retry_for_s:
+            assert isinstance(got, GiveUp)
+        if isinstance(got, Relaunch):
+            assert got.restart <= p.max_restarts
+        if isinstance(got, WaitThenPlan):
+            assert 1 <= got.seconds <= max(1, p.retry_for_s - elapsed)
