@@ -205,7 +205,7 @@ class Walker:
             self._let_go(dispatch)
             self._announce_landed(dispatch, row.handle, held=row.state is DispatchState.HELD)
             return WalkResult(dispatch, row.handle)
-        if row.state in (DispatchState.STARTED, DispatchState.HELD, DispatchState.CANCELLED):
+        if row.state in (DispatchState.STARTED, DispatchState.HELD, DispatchState.CANCELLED, DispatchState.ENDED):
             self._let_go(dispatch)
             return WalkResult(dispatch, None, failure=f"dispatch {dispatch} is {row.state}; nothing to resume")
         job = row.job

@@ -123,7 +123,9 @@ def test_a_job_that_is_not_restartable_is_never_relaunched_on_interruption_unles
 
 
 @given(jobs, st.integers(0, 12), st.floats(0, 20 * DAY), st.integers(-1, 5) | st.none())
-def test_no_retry_after_retry_for_nor_past_max_restarts(job: Job, restarts: int, elapsed: float, code: int | None) -> None:
+def test_no_retry_after_retry_for_nor_past_max_restarts(
+    job: Job, restarts: int, elapsed: float, code: int | None
+) -> None:
     p = policy_of(job)
     for got in (
         after_interruption(job, restarts=restarts, elapsed_s=elapsed),

@@ -242,8 +242,8 @@ def test_every_state_has_a_row_and_cancel_is_final() -> None:
 
 
 def test_an_illegal_move_names_where_it_was() -> None:
-    with pytest.raises(IllegalMove, match=r"dispatch move for d1: ended -> walking"):
-        move_dispatch("d1", DispatchState.ENDED, DispatchState.WALKING)
+    with pytest.raises(IllegalMove, match=r"dispatch move for d1: ended -> started"):
+        move_dispatch("d1", DispatchState.ENDED, DispatchState.STARTED)
     with pytest.raises(IllegalMove, match=r"attempt move for d1#2: ended -> running"):
         move_attempt("d1#2", AttemptState.ENDED, AttemptState.RUNNING)
 

@@ -7,6 +7,7 @@ ran on it dies with its disk (its processes killed, its dispatch root removed)."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -37,13 +38,10 @@ def _dies_with_its_disk(root: Path) -> None:
     """What ran on a VM that was taken back: gone, its files with it."""
     found = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True, check=False).stdout.split()
     for pid in found:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(int(pid), signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
     shutil.rmtree(root, ignore_errors=True)
 
 
