@@ -387,9 +387,15 @@ class GcpTrap(_Trap):
         fake._materialize = record
 
     def live(self, dispatch: str | None = None) -> list[dict[str, Any]]:
+        """The instances (of ``dispatch``) eps still holds: one whose delete was accepted
+        (STOPPING until its operation is done) is released, however soon the fake drops it."""
         with self.fake._lock:
             items = list(self.fake.instances.values())
-        return [i for i in items if dispatch is None or i.get("labels", {}).get("eps-dispatch") == dispatch]
+        return [
+            i
+            for i in items
+            if i.get("status") != "STOPPING" and (dispatch is None or i.get("labels", {}).get("eps-dispatch") == dispatch)
+        ]
 
     def inserts(self) -> list[Any]:
         return self.fake.recorded("POST", r"/instances$")
@@ -510,8 +516,6 @@ def assert_no_orphans(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, *, slurm_pref
     it is the one the ledger names; every pod name and (dispatch, rung) instance was made once."""
     live: dict[str, list[str]] = {}
     for inst in gtrap.live():
-        if inst.get("status") in ("STOPPING",):
-            continue
         live.setdefault(inst["labels"]["eps-dispatch"], []).append(f"gcp:{inst['name']}")
     for pod in rtrap.live():
         d = pod["name"][len("eps-") :].rsplit("-", 1)[0]
