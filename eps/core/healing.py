@@ -31,7 +31,8 @@ from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import NamedTuple
 
-from eps.core.model import Job
+from eps.core.model import Job, Terminal
+from eps.core.outcome import FailureKind
 from eps.core.tables import HEALING, Healing
 
 
@@ -123,6 +124,28 @@ def after_error(
         return GiveUp("the job succeeded")
     what = f"exited {exit_code}" if exit_code is not None else "ended with its exit code unknown"
     return _relaunch(job, RetryOn.ERROR, what, restarts=restarts, elapsed_s=elapsed_s, table=table)
+
+
+#: The terminals more time can fix: every rung ended exhausted (a pin's included).
+CAPACITY_TERMINALS: frozenset[Terminal] = frozenset(
+    {Terminal.CPU_EXHAUSTED, Terminal.GPU_EXHAUSTED, Terminal.PIN_EXHAUSTED}
+)
+#: How a rung fails when capacity, not the request, is the matter: quota in use frees too.
+CAPACITY_FAILURES: frozenset[str] = frozenset(
+    k.value
+    for k in (
+        FailureKind.ZONE_EXHAUSTED, FailureKind.NO_CAPACITY, FailureKind.RATE_LIMITED, FailureKind.QUOTA_REGION,
+        FailureKind.QUOTA_GLOBAL, FailureKind.TRANSIENT, FailureKind.UNREACHABLE, FailureKind.PARK_TIMEOUT,
+        FailureKind.PREEMPTED,
+    )
+)  # fmt: skip
+
+
+def no_capacity(terminal: Terminal, outcomes: Iterable[str | None]) -> bool:
+    """The walk ended with no capacity (what ``no-capacity`` retries): an exhausted terminal
+    after at least one rung failed for capacity.  A plan that tried nothing (every lane
+    unusable here) or a request that is broken (refused, forbidden, invalid) is not."""
+    return terminal in CAPACITY_TERMINALS and any(o in CAPACITY_FAILURES for o in outcomes)
 
 
 def after_no_capacity(job: Job, *, waits: int, elapsed_s: float, table: Healing = HEALING) -> Decision:

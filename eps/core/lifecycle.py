@@ -74,6 +74,8 @@ def result_word(state: DispatchState, job_status: str | None, exit_code: int | N
         return "preempted"
     if state is DispatchState.HELD:
         return "queued"
+    if state is DispatchState.WAITING:
+        return "waiting for capacity"
     if state in (DispatchState.WALKING, DispatchState.INTERRUPTED):
         return state.value
     if state is DispatchState.FAILED:

@@ -57,7 +57,9 @@ from eps.core.states import (
 from eps.core.walk import AttemptRecord
 
 #: Dispatch states that keep no resource: whatever is still live is released.
-RELEASE_ONLY: frozenset[DispatchState] = frozenset({DispatchState.CANCELLED, DispatchState.FAILED, DispatchState.ENDED})
+RELEASE_ONLY: frozenset[DispatchState] = frozenset(
+    {DispatchState.CANCELLED, DispatchState.FAILED, DispatchState.ENDED, DispatchState.WAITING}
+)
 #: Lanes whose machines eps makes, then launches the job on over ssh (a gap in between).
 MADE_MACHINES: frozenset[LaneKind] = frozenset({LaneKind.GCP, LaneKind.RUNPOD})
 #: Dispatch states of a walk that died (no live walk, nothing recorded as started).

@@ -15,6 +15,8 @@ A *dispatch* is one ``eps execute`` (or one copy of a ``--count`` fan-out):
 - ``started``: something runs; ``held``: a pinned job is queued (P10);
 - ``interrupted``: the walk died with nothing running; ``eps execute --resume`` continues it;
 - ``preempted``: a spot VM was taken back; ``--resume`` plans again (P11);
+- ``waiting``: every rung ended exhausted and the job retries ``no-capacity``: nothing
+  runs; its supervisor plans again at the row's ``next_try_at``;
 - ``ended``: what started has finished; ``failed``: nothing could start;
 - ``cancelled``: final; nothing of it may stay alive.  Moves out of a final state
   are not errors but lost races (``eps cancel`` won): :func:`move` returns ``None``.
@@ -44,6 +46,7 @@ class DispatchState(StrEnum):
     HELD = "held"
     INTERRUPTED = "interrupted"
     PREEMPTED = "preempted"
+    WAITING = "waiting"
     ENDED = "ended"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -99,7 +102,8 @@ _A = AttemptState
 
 #: Dispatch moves (a move to the same state is always allowed: a new message or handle).
 DISPATCH_MOVES: Mapping[DispatchState, frozenset[DispatchState]] = {
-    _D.WALKING: frozenset({_D.STARTED, _D.HELD, _D.INTERRUPTED, _D.FAILED, _D.CANCELLED, _D.ENDED}),
+    _D.WALKING: frozenset({_D.STARTED, _D.HELD, _D.INTERRUPTED, _D.FAILED, _D.CANCELLED, _D.ENDED, _D.WAITING}),
+    _D.WAITING: frozenset({_D.WALKING, _D.FAILED, _D.CANCELLED}),
     _D.INTERRUPTED: frozenset({_D.WALKING, _D.STARTED, _D.HELD, _D.FAILED, _D.CANCELLED, _D.ENDED}),
     _D.STARTED: frozenset({_D.ENDED, _D.PREEMPTED, _D.CANCELLED, _D.FAILED}),
     _D.HELD: frozenset({_D.STARTED, _D.ENDED, _D.CANCELLED, _D.FAILED}),

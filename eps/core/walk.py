@@ -279,7 +279,12 @@ class ResumeFrom(NamedTuple):
 
 
 def resume(
-    job: Job, snapshot: CapacitySnapshot, grants: QosGrants, attempts: Sequence[AttemptRecord]
+    job: Job,
+    snapshot: CapacitySnapshot,
+    grants: QosGrants,
+    attempts: Sequence[AttemptRecord],
+    *,
+    forget_before: float = 0.0,
 ) -> ResumeFrom:
     """The walk of a dispatch whose walker died, rebuilt from its attempts.
 
@@ -287,9 +292,14 @@ def resume(
     again, except an attempt that was never submitted, or whose machine never got its
     job (released by reconcile): a dead walk must not
     demote a job past a tier it never reached (P7).  A preempted spot VM teaches
-    what a live preemption teaches (P11: no spot again unless restartable)."""
+    what a live preemption teaches (P11: no spot again unless restartable).
+
+    ``forget_before``: a dispatch that waited for capacity plans again from the top: the
+    rungs it left before then (found exhausted, parked out) may be tried again."""
     left = [
-        a.rung.key for a in attempts if a.state in LEFT_ATTEMPT_STATES and a.outcome not in RETRYABLE_OUTCOMES
+        a.rung.key
+        for a in attempts
+        if a.state in LEFT_ATTEMPT_STATES and a.outcome not in RETRYABLE_OUTCOMES and a.started_at >= forget_before
     ]
     snap = evolve(snapshot, attempted=tuple(dict.fromkeys((*snapshot.attempted, *left))))
     for a in attempts:

@@ -20,8 +20,11 @@ from eps.shell.events import log_path as events_path
 from eps.shell.events import read_from
 
 #: The dispatch states a supervisor works on (``interrupted`` and ``preempted`` wait for
-#: ``eps execute --resume``, which hands them back as ``walking``).
-SUPERVISED: tuple[DispatchState, ...] = (DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD)
+#: ``eps execute --resume``, which hands them back as ``walking``, unless the retry policy
+#: relaunches them; ``waiting`` ones it walks again at their next try).
+SUPERVISED: tuple[DispatchState, ...] = (
+    DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.WAITING
+)  # fmt: skip
 
 
 class SupervisorError(RuntimeError):

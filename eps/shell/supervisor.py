@@ -119,9 +119,33 @@ class Supervisor:
         """One dispatch, from wherever the ledger has it to its end, relaunched as often as
         its retry policy says (an interruption of a restartable job)."""
         while True:
-            self.drive_once(dispatch)
-            if self.stopping.is_set() or not self.relaunch(dispatch):
+            if not self.wait_for_capacity(dispatch):
                 return
+            self.drive_once(dispatch)
+            if self.stopping.is_set():
+                return
+            row = self.ledger.dispatch(dispatch)
+            if row is not None and row.state is DispatchState.WAITING:
+                continue
+            if not self.relaunch(dispatch):
+                return
+
+    def wait_for_capacity(self, dispatch: str) -> bool:
+        """A dispatch waiting for capacity: sleep until its next try (a cancel ends the wait),
+        then walk it again from the top.  ``False`` when it is not to be driven now."""
+        row = self.ledger.dispatch(dispatch)
+        while row is not None and row.state is DispatchState.WAITING:
+            left = (row.next_try_at or 0.0) - time.time()
+            if left <= 0:
+                if self.ledger.set_dispatch(dispatch, DispatchState.WALKING, message="planning again") is None:
+                    return False
+                EventLog(self.ledger.state_dir, dispatch).emit("trying_again", dispatch=dispatch,
+                                                               round=row.capacity_waits)  # fmt: skip
+                return True
+            if self.stopping.wait(min(left, 1.0)):
+                return False
+            row = self.ledger.dispatch(dispatch)
+        return row is not None and row.state is not DispatchState.CANCELLED
 
     def relaunch(self, dispatch: str) -> bool:
         """An interrupted dispatch, or one whose job failed, that its policy relaunches:
@@ -170,7 +194,7 @@ class Supervisor:
                 self.lanes, row.job, snap or CapacitySnapshot(), grants or DEFAULT_GRANTS, grants_given=given
             )
             walker = Walker(self.settings, self.ledger, self.lanes, log, grants=grants_now, snapshot=snapshot,
-                            keep_locks=frozenset({dispatch}))  # fmt: skip
+                            keep_locks=frozenset({dispatch}), supervised=not children)  # fmt: skip
             if children:
                 if not revived:
                     log.emit("fanout", dispatch=dispatch, children=walking)

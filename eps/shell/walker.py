@@ -91,8 +91,10 @@ class Walker:
         wall: Callable[[], float] = time.time,
         files: JobFiles | None = None,
         keep_locks: frozenset[str] = frozenset(),
+        supervised: bool = False,
     ) -> None:
         self.settings = settings
+        self.supervised = supervised  # a supervisor walks: a dispatch may wait for capacity (it plans again)
         self.keep_locks = keep_locks  # dispatches whose lock the caller holds (and keeps) around the walk
         self.files = files or JobFiles()  # the workdir's file list and the --env values
         self._selected = files is not None
@@ -122,6 +124,9 @@ class Walker:
         first = plan(job, snapshot, grants, None, policy=policy)
         if not job.command:
             raise JobError("no_command", "no command to run: eps execute INTENT [options] -- COMMAND...", job)
+        if first.count > 1 and job.retry is not None and "no-capacity" in job.retry:
+            raise JobError("usage", "--retry no-capacity is for one job, not a --count fan-out (its copies "
+                           "that found no capacity end as they do today)", job)  # fmt: skip
         if dispatch is not None:
             try:
                 check_dispatch_id(dispatch, user_given=True)
@@ -221,7 +226,8 @@ class Walker:
                 return WalkResult(dispatch, None, failure=f"cannot ship the job's files again: {f.message}")
         Reconciler(self.ledger, self.lanes, self.reporter).reconcile({dispatch}, resuming=True)
         attempts = self.ledger.attempts(dispatch)
-        start = resume(job, self.snapshot, self.grants, [a.record() for a in attempts])
+        records = [a.record() for a in attempts]
+        start = resume(job, self.snapshot, self.grants, records, forget_before=row.next_try_at or 0.0)
         if start.running is not None:
             handle = next(a for a in attempts if a.id == start.running.id).as_handle(HandleState.RUNNING)
             lane = self.lanes.get(handle.lane)
@@ -431,6 +437,8 @@ class Walker:
         if step.terminal is not None:
             p = step.plan
             skipped = [f"{s.lane} {s.target or ''}: {s.detail}".replace(" :", ":") for s in (p.skipped if p else ())]
+            if (waiting := self._wait_for_capacity(dispatch, step, skipped)) is not None:
+                return waiting
             self.ledger.set_dispatch(dispatch, DispatchState.FAILED, terminal=step.terminal.value, message=step.message)
             self.reporter.emit(
                 "terminal", dispatch=dispatch, terminal=step.terminal.value, skipped=skipped, message=step.message,
@@ -442,6 +450,30 @@ class Walker:
         self.reporter.emit("stopped", dispatch=dispatch, message=step.message,
                            reason={"code": code, "text": step.message})  # fmt: skip
         return WalkResult(dispatch, None, failure=step.message, walk=walk)
+
+    def _wait_for_capacity(self, dispatch: str, step: Stop, skipped: list[str]) -> WalkResult | None:
+        """Every rung ended exhausted and the job retries ``no-capacity`` (under a supervisor,
+        which plans again at the next try): the dispatch waits.  ``None``: it does not."""
+        from eps.core.healing import WaitThenPlan, after_no_capacity, no_capacity
+
+        row = self.ledger.dispatch(dispatch)
+        if row is None or step.terminal is None or not self.supervised:
+            return None
+        since = row.next_try_at or 0.0  # this round's attempts: what the last wait forgot is not evidence
+        if not no_capacity(step.terminal, (a.outcome for a in self.ledger.attempts(dispatch) if a.started_at >= since)):
+            return None
+        got = after_no_capacity(row.job, waits=row.capacity_waits, elapsed_s=self.wall() - row.created_at)
+        if not isinstance(got, WaitThenPlan):
+            return None
+        at = self.wall() + got.seconds
+        message = f"{step.message}; {got.reason}"
+        if self.ledger.wait_for_capacity(dispatch, at, message) is None:
+            raise Cancelled(dispatch)
+        self.reporter.emit(
+            "waiting", dispatch=dispatch, terminal=step.terminal.value, next_try_at=at, seconds=got.seconds,
+            skipped=skipped, message=message, reason={"code": step.terminal.value, "text": message},
+        )  # fmt: skip
+        return WalkResult(dispatch, None, failure=message, terminal=step.terminal.value, walk=None)
 
     def _announce_landed(self, dispatch: str, handle: Handle, *, held: bool) -> None:
         from eps.shell.state.codec import to_data

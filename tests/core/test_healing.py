@@ -18,10 +18,11 @@ from eps.core.healing import (
     after_interruption,
     after_no_capacity,
     boot_looped,
+    no_capacity,
     parse_events,
     policy_of,
 )
-from eps.core.model import Job
+from eps.core.model import Job, Terminal
 from eps.core.tables import HEALING
 
 DAY = 86_400
@@ -80,6 +81,21 @@ def test_no_capacity_waits_longer_each_round_and_never_past_retry_for() -> None:
     assert isinstance(last, WaitThenPlan) and last.seconds == 20  # only what is left of retry_for
     assert isinstance(after_no_capacity(job, waits=3, elapsed_s=120), GiveUp)
     assert isinstance(after_no_capacity(Job("cpu-small"), waits=0, elapsed_s=0), GiveUp)
+
+
+@pytest.mark.parametrize(
+    ("terminal", "outcomes", "want"),
+    [
+        (Terminal.CPU_EXHAUSTED, ["zone_exhausted", "zone_exhausted", "no_capacity"], True),
+        (Terminal.GPU_EXHAUSTED, ["park_timeout", "quota_region"], True),
+        (Terminal.PIN_EXHAUSTED, ["no_capacity"], True),
+        (Terminal.CPU_EXHAUSTED, ["invalid_request", "forbidden"], False),  # a broken request: never retried
+        (Terminal.CPU_EXHAUSTED, [], False),  # nothing tried: no evidence of a capacity shortage
+        (Terminal.NO_USABLE_LANE, ["zone_exhausted"], False),  # more time does not make a lane usable here
+    ],
+)
+def test_what_counts_as_no_capacity(terminal: Terminal, outcomes: list[str], want: bool) -> None:
+    assert no_capacity(terminal, outcomes) is want
 
 
 def test_events_parse_and_a_bad_one_is_named() -> None:

@@ -231,6 +231,24 @@ def test_resume_after_a_preemption_plans_without_spot_for_a_job_that_cannot_rest
     assert rungs and all(r.provisioning is not Provisioning.SPOT for r in rungs if r.lane == "gcp")
 
 
+def test_resume_after_waiting_for_capacity_forgets_what_the_last_round_found_exhausted() -> None:
+    gcp = Rung("gcp", LaneKind.GCP, Provisioning.SPOT, "", machine="e2-standard-4", zone="europe-west4-a")
+    attempts = [AttemptRecord(1, gcp, AttemptState.FAILED, FailureKind.ZONE_EXHAUSTED.value, started_at=100.0)]
+    remembered = resume(CPU, CapacitySnapshot(), DEFAULT_GRANTS, attempts, forget_before=50.0)
+    assert remembered.walk.snapshot.attempted == (gcp.key,)
+    forgotten = resume(CPU, CapacitySnapshot(), DEFAULT_GRANTS, attempts, forget_before=200.0)
+    assert forgotten.walk.snapshot.attempted == ()
+
+
+def test_a_waiting_dispatch_walks_again_fails_or_is_cancelled_and_nothing_else() -> None:
+    assert move_dispatch("d", DispatchState.WALKING, DispatchState.WAITING) is DispatchState.WAITING
+    for to in (DispatchState.WALKING, DispatchState.FAILED, DispatchState.CANCELLED):
+        assert move_dispatch("d", DispatchState.WAITING, to) is to
+    for to in (DispatchState.STARTED, DispatchState.ENDED, DispatchState.HELD):
+        with pytest.raises(IllegalMove):
+            move_dispatch("d", DispatchState.WAITING, to)
+
+
 # --- the state tables ----------------------------------------------------------------------------
 
 

@@ -40,7 +40,8 @@ def _raise(signum: int, _frame: FrameType | None) -> None:
 
 
 def landed(row: DispatchRow) -> bool:
-    """The walk is over: something runs, is held, or nothing could start."""
+    """The walk is over (for now): something runs, is held, nothing could start, or it
+    waits for capacity (its supervisor plans again later)."""
     return row.state not in (DispatchState.WALKING, DispatchState.INTERRUPTED)
 
 
@@ -48,7 +49,8 @@ def settled(row: DispatchRow) -> bool:
     """Over: not walking, running or held, and not interrupted with a relaunch to come."""
     from eps.shell.supervision import will_relaunch
 
-    walking = (DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.INTERRUPTED)
+    walking = (DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.INTERRUPTED,
+               DispatchState.WAITING)  # fmt: skip
     return row.state not in walking and not will_relaunch(row)
 
 

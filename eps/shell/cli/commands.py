@@ -176,6 +176,9 @@ def _execute(
     if getattr(ns, "detach", False):
         raise JobError("usage", 'eps execute --detach needs a supervisor ([jobs] supervise = "detached")', None)
     job = None if ns.resume else make_job(ns, command)
+    if job is not None and job.retry is not None and "no-capacity" in job.retry:
+        raise JobError("usage", 'waiting for capacity (--retry no-capacity) needs a supervisor '
+                       '([jobs] supervise = "detached", the default)', None)  # fmt: skip
     snapshot, grants = _files(ns)
     files = JobFiles()
     values: dict[str, str] = {}
@@ -310,6 +313,7 @@ def _follow(
     wait: bool,
     timeout_s: float | None,
 ) -> int:
+    from eps.core.states import DispatchState
     from eps.shell.cli import attach as A
     from eps.shell.cli import lifecycle as life
     from eps.shell.state.follow import exit_of
@@ -333,6 +337,13 @@ def _follow(
         A.left_running(dispatch, f"--timeout {timeout_s:g}s passed", reporter, life.rows_of(ledger, dispatch))
         return Exit.STILL_RUNNING
     started = all(r.handle is not None for r in rows)
+    if not wait and (waiting := [r for r in rows if r.state is DispatchState.WAITING]):
+        if not reporter.json_lines:
+            for r in waiting:
+                sys.stdout.write(f"{r.id} waiting: {r.message}\n")
+            sys.stdout.write(f"it starts without a command when capacity is back: eps attach {dispatch}; "
+                             f"eps wait {dispatch}; eps cancel {dispatch} stops it\n")  # fmt: skip
+        return Exit.STILL_RUNNING
     if wait:
         code = exit_of(rows, sys.stderr.write)
         return code if started or ns.cmd != "execute" else max(code, EXIT_FAILED)

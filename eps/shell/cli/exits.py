@@ -35,8 +35,9 @@ EXIT_TABLE: tuple[tuple[int, str, str], ...] = (
     (Exit.BAD_INPUT, "bad input", "usage, unknown intent/lane/dispatch, bad duration, impossible pin, malformed "
      "job file, snapshot, grants or config: one line on stderr (one JSON object with --json), nothing changed"),
     (Exit.INTERNAL, "internal error", "a bug in eps: one line on stderr, the traceback in a file it names"),
-    (Exit.STILL_RUNNING, "still running", "`eps wait` / `eps attach --timeout` passed, or SIGTERM/SIGHUP stopped the "
-     "caller: the dispatch goes on under its supervisor (`eps attach D` follows it again, `eps cancel D` stops it)"),
+    (Exit.STILL_RUNNING, "still running", "`eps wait` / `eps attach --timeout` passed, SIGTERM/SIGHUP stopped the "
+     "caller, or `eps execute` left a dispatch waiting for capacity (`--retry no-capacity`): the dispatch goes on "
+     "under its supervisor (`eps attach D` follows it again, `eps cancel D` stops it)"),
     (Exit.INTERRUPTED, "interrupted", "Ctrl-C: this eps stopped (a supervised dispatch goes on: `eps attach D`); "
      "`eps wait` of a cancelled job"),
 )  # fmt: skip

@@ -132,8 +132,6 @@ def _retry(text: str) -> tuple[str, ...]:
         events = tuple(e.value for e in parse_events(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if "no-capacity" in events:  # said plainly rather than accepted and ignored
-        raise argparse.ArgumentTypeError("no-capacity is not retried yet (interruption and error are)")
     return events
 
 

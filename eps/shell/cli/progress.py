@@ -176,4 +176,9 @@ def human_line(r: dict[str, Any]) -> str | None:
         return f"[{d}] relaunching (restart {r.get('restart')}): {r.get('message')}"
     if e == "sync_failed":
         return f"[{d}] {r.get('message')}"
+    if e == "waiting":
+        at = time.strftime("%H:%M:%S", time.localtime(float(r["next_try_at"])))
+        return f"[{d}] waiting for capacity until {at}: {r.get('message')}"
+    if e == "trying_again":
+        return f"[{d}] planning again (capacity round {r.get('round')})"
     return None

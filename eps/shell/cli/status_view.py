@@ -49,6 +49,10 @@ def print_status(
         note = r["terminal"] or r["message"] or ""
         if r.get("kept_since") is not None:  # a machine kept (or stopped) with outputs not pulled
             note = f"waiting {human(max(0, round(time.time() - r['kept_since'])))} for eps pull: {note}"
+        if r.get("next_try_at") is not None:
+            note = f"next try in {human(max(0, round(r['next_try_at'] - time.time())))}: {note}"
+        if r.get("restarts"):
+            note = f"restart {r['restarts']}: {note}"
         cells = {
             "dispatch": r["dispatch"], "intent": r["intent"], "result": r["result"], "where": where,
             "submitted": _when(r["submitted_at"]), "started": _when(r["started_at"]), "ended": _when(r["ended_at"]),

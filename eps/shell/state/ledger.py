@@ -107,6 +107,8 @@ class DispatchRow:
     ended_at: float | None = None
     pulled_at: float | None = None  # when its outputs and log were copied back
     started_at: float | None = None  # when eps first saw it started (running, or a held job queued)
+    next_try_at: float | None = None  # waiting for capacity: when it plans again (then: since when it did)
+    capacity_waits: int = 0  # rounds it has waited for capacity
 
 
 @frozen
@@ -337,6 +339,22 @@ class Ledger:
             )
             return DispatchState.WALKING
 
+    def wait_for_capacity(self, dispatch: str, next_try_at: float, message: str) -> DispatchState | None:
+        """No capacity anywhere: ``dispatch`` waits until ``next_try_at`` (one round more
+        waited); ``None`` when it was cancelled meanwhile."""
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM dispatches WHERE id=?", (dispatch,)).fetchone()
+            if row is None:
+                raise LedgerError(f"no dispatch {dispatch!r} in the ledger")
+            if move_dispatch(dispatch, DispatchState(row[0]), DispatchState.WAITING) is None:
+                return None
+            db.execute(
+                "UPDATE dispatches SET state=?, message=?, next_try_at=?, capacity_waits=capacity_waits+1,"
+                " updated_at=? WHERE id=?",
+                (DispatchState.WAITING.value, message, next_try_at, self._clock(), dispatch),
+            )
+            return DispatchState.WAITING
+
     def set_dispatch(
         self,
         dispatch: str,
@@ -554,6 +572,8 @@ def _dispatch_row(r: sqlite3.Row) -> DispatchRow:
         ended_at=r["ended_at"],
         pulled_at=r["pulled_at"],
         started_at=r["started_at"],
+        next_try_at=r["next_try_at"],
+        capacity_waits=r["capacity_waits"],
     )
 
 

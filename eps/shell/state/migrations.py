@@ -98,5 +98,12 @@ def _v4(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS dispatches_by_intent ON dispatches(intent)")
 
 
-MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
+def _v5(db: sqlite3.Connection) -> None:
+    """A dispatch waiting for capacity (``--retry no-capacity``): when its supervisor plans
+    again, and how many rounds it has waited."""
+    db.execute("ALTER TABLE dispatches ADD COLUMN next_try_at REAL")
+    db.execute("ALTER TABLE dispatches ADD COLUMN capacity_waits INTEGER NOT NULL DEFAULT 0")
+
+
+MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5}
 SCHEMA_VERSION = max(MIGRATIONS)

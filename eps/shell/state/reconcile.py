@@ -66,6 +66,7 @@ ACTIVE_STATES: tuple[DispatchState, ...] = (
     DispatchState.HELD,
     DispatchState.INTERRUPTED,
     DispatchState.PREEMPTED,
+    DispatchState.WAITING,
 )
 _REPORT_KEYS = ("adopted", "released", "foreign", "interrupted", "ended", "preempted", "errors", "skipped")
 
@@ -501,6 +502,8 @@ def status(
                 "created_at": r.created_at,
                 **_times(r, now, policy),
                 "kept_since": next((a.updated_at for a in attempts if a.outcome == Outcome.KEPT.value), None),
+                "restarts": r.job.restart,
+                "next_try_at": r.next_try_at if r.state is DispatchState.WAITING else None,
                 "attempts": [
                     {
                         "seq": a.seq,

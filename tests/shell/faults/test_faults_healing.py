@@ -8,15 +8,17 @@ ran on it dies with its disk (its processes killed, its dispatch root removed)."
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
 import pytest
-from faults_support import Eps, GcpTrap, RunpodTrap, assert_no_orphans, wait_until
+from faults_support import ZONES, Eps, GcpTrap, RunpodTrap, assert_no_orphans, gcp_fake, wait_until
 
 #: A job that counts to 16 in half seconds, keeping its count in $EPS_OUTPUT_DIR/ckpt and
 #: starting from it, and notes each start with EPS_RESTART_COUNT.
@@ -95,3 +97,81 @@ def test_a_preempted_job_that_is_not_restartable_is_not_relaunched(
     assert rc != 0
     assert eps.dispatch(d)["state"] == "preempted"
     assert len(eps.attempts(d)) == 1
+
+
+# --- waiting for capacity ----------------------------------------------------------------------
+
+RUNPOD_CPU_FLAVORS = ("cpu3c", "cpu3g", "cpu3m", "cpu5c", "cpu5g", "cpu5m")
+
+
+def _no_capacity_anywhere(gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
+    for zone in ZONES:
+        gtrap.fake.always(zone, gcp_fake.exhausted(gtrap.fake.project, zone))
+    with rtrap.fake.lock:
+        rtrap.fake.stock.update(dict.fromkeys(RUNPOD_CPU_FLAVORS, 0))
+
+
+def _capacity_back(gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
+    for zone in ZONES:
+        gtrap.fake.always(zone, gcp_fake.Created())
+    with rtrap.fake.lock:
+        for flavor in RUNPOD_CPU_FLAVORS:
+            rtrap.fake.stock.pop(flavor, None)
+
+
+def test_no_capacity_waits_and_starts_without_a_command_when_capacity_is_back(
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
+) -> None:
+    """Every GCP zone and RunPod flavor exhausted, ``--retry no-capacity``: execute says the
+    dispatch waits (exit 75, nothing live); capacity comes back; within one retry interval
+    the supervisor plans again from the top and the job runs to its end."""
+    _no_capacity_anywhere(gtrap, rtrap)
+    d = "f" + uuid.uuid4().hex[:10]
+    rc, out, err = eps.run("execute", "--dispatch-id", d, "cpu-small", "--duration", "10m", "--retry",
+                           "no-capacity", "--retry-for", "10m", "--", 'echo back > "$EPS_OUTPUT_DIR/x"',
+                           timeout_s=120)  # fmt: skip
+    assert rc == 75, (out, err)
+    assert f"{d} waiting:" in out, out
+    row = eps.dispatch(d)
+    assert row["state"] == "waiting" and row["capacity_waits"] == 1 and row["next_try_at"] > time.time()
+    first_round = len(eps.attempts(d))
+    assert first_round >= len(ZONES) + 1 and all(a["state"] == "failed" for a in eps.attempts(d))
+    assert gtrap.live(d) == [] and rtrap.live(d) == []
+    rc, doc, _ = eps.run("status", d, "--json")
+    [status] = json.loads(doc)["dispatches"]
+    assert status["state"] == "waiting" and status["next_try_at"] == pytest.approx(row["next_try_at"])
+    _capacity_back(gtrap, rtrap)
+    wait_until(lambda: eps.dispatch(d)["state"] in ("started", "ended"), row["next_try_at"] - time.time() + 30,
+               "the dispatch to start on its next try")  # fmt: skip
+    rc, out, err = eps.run("wait", d, timeout_s=120)
+    assert rc == 0, (out, err)
+    assert (eps.state / "outputs" / d / "x").read_text() == "back\n"
+    attempts = eps.attempts(d)
+    assert len(attempts) == first_round + 1 and attempts[-1]["state"] == "ended"
+    assert attempts[-1]["rung"] == attempts[0]["rung"]  # planned again from the top: what it learnt was forgotten
+    assert_no_orphans(eps, gtrap, rtrap)
+
+
+def test_no_capacity_ever_ends_exhausted_when_retry_for_has_passed(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
+    _no_capacity_anywhere(gtrap, rtrap)
+    d = "f" + uuid.uuid4().hex[:10]
+    began = time.monotonic()
+    rc, out, err = eps.run("execute", "--json", "--wait", "--dispatch-id", d, "cpu-small", "--duration", "10m",
+                           "--retry", "no-capacity", "--retry-for", "40s", "--", "true", timeout_s=180)  # fmt: skip
+    took = time.monotonic() - began
+    assert rc == 1, (out, err)
+    events = [json.loads(line) for line in out.splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds.count("waiting") >= 1 and kinds.count("trying_again") == kinds.count("waiting"), kinds
+    assert kinds[-1] == "terminal" and events[-1]["terminal"] == "cpu_exhausted"
+    row = eps.dispatch(d)
+    assert row["state"] == "failed" and row["terminal"] == "cpu_exhausted"
+    assert 40 <= took < 120, took
+    assert gtrap.live(d) == [] and rtrap.live(d) == []
+
+
+def test_retry_no_capacity_is_refused_for_a_fan_out(eps: Eps) -> None:
+    rc, out, err = eps.run("execute", "cpu-small", "--duration", "10m", "--count", "3", "--retry", "no-capacity",
+                           "--", "true")  # fmt: skip
+    assert rc == 2 and "--retry no-capacity is for one job" in err, (out, err)
+    assert eps.dispatch_ids() == []
