@@ -123,8 +123,9 @@ def test_no_capacity_waits_and_starts_without_a_command_when_capacity_is_back(
     eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
 ) -> None:
     """Every GCP zone and RunPod flavor exhausted, ``--retry no-capacity``: execute says the
-    dispatch waits (exit 75, nothing live); capacity comes back; within one retry interval
-    the supervisor plans again from the top and the job runs to its end."""
+    dispatch waits (exit 75, nothing live); its supervisor is SIGKILLed and revived by eps
+    status; capacity comes back; within one retry interval the supervisor plans again from
+    the top and the job runs to its end."""
     _no_capacity_anywhere(gtrap, rtrap)
     d = "f" + uuid.uuid4().hex[:10]
     rc, out, err = eps.run("execute", "--dispatch-id", d, "cpu-small", "--duration", "10m", "--retry",
@@ -140,6 +141,9 @@ def test_no_capacity_waits_and_starts_without_a_command_when_capacity_is_back(
     rc, doc, _ = eps.run("status", d, "--json")
     [status] = json.loads(doc)["dispatches"]
     assert status["state"] == "waiting" and status["next_try_at"] == pytest.approx(row["next_try_at"])
+    eps.kill_supervisor()  # the wait is in the ledger: the next eps command revives it
+    rc, _, err = eps.run("status")
+    assert rc == 0 and eps.supervisor_pid() is not None, err
     _capacity_back(gtrap, rtrap)
     wait_until(lambda: eps.dispatch(d)["state"] in ("started", "ended"), row["next_try_at"] - time.time() + 30,
                "the dispatch to start on its next try")  # fmt: skip
