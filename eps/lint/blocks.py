@@ -188,6 +188,9 @@ def render_healing(facts: PolicyFacts) -> list[str]:
         ("`--retry EVENT[,EVENT]` without `--max-restarts`", f"at most {h.max_restarts} restarts"),
         ("`--retry-for` (from submission)", f"{format_duration(h.retry_for_s)} unless given"),
         ("outputs synced while the job runs (`--sync-every`)", f"every {h.sync_every_s} s unless given (0: never)"),
+        ("a boot loop (skip code `boot_loop`)", f"{h.boot_loop_deaths} machines of a rung lost within "
+         f"{format_duration(h.early_death_s)} of coming up, within {format_duration(h.boot_loop_window_s)}: "
+         "every dispatch skips the rung until they are that old; a pin is exempt"),
     ]  # fmt: skip
     return table(("what", "value"), rows)
 
