@@ -178,11 +178,12 @@ def plan(
     from eps.core.router import plan as route
     from eps.core.tables import DEFAULT_GRANTS
     from eps.shell.availability import down_here
+    from eps.shell.state.lives import remembered_here
 
     environ = os.environ if env is None else env
     settings = _settings(environ)
     core = job.core()
-    snap = snapshot or CapacitySnapshot()
+    snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir)  # boot loops, as execute sees them
     result = route(core, snap, grants or DEFAULT_GRANTS, park, policy=settings.policy)
     lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
     return Plan(result, core, (*snap.unavailable, *down_here(settings, environ, lanes)))

@@ -21,8 +21,10 @@ workdir and the last synced outputs, and sets ``EPS_RESTART_COUNT``.
 
 Boot loops (:func:`boot_looped`): a machine lost within ``early_death_s`` of coming up is an
 early death of its rung; ``boot_loop_deaths`` of them within ``boot_loop_window_s`` rule the
-rung out for every dispatch (skip ``boot_loop``) until the window has passed.  Pins are
-exempt (the router does not skip a pinned rung for it).
+rung out for every dispatch (skip ``boot_loop``, with the deaths as its evidence:
+:func:`boot_loop_evidence`) until the window has passed.  Pins are exempt (the router does
+not skip a pinned rung for it).  The ledger remembers the machines; the shell passes the
+recent ones in (``CapacitySnapshot.lives``, read at ``lives_at``), as it does capacity.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import NamedTuple
 
-from eps.core.model import Job, Terminal
+from eps.core.durations import format_duration
+from eps.core.model import Job, MachineLife, Terminal
 from eps.core.outcome import FailureKind
 from eps.core.tables import HEALING, Healing
 
@@ -181,15 +184,6 @@ def _relaunch(
 # --- boot loops --------------------------------------------------------------------------------
 
 
-class MachineLife(NamedTuple):
-    """One machine eps made, as the ledger remembers it: its rung key, when it came up, and
-    when (and whether) it was lost (preempted, vanished, unreachable) rather than released."""
-
-    rung: str
-    up_at: float
-    lost_at: float | None = None
-
-
 def early_deaths(lives: Iterable[MachineLife], table: Healing = HEALING) -> list[MachineLife]:
     return [m for m in lives if m.lost_at is not None and m.lost_at - m.up_at <= table.early_death_s]
 
@@ -202,3 +196,27 @@ def boot_looped(lives: Sequence[MachineLife], now: float, table: Healing = HEALI
     for m in recent:
         by_rung.setdefault(m.rung, []).append(m)
     return {rung: deaths for rung, deaths in by_rung.items() if len(deaths) >= table.boot_loop_deaths}
+
+
+def boot_loop_evidence(deaths: Sequence[MachineLife], now: float, table: Healing = HEALING) -> str:
+    """A boot loop's early deaths (:func:`early_deaths`: each has a ``lost_at``) in words: how
+    long ago each machine was lost and how soon after it came up, measured from ``now``."""
+    lost = sorted((m.lost_at or 0.0, m.up_at) for m in deaths)
+    each = "; ".join(f"one lost {_s(now - at)} ago, {_s(at - up)} after it came up" for at, up in lost)
+    return (
+        f"{len(lost)} machines died within {_s(table.early_death_s)} of coming up in the last "
+        f"{_s(table.boot_loop_window_s)}: {each}"
+    )
+
+
+def boot_loop_lasts_s(deaths: Sequence[MachineLife], now: float, table: Healing = HEALING) -> int:
+    """How much longer (from ``now``) a rung with these early deaths stays skipped: until
+    fewer than ``boot_loop_deaths`` of them are within the window."""
+    lost = sorted(m.lost_at or 0.0 for m in deaths)
+    if len(lost) < table.boot_loop_deaths:
+        return 0
+    return max(0, int(lost[len(lost) - table.boot_loop_deaths] + table.boot_loop_window_s - now))
+
+
+def _s(seconds: float) -> str:
+    return format_duration(max(0, int(seconds)))

@@ -92,6 +92,7 @@ class SkipCode(StrEnum):
     RUNPOD_DISK_TOO_SMALL = "runpod_disk_too_small"
     ATTEMPTED = "attempted"  # the executor already tried it and it failed
     LADDER_PASSED = "ladder_passed"  # P7: above a tier this dispatch already reached; never walks back up
+    BOOT_LOOP = "boot_loop"  # its machines died soon after coming up, twice within a day (eps.core.healing)
 
 
 class Terminal(StrEnum):
@@ -408,6 +409,15 @@ class LaneDown(NamedTuple):
     fix: str | None = None
 
 
+class MachineLife(NamedTuple):
+    """One machine eps made, as the ledger remembers it: its rung key, when it came up, and
+    when (and whether) it was lost (preempted, vanished, unreachable) rather than released."""
+
+    rung: str
+    up_at: float
+    lost_at: float | None = None
+
+
 class CapacitySnapshot(NamedTuple):
     """What is known now.  Anything absent is unknown, and unknown means try."""
 
@@ -418,6 +428,10 @@ class CapacitySnapshot(NamedTuple):
     attempted: tuple[str, ...] = ()  # rung keys already tried and failed this dispatch
     unavailable: tuple[LaneDown, ...] = ()
     vm: VmCapacity = VmCapacity()  # the shared VM's room now (P2); unknown fields: the policy's
+    #: The machines eps made lately, from the ledger (boot loops: :func:`eps.core.healing.boot_looped`),
+    #: and when they were read (the ``now`` their window is measured from).
+    lives: tuple[MachineLife, ...] = ()
+    lives_at: float = 0.0
 
 
 class QosGrants(NamedTuple):

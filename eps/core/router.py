@@ -43,6 +43,11 @@ guessed number: it is never trivial (P2), gets no spot unless restartable (P11),
 ruled out by no MaxWall (P9), and each of its rungs carries its lane's maximum as its
 time limit (``_at_lane_maximum``), which the plan's reasons and notes state.
 
+Boot loops: a rung whose machines died soon after coming up twice within a day
+(:func:`~eps.core.healing.boot_looped`, from ``CapacitySnapshot.lives``, the ledger's
+memory the shell reads) is skipped with ``boot_loop`` for every dispatch, its deaths as
+evidence, until the day has passed; a pin is exempt (P10), and says so in a note.
+
 GCP spot is length-aware: jobs of at most 7200 s, or restartable ones, try
 spot first and then on-demand; longer non-restartable jobs go on-demand only,
 or, on machine types sold as spot/flex-start only, flex-start (up to 7d);
@@ -52,6 +57,7 @@ or, on machine types sold as spot/flex-start only, flex-start (up to 7d);
 from __future__ import annotations
 
 from eps.core.durations import format_duration
+from eps.core.healing import boot_loop_evidence, boot_loop_lasts_s, boot_looped
 from eps.core.indexes import Facts, PolicyIndex, policy_index
 from eps.core.ladder import slurm_rungs
 from eps.core.model import (
@@ -112,15 +118,7 @@ def plan(
         _lane_rungs(lane, job, intent, facts, qos_grants, index, rungs, skipped)
 
     decision, rungs = settle_walk(park, facts.attempted, rungs, skipped, index)
-
-    if facts.attempted:
-        keep = []
-        for r in rungs:
-            if r.key in facts.attempted and not (decision is not None and decision.rung == r.key):
-                skipped.append(Skip(r.lane, SkipCode.ATTEMPTED, "already tried in this dispatch", r.key))
-            else:
-                keep.append(r)
-        rungs = keep
+    rungs = _left_out(rungs, job, capacity_snapshot, facts, decision.rung if decision else None, skipped, notes)
 
     if job.duration_s is None and job.time_limit_s is None:
         rungs = [_at_lane_maximum(r, qos_grants, index) for r in rungs]
@@ -148,6 +146,40 @@ def plan(
         notes=tuple(notes),
         park=decision,
     )
+
+
+def _left_out(
+    rungs: list[Rung],
+    job: Job,
+    snap: CapacitySnapshot,
+    facts: Facts,
+    held: str | None,
+    skipped: list[Skip],
+    notes: list[str],
+) -> list[Rung]:
+    """``rungs`` without those this dispatch already tried (``attempted``) and, unless the
+    job is pinned (P10: pins are exempt), those in a boot loop (``boot_loop``, its early
+    deaths as evidence).  The rung the job is parked on (``held``) stays."""
+    looped = boot_looped(snap.lives, snap.lives_at) if snap.lives else {}
+    if not facts.attempted and not looped:
+        return rungs
+    keep = []
+    for r in rungs:
+        deaths = looped.get(r.key)
+        if r.key == held:
+            keep.append(r)
+        elif r.key in facts.attempted:
+            skipped.append(Skip(r.lane, SkipCode.ATTEMPTED, "already tried in this dispatch", r.key))
+        elif deaths and job.pin is None:
+            lasts = format_duration(boot_loop_lasts_s(deaths, snap.lives_at))
+            why = f"{boot_loop_evidence(deaths, snap.lives_at)}; skipped for {lasts} more (a pin is exempt)"
+            skipped.append(Skip(r.lane, SkipCode.BOOT_LOOP, why, r.key))
+        else:
+            if deaths:
+                evidence = boot_loop_evidence(deaths, snap.lives_at)
+                notes.append(f"P10: pinned to {job.pin}: {r.key} is tried although in a boot loop ({evidence})")
+            keep.append(r)
+    return keep
 
 
 # --- a job of unknown length (P2, P9, P11) ---------------------------------------------------

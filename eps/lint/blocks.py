@@ -191,6 +191,9 @@ def render_healing(facts: PolicyFacts) -> list[str]:
         ("`--retry no-capacity`: every rung exhausted", f"waits {h.capacity_wait_first_s} s, doubling up to "
          f"{h.capacity_wait_max_s} s, then plans again from the top, until `--retry-for`; then the exhausted "
          "terminal"),
+        ("a boot loop (skip code `boot_loop`)", f"{h.boot_loop_deaths} machines of a rung lost within "
+         f"{format_duration(h.early_death_s)} of coming up, within {format_duration(h.boot_loop_window_s)}: "
+         "every dispatch skips the rung until they are that old; a pin is exempt"),
     ]  # fmt: skip
     return table(("what", "value"), rows)
 

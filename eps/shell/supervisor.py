@@ -41,13 +41,15 @@ RETRY_S = 30.0
 
 
 def gather(
-    lanes: Any, job: Job | None, snapshot: CapacitySnapshot, grants: QosGrants, *, grants_given: bool
+    lanes: Any, ledger: Any, job: Job | None, snapshot: CapacitySnapshot, grants: QosGrants, *, grants_given: bool
 ) -> tuple[CapacitySnapshot, QosGrants]:
-    """What is known before the walk besides the files: the grants and the lanes that are down
-    here.  The clusters' grants are asked for (sacctmgr: about half a second) only when the job
-    could use a cluster at all: a CPU job never does (P1)."""
+    """What is known before the walk besides the files: the grants, the lanes that are down
+    here, and the machines the ledger remembers (boot loops).  The clusters' grants are asked
+    for (sacctmgr: about half a second) only when the job could use a cluster at all: a CPU
+    job never does (P1)."""
     from eps.core.router import plan
 
+    snapshot = ledger.remember(snapshot)
     down: tuple[LaneDown, ...] = lanes.unavailable()
     wants_cluster = job is None or any(
         lanes.policy.cluster(r.lane) is not None for r in plan(job, snapshot, grants, None, policy=lanes.policy).rungs
@@ -190,9 +192,8 @@ class Supervisor:
         if walking:
             snap, grants = read_inputs(self.ledger.state_dir, dispatch)
             given = grants is not None
-            snapshot, grants_now = gather(
-                self.lanes, row.job, snap or CapacitySnapshot(), grants or DEFAULT_GRANTS, grants_given=given
-            )
+            snapshot, grants_now = gather(self.lanes, self.ledger, row.job, snap or CapacitySnapshot(),
+                                          grants or DEFAULT_GRANTS, grants_given=given)  # fmt: skip
             walker = Walker(self.settings, self.ledger, self.lanes, log, grants=grants_now, snapshot=snapshot,
                             keep_locks=frozenset({dispatch}), supervised=not children)  # fmt: skip
             if children:

@@ -17,6 +17,8 @@ from eps.core.healing import (
     after_error,
     after_interruption,
     after_no_capacity,
+    boot_loop_evidence,
+    boot_loop_lasts_s,
     boot_looped,
     no_capacity,
     parse_events,
@@ -117,6 +119,28 @@ def test_two_early_deaths_within_a_day_make_a_boot_loop() -> None:
     late = [MachineLife(rung, 0, HEALING.early_death_s + 1), MachineLife(rung, 0, 30)]
     assert boot_looped(late, now=10_000) == {}  # a machine that lived past early_death_s is not one
     assert boot_looped([MachineLife(rung, 0, None), MachineLife(rung, 0, None)], now=10) == {}  # released
+
+
+@pytest.mark.parametrize(
+    ("lost", "now", "lasts"),
+    [
+        ([30, 130], 200, DAY + 30 - 200),  # until the first death is a day old
+        ([30, 130, 500], 1000, DAY + 130 - 1000),  # three: until only one is left in the window
+        ([30], 200, 0),  # one death: no loop, nothing to wait for
+        ([30, 130], 30 + DAY, 0),  # the day has passed
+    ],
+)
+def test_a_boot_loop_lasts_until_too_few_deaths_are_within_the_window(lost: list[int], now: int, lasts: int) -> None:
+    deaths = [MachineLife("r", at - 30, at) for at in lost]
+    assert boot_loop_lasts_s(deaths, now) == lasts
+
+
+def test_the_evidence_names_each_death_oldest_first() -> None:
+    deaths = [MachineLife("r", 3600, 3631), MachineLife("r", 0, 30)]
+    assert boot_loop_evidence(deaths, now=7200) == (
+        "2 machines died within 10m of coming up in the last 1d: one lost 1h59m30s ago, 30s after it came up; "
+        "one lost 59m29s ago, 31s after it came up"
+    )
 
 
 jobs = st.builds(

@@ -15,6 +15,7 @@ from eps.core.model import (
     Job,
     JobError,
     LaneKind,
+    MachineLife,
     ParkState,
     Provisioning,
     QosGrants,
@@ -23,12 +24,13 @@ from eps.core.model import (
     Resource,
     RoutePlan,
     RunpodState,
+    SkipCode,
     Stock,
     VmCapacity,
     evolve,
 )
 from eps.core.router import plan
-from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY, FLEX_START_MAX_RUN_S
+from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY, FLEX_START_MAX_RUN_S, HEALING
 
 POLICY = DEFAULT_POLICY
 FELLOWS = POLICY.clusters[0]
@@ -548,3 +550,27 @@ def test_p2_a_trivial_op_stays_on_the_vm_only_when_it_fits(job: Job, measured: V
     assert too_small == (trivial and not fits)
     if too_small:
         assert p.rungs and p.rungs[0].lane == "gcp"
+
+
+@settings(**COMMON)
+@given(jobs, snapshots, grants, parks, st.data())
+def test_a_boot_looped_rung_never_appears_in_a_plan_unless_pinned(
+    job: Job, snap: CapacitySnapshot, g: QosGrants, park: Any, data: st.DataObject
+) -> None:
+    """A rung with two early deaths within the window is never planned, unless the job is
+    pinned (pins are exempt: then the plan is the one without the deaths); nothing else changes."""
+    before = _plan(job, snap, g, park)
+    keys = [r.key for r in before.rungs]
+    looped = data.draw(st.lists(st.sampled_from(keys), unique=True) if keys else st.just([]))
+    now = 10 * DAY
+    ago = st.floats(0, DAY - 1)
+    soon = st.floats(0, HEALING.early_death_s)
+    deaths = {k: data.draw(st.lists(st.tuples(ago, soon), min_size=2, max_size=3)) for k in looped}
+    lives = tuple(MachineLife(k, now - a - s, now - a) for k, times in deaths.items() for a, s in times)
+    after = _plan(job, evolve(snap, lives=lives, lives_at=now), g, park)
+    if job.pin is not None:
+        assert [r.key for r in after.rungs] == keys
+        return
+    held = before.park.rung if before.park is not None else None
+    assert [r.key for r in after.rungs] == [k for k in keys if k not in looped or k == held]
+    assert {s.target for s in after.skipped if s.code is SkipCode.BOOT_LOOP} == set(looped) - {held}

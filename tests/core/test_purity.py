@@ -61,18 +61,29 @@ def test_core_never_reads_the_environment_or_the_clock() -> None:
             assert needle not in text, f"{f.name} uses {needle}"
 
 
-def test_plan_path_does_not_import_heavy_clients() -> None:
-    """`eps plan --json` must not load google-cloud-compute, httpx, rich, cattrs or attrs (100 ms bar)."""
+def _plan_path_modules(state_dir: Path) -> list[str]:
+    """The heavy modules ``eps plan gpu-1 --duration 3h --json`` loads with ``state_dir``."""
     code = (
         "import sys, io, contextlib\n"
         "from eps.shell.cli import main\n"
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
-        "    rc = main(['plan', 'gpu-1', '--duration', '3h', '--json'], env={})\n"
+        f"    rc = main(['plan', 'gpu-1', '--duration', '3h', '--json'], env={{'EPS_STATE_DIR': {str(state_dir)!r}}})\n"
         "assert rc == 0, rc\n"
         "mods = ('google.cloud.compute_v1', 'httpx', 'rich', 'cattrs', 'attrs', 'sqlite3')\n"
         "heavy = [m for m in mods if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "", f"plan path imported {out.stdout.strip()}"
+    return [m for m in out.stdout.strip().split(",") if m]
+
+
+def test_plan_path_does_not_import_heavy_clients(tmp_path: Path) -> None:
+    """`eps plan --json` must not load google-cloud-compute, httpx, rich, cattrs or attrs (100 ms bar);
+    without a ledger not even sqlite3 (and none is made); with one, only sqlite3 (its boot loops)."""
+    assert _plan_path_modules(tmp_path) == [], "plan path imported more than the core"
+    assert list(tmp_path.iterdir()) == []  # no ledger made
+    from eps.shell.state.ledger import Ledger
+
+    Ledger(str(tmp_path)).close()
+    assert _plan_path_modules(tmp_path) == ["sqlite3"]

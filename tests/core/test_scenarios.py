@@ -60,6 +60,8 @@ def _check(result: RoutePlan, expect: dict[str, Any]) -> None:
             assert not {r.lane for r in rungs} & set(want)
         elif name == "first_lane":
             assert rungs and rungs[0].lane == want, keys
+        elif name == "keys_exclude":
+            assert not set(keys) & set(want), keys
         elif name == "first_key":
             assert keys and keys[0] == want, keys
         elif name == "first_machine":

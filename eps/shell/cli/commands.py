@@ -189,7 +189,7 @@ def _execute(
     Reconciler(ledger, lanes, reporter).reconcile(leave=[ns.resume] if ns.resume else ())
     from eps.shell.supervisor import gather
 
-    snapshot, grants = gather(lanes, job, snapshot, grants, grants_given=bool(getattr(ns, "grants", None)))
+    snapshot, grants = gather(lanes, ledger, job, snapshot, grants, grants_given=bool(getattr(ns, "grants", None)))
     walker = Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot, files=files)
     dispatch = ns.resume or ns.dispatch_id or walker.new_dispatch_id()
     if job is not None:

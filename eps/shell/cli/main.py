@@ -119,9 +119,11 @@ def _park(text: str | None, reason: str | None, policy: Policy) -> ParkState | N
 def cmd_plan(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
     from eps.core.router import plan
     from eps.shell.availability import down_here
+    from eps.shell.state.lives import remembered_here
 
     job = make_job(ns)
     snap, grants = _inputs(ns)
+    snap = remembered_here(snap, settings.state_dir)  # boot loops: what the ledger remembers
     park = _park(ns.park, ns.park_reason, settings.policy)
     result = plan(job, snap, grants, park, policy=settings.policy)
     lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from attrs import frozen
 
-from eps.core.model import Job, LaneKind, Provisioning, Rung
+from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung
 from eps.core.outcome import Handle
 from eps.core.states import (
     LIVE_ATTEMPT_STATES,
@@ -535,6 +535,14 @@ class Ledger:
         states = tuple(s.value for s in LIVE_ATTEMPT_STATES)
         rows = self._query(f"SELECT * FROM attempts WHERE state IN ({marks}) ORDER BY id", states)  # noqa: S608
         return [_attempt_row(r) for r in rows]
+
+    def remember(self, snapshot: CapacitySnapshot) -> CapacitySnapshot:
+        """``snapshot`` with the machines eps made and lost lately, read now (boot loops:
+        :mod:`eps.shell.state.lives`)."""
+        from eps.shell.state import lives
+
+        now = self._clock()
+        return lives.remembered(snapshot, lives.lives_of(self._query(lives.SQL, lives.args(now))), now)
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> list[sqlite3.Row]:
         with self._lock:
