@@ -35,7 +35,6 @@ from typing import NamedTuple
 
 from eps.core.durations import format_duration
 from eps.core.model import Job, MachineLife, Terminal
-from eps.core.outcome import FailureKind
 from eps.core.tables import HEALING, Healing
 
 
@@ -134,13 +133,12 @@ CAPACITY_TERMINALS: frozenset[Terminal] = frozenset(
     {Terminal.CPU_EXHAUSTED, Terminal.GPU_EXHAUSTED, Terminal.PIN_EXHAUSTED}
 )
 #: How a rung fails when capacity, not the request, is the matter: quota in use frees too.
+#: (``eps.core.outcome.FailureKind`` values, spelled out: the plan path stays free of attrs.)
 CAPACITY_FAILURES: frozenset[str] = frozenset(
-    k.value
-    for k in (
-        FailureKind.ZONE_EXHAUSTED, FailureKind.NO_CAPACITY, FailureKind.RATE_LIMITED, FailureKind.QUOTA_REGION,
-        FailureKind.QUOTA_GLOBAL, FailureKind.TRANSIENT, FailureKind.UNREACHABLE, FailureKind.PARK_TIMEOUT,
-        FailureKind.PREEMPTED,
-    )
+    {
+        "zone_exhausted", "no_capacity", "rate_limited", "quota_region", "quota_global", "transient",
+        "unreachable", "park_timeout", "preempted",
+    }
 )  # fmt: skip
 
 

@@ -85,6 +85,13 @@ def test_no_capacity_waits_longer_each_round_and_never_past_retry_for() -> None:
     assert isinstance(after_no_capacity(Job("cpu-small"), waits=0, elapsed_s=0), GiveUp)
 
 
+def test_the_capacity_failures_are_failure_kinds() -> None:
+    from eps.core.healing import CAPACITY_FAILURES
+    from eps.core.outcome import FailureKind
+
+    assert CAPACITY_FAILURES <= {k.value for k in FailureKind}
+
+
 @pytest.mark.parametrize(
     ("terminal", "outcomes", "want"),
     [
