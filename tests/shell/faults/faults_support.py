@@ -391,11 +391,8 @@ class GcpTrap(_Trap):
         (STOPPING until its operation is done) is released, however soon the fake drops it."""
         with self.fake._lock:
             items = list(self.fake.instances.values())
-        return [
-            i
-            for i in items
-            if i.get("status") != "STOPPING" and (dispatch is None or i.get("labels", {}).get("eps-dispatch") == dispatch)
-        ]
+        mine = [i for i in items if dispatch is None or i.get("labels", {}).get("eps-dispatch") == dispatch]
+        return [i for i in mine if i.get("status") != "STOPPING"]
 
     def inserts(self) -> list[Any]:
         return self.fake.recorded("POST", r"/instances$")
