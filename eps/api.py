@@ -20,14 +20,16 @@ import io
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from eps.core.durations import parse_duration
+from eps.core.healing import job_max_restarts, job_retry
 from eps.core.model import CapacitySnapshot, JobError, LaneDown, ParkState, QosGrants, RoutePlan
 from eps.core.model import Job as CoreJob
+from eps.core.tables import HEALING, Healing
 from eps.core.usable import RungStatus
 from eps.shell.settings import ConfigError, Settings
 
@@ -51,6 +53,14 @@ def _seconds(value: str | float, what: str) -> int:
         raise JobError(f"bad_{what}", str(exc)) from None
 
 
+def _checked(what: str, check: Callable[[Any], Any], value: Any) -> Any:
+    """``check(value)``; its ValueError as :class:`JobError` ``bad_<what>``."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise JobError(f"bad_{what}", str(exc)) from None
+
+
 @dataclass(frozen=True)
 class Job:
     """A job, checked on construction (same rules and messages as ``eps plan``/``execute``).
@@ -61,8 +71,12 @@ class Job:
     ``restartable``, ``footprint_gb``, ``gradient_fit``, ``count`` (parallel copies),
     ``backend`` (pin a lane: ``"fellows"``, ``"gcp"``, ...), and for :func:`execute`:
     ``command`` (one string is a shell line, a list an argv), ``workdir``, ``setup``,
-    ``env`` (``"KEY"`` or ``"KEY=VALUE"``), ``time_limit``.
-    ``env`` (keyword) replaces ``os.environ`` when the settings are read for the check.
+    ``env`` (``"KEY"`` or ``"KEY=VALUE"``), ``time_limit``.  The retry policy (README,
+    "Jobs that heal"): ``retry`` (events: ``("interruption", "error")`` or
+    ``"interruption,error"``; ``None``: the default), ``retry_for`` (a duration),
+    ``max_restarts`` (0..1000), ``sync_every`` (a duration; 0: never; ``None``: ``[jobs]
+    sync_every_s``).  ``settings_env`` replaces ``os.environ`` when the settings are read
+    for the check.
     """
 
     intent: str
@@ -77,6 +91,10 @@ class Job:
     setup: str | None = None
     env: Sequence[str] = ()
     time_limit: str | int | None = None
+    retry: str | Sequence[str] | None = None
+    retry_for: str | int | float | None = None
+    max_restarts: int | None = None
+    sync_every: str | int | float | None = None
     settings_env: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -92,6 +110,8 @@ class Job:
             raise JobError("bad_footprint", f"footprint must be a finite number >= 0, got {fp!r}")
         if self.time_limit is not None and _seconds(self.time_limit, "time_limit") <= 0:
             raise JobError("time_limit", "--time-limit must be positive")
+        if self.max_restarts is not None:
+            _checked("max_restarts", job_max_restarts, self.max_restarts)
         core = self.core()
         route(core, CapacitySnapshot(), DEFAULT_GRANTS, None, policy=_settings(self.settings_env).policy)
 
@@ -107,6 +127,10 @@ class Job:
             count=self.count,
             pin=self.backend,
             command=command,
+            retry=None if self.retry is None else _checked("retry", job_retry, self.retry),
+            retry_for_s=None if self.retry_for is None else _seconds(self.retry_for, "retry_for"),
+            max_restarts=self.max_restarts,
+            sync_every_s=None if self.sync_every is None else _seconds(self.sync_every, "sync_every"),
         )
 
     def argv(self) -> list[str]:
@@ -123,6 +147,10 @@ class Job:
             out += ["--env", item]
         if self.time_limit is not None:
             out += ["--time-limit", str(_seconds(self.time_limit, "time_limit"))]
+        out += ["--retry", ",".join(core.retry)] if core.retry is not None else []
+        out += ["--retry-for", str(core.retry_for_s)] if core.retry_for_s is not None else []
+        out += ["--max-restarts", str(core.max_restarts)] if core.max_restarts is not None else []
+        out += ["--sync-every", str(core.sync_every_s)] if core.sync_every_s is not None else []
         return [*out, "--", *core.command] if core.command else out
 
 
@@ -133,6 +161,7 @@ class Plan(NamedTuple):
     route: RoutePlan
     job: CoreJob
     down: tuple[LaneDown, ...]
+    healing: Healing = HEALING  # with the config's numbers ([jobs] sync_every_s)
 
     @property
     def rungs(self) -> tuple[RungStatus, ...]:
@@ -155,13 +184,13 @@ class Plan(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         from eps.shell.cli.views import plan_dict
 
-        return plan_dict(self.route, self.job, self.down)
+        return plan_dict(self.route, self.job, self.down, self.healing)
 
     def __str__(self) -> str:
         from eps.shell.cli.views import Out, print_plan
 
         buf = io.StringIO()
-        print_plan(self.route, self.job, Out(buf, 100), self.down)
+        print_plan(self.route, self.job, Out(buf, 100), self.down, self.healing)
         return buf.getvalue()
 
 
@@ -186,7 +215,7 @@ def plan(
     snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir)  # boot loops, as execute sees them
     result = route(core, snap, grants or DEFAULT_GRANTS, park, policy=settings.policy)
     lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
-    return Plan(result, core, (*snap.unavailable, *down_here(settings, environ, lanes)))
+    return Plan(result, core, (*snap.unavailable, *down_here(settings, environ, lanes)), settings.jobs.healing())
 
 
 class Execution(NamedTuple):

@@ -45,17 +45,27 @@ class RetryOn(StrEnum):
 
 
 class RetryPolicy(NamedTuple):
-    """The policy in effect for one job."""
+    """The policy in effect for one job; ``because``, for a job without a ``retry`` of its
+    own, says why the default is what it is (``restartable``, ``not restartable``)."""
 
     on: frozenset[RetryOn]
     retry_for_s: int
     max_restarts: int
+    sync_every_s: int = HEALING.sync_every_s
+    because: str = ""
 
     def describe(self) -> str:
-        if not self.on:
-            return "no retries"
-        events = ", ".join(e.value for e in RetryOn if e in self.on)
-        return f"retry {events}: at most {self.max_restarts} restarts, for {self.retry_for_s} s from submission"
+        """One line, as ``eps plan`` shows it: ``retry: interruption (restartable), at most 3
+        restarts within 1d; outputs synced every 10m``."""
+        why = f" ({self.because})" if self.because else ""
+        if self.on:
+            events = ", ".join(e.value for e in RetryOn if e in self.on)
+            n, within = self.max_restarts, format_duration(self.retry_for_s)
+            head = f"{events}{why}, at most {n} restart{'' if n == 1 else 's'} within {within}"
+        else:
+            head = f"nothing{why}"
+        sync = f"synced every {format_duration(self.sync_every_s)}" if self.sync_every_s else "not synced while it runs"
+        return f"retry: {head}; outputs {sync}"
 
 
 def parse_events(text: str) -> tuple[RetryOn, ...]:
@@ -74,8 +84,35 @@ def parse_events(text: str) -> tuple[RetryOn, ...]:
     return tuple(dict.fromkeys(out))
 
 
+#: ``--max-restarts`` (job file ``max_restarts``, API ``max_restarts=``) at most.
+MAX_RESTARTS_LIMIT = 1000
+
+
+def job_retry(value: str | Sequence[str]) -> tuple[str, ...]:
+    """A job's ``retry`` as its user wrote it (``"interruption,error"``, or a list of
+    events) -> the events' words; ValueError (one line) for an unknown event or none at all."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, list | tuple) and all(isinstance(w, str) and "," not in w for w in value):
+        text = ",".join(value)
+    else:
+        raise ValueError(f"retry takes events such as 'interruption,error' or a list of them, got {value!r}")
+    return tuple(e.value for e in parse_events(text))
+
+
+def job_max_restarts(value: int) -> int:
+    """``max_restarts`` checked: a whole number 0..:data:`MAX_RESTARTS_LIMIT`; ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"max restarts must be a whole number, got {value!r}")
+    if not 0 <= value <= MAX_RESTARTS_LIMIT:
+        raise ValueError(f"max restarts must be 0..{MAX_RESTARTS_LIMIT}, got {value}")
+    return value
+
+
 def policy_of(job: Job, table: Healing = HEALING) -> RetryPolicy:
-    """The retry policy in effect for ``job`` (its own, else the default above)."""
+    """The retry policy in effect for ``job``: its own values, else the default above
+    (``table``: :data:`~eps.core.tables.HEALING` with the config's numbers in it, such as
+    ``[jobs] sync_every_s``)."""
     if job.retry is None:
         on = frozenset({RetryOn.INTERRUPTION}) if job.restartable else frozenset()
         restarts = table.restartable_restarts
@@ -86,6 +123,8 @@ def policy_of(job: Job, table: Healing = HEALING) -> RetryPolicy:
         on,
         job.retry_for_s if job.retry_for_s is not None else table.retry_for_s,
         job.max_restarts if job.max_restarts is not None else restarts,
+        job.sync_every_s if job.sync_every_s is not None else table.sync_every_s,
+        ("restartable" if job.restartable else "not restartable") if job.retry is None else "",
     )
 
 

@@ -15,6 +15,7 @@ Imported lazily: ``eps plan`` without files never pays for cattrs.
 from __future__ import annotations
 
 import json
+import keyword
 import math
 import os
 import re
@@ -29,6 +30,7 @@ import cattrs
 from attrs import frozen
 from cattrs.cols import is_namedtuple, namedtuple_dict_structure_factory
 from cattrs.errors import IterableValidationError, IterableValidationNote
+from cattrs.gen import make_dict_structure_fn, override
 
 from eps.core.model import (
     ClusterConfig,
@@ -140,7 +142,23 @@ def _converter() -> cattrs.Converter:
         return sequence(value, list[str])  # type: ignore[no-any-return]
 
     conv.register_structure_hook(str | list[str] | None, line_or_argv)
+
+    # A field named after a Python keyword and "_" (``for_``) is the key itself in the file (``for``).
+    def keyword_keys(cl: Any) -> Any:
+        renames: dict[str, Any] = {f: override(rename=f[:-1]) for f in _keyword_fields(cl)}
+        return make_dict_structure_fn(cl, conv, **renames)
+
+    conv.register_structure_hook_factory(lambda cl: attrs.has(cl) and bool(_keyword_fields(cl)), keyword_keys)
     return conv
+
+
+def _keyword_fields(cl: Any) -> list[str]:
+    attrs.resolve_types(cl)
+    return [a.name for a in attrs.fields(cl) if a.name.endswith("_") and keyword.iskeyword(a.name[:-1])]
+
+
+def _keyword_key(m: re.Match[str]) -> str:
+    return f".{m[1]}" if keyword.iskeyword(m[1]) else m[0]
 
 
 _CONV: cattrs.Converter | None = None
@@ -161,7 +179,7 @@ def _structure(data: Any, cls: Any, source: str) -> Any:
         return _CONV.structure(data, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
         msgs = cattrs.transform_error(exc) if isinstance(exc, cattrs.BaseValidationError) else [str(exc)]
-        first = msgs[0] if msgs else str(exc)
+        first = re.sub(r"\.([a-z]+)_\b", _keyword_key, msgs[0] if msgs else str(exc))  # $.retry.for_ -> .for
         more = f" (+{len(msgs) - 1} more)" if len(msgs) > 1 else ""
         raise ConfigError(f"{source}: {first}{more}") from None
 
@@ -214,6 +232,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "fanout.concurrency": (1, 256, False),
     "jobs.linger_s": (0, 7 * 86_400, False),
     "jobs.wait_poll_s": (0, 3600, True),
+    "jobs.sync_every_s": (0, 7 * 86_400, False),
     "vm.vcpus": (0, 10**5, False),
     "vm.mem_gb": (0, 10**7, False),
     "vm.free_disk_gb": (0, 10**9, False),
@@ -344,6 +363,7 @@ class _JobsDoc:
     linger_s: int | None = None
     wait_poll_s: float | None = None
     max_time_limit: str | int | None = None
+    sync_every_s: int | None = None
 
 
 @frozen
@@ -509,7 +529,7 @@ def _jobs(jobs: Any, doc: _JobsDoc, source: str) -> Any:
     if doc.supervisor_idle_s is not None and not 0 < doc.supervisor_idle_s <= 86400:
         raise ConfigError(f"{source}: supervisor_idle_s must be in (0, 86400] @ $.jobs.supervisor_idle_s")
     return _set(jobs, linger_s=doc.linger_s, wait_poll_s=doc.wait_poll_s, supervise=doc.supervise,
-                supervisor_idle_s=doc.supervisor_idle_s)  # fmt: skip
+                supervisor_idle_s=doc.supervisor_idle_s, sync_every_s=doc.sync_every_s)  # fmt: skip
 
 
 def settings_from_config(data: Any, base: Settings, source: str) -> Settings:

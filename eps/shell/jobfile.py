@@ -14,24 +14,42 @@ setup = "pip install -r requirements.txt"
 env = ["HF_TOKEN", "MODE=fast"]
 time_limit = "3h"
 command = "python analyse.py --out $EPS_OUTPUT_DIR/result.csv"   # a shell line, or a list: an argv
+sync_every = "10m"         # pull $EPS_OUTPUT_DIR this often while the job runs (0: never)
+
+[retry]                    # the retry policy (see "Jobs that heal" in the README)
+on = ["interruption", "error"]   # a list of events: no-capacity, interruption, error
+for = "6h"                 # keep retrying this long from submission
+max_restarts = 5           # relaunch the job at most this many times (0..1000)
 ```
 
-Every field is optional; the command line overrides each one.  Parsed by the same
-strict converter as every other user file (:mod:`eps.shell.files`): no coercion, no
-unknown key, and one line naming the file and the path of the first bad value, such as
-``job.toml: bad duration 'soon': ... @ $.duration``.
+Every field is optional; the command line overrides each one (``--retry``, ``--retry-for``,
+``--max-restarts`` and ``--sync-every`` one key each of ``[retry]`` and ``sync_every``).
+``[retry] on`` is a list of events, never a comma string.  Parsed by the same strict
+converter as every other user file (:mod:`eps.shell.files`): no coercion, no unknown key,
+and one line naming the file and the path of the first bad value, such as
+``job.toml: bad duration 'soon': ... @ $.duration``; the events, restarts and durations
+are checked by the same functions as the flags'.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from attrs import frozen
 
 from eps.core.durations import parse_duration
+from eps.core.healing import job_max_restarts, job_retry
 from eps.shell.files import read_data, structure
 from eps.shell.settings import ConfigError
+
+
+@frozen
+class _RetryDoc:
+    on: list[str] | None = None
+    for_: str | int | None = None  # the key ``for`` (a Python keyword)
+    max_restarts: int | None = None
 
 
 @frozen
@@ -48,6 +66,8 @@ class _JobDoc:
     env: list[str] | None = None
     time_limit: str | int | None = None
     command: str | list[str] | None = None
+    sync_every: str | int | None = None
+    retry: _RetryDoc | None = None
 
 
 class JobFile(NamedTuple):
@@ -66,6 +86,10 @@ class JobFile(NamedTuple):
     env: tuple[str, ...] | None = None
     time_limit_s: int | None = None
     command: tuple[str, ...] | None = None
+    retry: tuple[str, ...] | None = None
+    retry_for_s: int | None = None
+    max_restarts: int | None = None
+    sync_every_s: int | None = None
 
 
 def _seconds(path: str, field: str, value: str | int | None, *, positive: bool = False) -> int | None:
@@ -85,6 +109,8 @@ def load_job_file(path: str) -> JobFile:
     data: Any = read_data(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a job file is a table of job options @ $")
+    if not isinstance(data.get("retry", {}), dict):
+        raise ConfigError(f"{path}: retry is a table ([retry] with on, for, max_restarts) @ $.retry")
     doc: _JobDoc = structure(data, _JobDoc, path)
     if doc.count is not None and doc.count < 1:
         raise ConfigError(f"{path}: count must be at least 1, got {doc.count} @ $.count")
@@ -103,6 +129,7 @@ def load_job_file(path: str) -> JobFile:
         if not doc.command:
             raise ConfigError(f"{path}: must not be empty @ $.command")
         command = tuple(doc.command)
+    retry = doc.retry or _RetryDoc()
     workdir = doc.workdir
     if workdir is not None:
         workdir = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(workdir))
@@ -120,4 +147,18 @@ def load_job_file(path: str) -> JobFile:
         env=None if doc.env is None else tuple(doc.env),
         time_limit_s=_seconds(path, "time_limit", doc.time_limit, positive=True),
         command=command,
+        retry=_checked(path, "retry.on", job_retry, retry.on),
+        retry_for_s=_seconds(path, "retry.for", retry.for_),
+        max_restarts=_checked(path, "retry.max_restarts", job_max_restarts, retry.max_restarts),
+        sync_every_s=_seconds(path, "sync_every", doc.sync_every),
     )
+
+
+def _checked(path: str, field: str, check: Callable[[Any], Any], value: Any) -> Any:
+    """``check(value)`` (``None`` stays ``None``), its ValueError one line naming the key."""
+    if value is None:
+        return None
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc} @ $.{field}") from None

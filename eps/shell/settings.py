@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from eps.core.durations import parse_duration
 from eps.core.model import Policy
-from eps.core.tables import DEFAULT_POLICY, JOB_LIFECYCLE
+from eps.core.tables import DEFAULT_POLICY, HEALING, JOB_LIFECYCLE, Healing
 
 
 class ConfigError(ValueError):
@@ -72,6 +72,12 @@ class JobsSettings(NamedTuple):
     wait_poll_s: float = 2.0  # how often `eps wait` looks
     #: the time limit of a job of unknown length on a spot/on-demand VM or a pod (`max_time_limit`)
     max_time_limit_s: int = DEFAULT_POLICY.max_time_limit_s
+    #: a running job's $EPS_OUTPUT_DIR is pulled this often unless the job says (`--sync-every`); 0: never
+    sync_every_s: int = HEALING.sync_every_s
+
+    def healing(self) -> Healing:
+        """The healing table with this config's numbers in it (what ``policy_of`` reads)."""
+        return HEALING._replace(sync_every_s=self.sync_every_s)
 
 
 class Settings(NamedTuple):

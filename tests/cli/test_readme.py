@@ -21,6 +21,8 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             (tmp_path / "job.toml").write_text(text)
             job = load_job_file(str(tmp_path / "job.toml"))
             assert job.intent == "cpu-small" and job.duration_s == 7200 and job.pin == "gcp"
+            assert (job.retry, job.retry_for_s, job.max_restarts, job.sync_every_s) == (
+                ("interruption", "error"), 21600, 5, 600)  # fmt: skip
             kinds.append("job")
         elif kind == "toml":
             f = tmp_path / "config.toml"

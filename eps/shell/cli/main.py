@@ -69,10 +69,10 @@ def make_job(ns: argparse.Namespace, command: Sequence[str] = ()) -> Job:
         count=pick("count"),
         pin=pick("pin"),
         command=tuple(command),
-        retry=getattr(ns, "retry", None),
-        retry_for_s=getattr(ns, "retry_for", None),
-        max_restarts=getattr(ns, "max_restarts", None),
-        sync_every_s=getattr(ns, "sync_every", None),
+        retry=pick("retry"),
+        retry_for_s=pick("retry_for", "retry_for_s"),
+        max_restarts=pick("max_restarts"),
+        sync_every_s=pick("sync_every", "sync_every_s"),
     )
 
 
@@ -131,11 +131,11 @@ def cmd_plan(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str])
     if ns.json:
         from eps.shell.cli.views import plan_dict
 
-        emit(plan_dict(result, job, down))
+        emit(plan_dict(result, job, down, settings.jobs.healing()))
     else:
         from eps.shell.cli.views import out_for, print_plan
 
-        print_plan(result, job, out_for(sys.stdout, env, wide=ns.wide), down)
+        print_plan(result, job, out_for(sys.stdout, env, wide=ns.wide), down, settings.jobs.healing())
     # The exit status is the policy's answer (1: a terminal, no rung at all); whether this
     # machine can run the rungs is the `here` column / `can_start`, and `eps check`'s status.
     return EXIT_OK if result.terminal is None else EXIT_FAILED

@@ -126,23 +126,25 @@ def _count(text: str) -> int:
 
 
 def _retry(text: str) -> tuple[str, ...]:
-    from eps.core.healing import parse_events
+    from eps.core.healing import job_retry
 
     try:
-        events = tuple(e.value for e in parse_events(text))
+        return job_retry(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return events
 
 
 def _restarts(text: str) -> int:
+    from eps.core.healing import job_max_restarts
+
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"max restarts must be a whole number, got {text!r}") from None
-    if not 0 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"max restarts must be 0..1000, got {value}")
-    return value
+    try:
+        return job_max_restarts(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _seconds_or_zero(text: str) -> int:

@@ -9,7 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eps.core.durations import human
+from eps.core.healing import RetryOn, RetryPolicy, policy_of
 from eps.core.model import Intent, Job, LaneDown, Policy, RoutePlan, Rung, Skip
+from eps.core.tables import HEALING, Healing
 from eps.core.usable import can_start, mark, terminal_text, unusable_lanes
 from eps.shell.cli.exits import SCHEMA_VERSION
 from eps.shell.cli.table import Column, render
@@ -63,7 +65,17 @@ def job_dict(job: Job) -> dict[str, Any]:
     }
 
 
-def plan_dict(plan: RoutePlan, job: Job, down: Sequence[LaneDown] = ()) -> dict[str, Any]:
+def retry_dict(p: RetryPolicy) -> dict[str, Any]:
+    return {
+        "on": [e.value for e in RetryOn if e in p.on],
+        "retry_for_s": p.retry_for_s,
+        "max_restarts": p.max_restarts,
+        "sync_every_s": p.sync_every_s,
+    }
+
+
+def plan_dict(plan: RoutePlan, job: Job, down: Sequence[LaneDown] = (), healing: Healing = HEALING) -> dict[str, Any]:
+    """``eps plan --json``; ``healing``: the table with the config's numbers (``[jobs] sync_every_s``)."""
     park = None
     if plan.park is not None:
         p = plan.park
@@ -89,6 +101,7 @@ def plan_dict(plan: RoutePlan, job: Job, down: Sequence[LaneDown] = ()) -> dict[
         "can_start": can_start(plan, down),
         "unusable_lanes": [down_dict(d) for d in unusable_lanes(plan, down)],
         "worst_case_wait_s": plan.worst_case_wait_s,
+        "retry": retry_dict(policy_of(job, healing)),
         "notes": list(plan.notes),
         "park": park,
     }
@@ -173,7 +186,7 @@ _PLAN_COLS = (
 )
 
 
-def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = ()) -> None:
+def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = (), healing: Healing = HEALING) -> None:
     head = plan.intent if plan.resolved_intent == plan.intent else f"{plan.intent} -> {plan.resolved_intent}"
     extra = f", {plan.count} independent copies" if plan.count > 1 else ""
     pin = f", pinned to {job.pin}" if job.pin else ""
@@ -204,6 +217,7 @@ def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = (
         out.line(f"worst-case wait before a paid lane: {wait}")
     elif queued:
         out.line(f"worst-case queue wait: {wait}; no paid lane follows (see skipped)")
+    out.line(policy_of(job, healing).describe())
     if plan.skipped:
         out.line("skipped:")
         for sk in plan.skipped:

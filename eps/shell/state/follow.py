@@ -16,10 +16,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from eps.core.healing import policy_of
 from eps.core.lifecycle import exit_status, result_word
 from eps.core.model import Job
 from eps.core.states import DispatchState
-from eps.core.tables import HEALING
+from eps.core.tables import HEALING, Healing
 from eps.shell.events import Events
 from eps.shell.lanes import Lanes
 from eps.shell.state.ledger import DispatchRow, Ledger
@@ -78,7 +79,7 @@ def follow_to_end(
                     follow(row)
                 progress = finisher.progress(row).value_or(None)
                 unread = unread or progress is None
-                every = sync_every(row.job)
+                every = sync_every(row.job, lanes.settings.jobs.healing())
                 if sync and every and progress is not None and not progress.ended and clock() - synced[d] >= every:
                     synced[d] = clock()
                     failed = finisher.sync(row)
@@ -132,9 +133,10 @@ def _nap(
             return
 
 
-def sync_every(job: Job) -> int:
-    """How often a running job's outputs are synced (0: never)."""
-    return job.sync_every_s if job.sync_every_s is not None else HEALING.sync_every_s
+def sync_every(job: Job, table: Healing = HEALING) -> int:
+    """How often a running job's outputs are synced (0: never): the job's own, else
+    ``[jobs] sync_every_s`` (in ``table``), else the table's."""
+    return policy_of(job, table).sync_every_s
 
 
 def exit_of(rows: Sequence[DispatchRow], err: Callable[[str], object] | None = None) -> int:
