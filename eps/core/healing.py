@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from eps.core.durations import format_duration
 from eps.core.model import Job, MachineLife, Terminal
+from eps.core.states import HandleState
 from eps.core.tables import HEALING, Healing
 
 
@@ -216,6 +217,24 @@ def _relaunch(
     if elapsed_s >= p.retry_for_s:
         return GiveUp(f"{what}; the {p.retry_for_s} s of retrying have passed")
     return Relaunch(restarts + 1, f"{what}; restart {restarts + 1} of at most {p.max_restarts}")
+
+
+# --- SLURM interruptions ---------------------------------------------------------------------
+
+#: How SLURM says the cluster, not the job, ended a run (sacct / squeue states).
+SLURM_INTERRUPTIONS: frozenset[str] = frozenset({"PREEMPTED", "NODE_FAIL", "BOOT_FAIL"})
+
+
+def slurm_interruption(job_id: str, state: HandleState, slurm_state: str | None) -> str | None:
+    """What a SLURM job's end was, when it was an interruption rather than the job's own end:
+    the cluster preempted it or lost its node (``PREEMPTED``, ``NODE_FAIL``, ``BOOT_FAIL``),
+    or requeued it (queued again under the same id, a second run eps did not ask for).
+    ``None``: the job ended by itself (or was cancelled, or timed out)."""
+    if state is HandleState.PENDING:  # a job that ended by itself is never queued again
+        return f"SLURM job {job_id} was requeued by the cluster (its run was stopped)"
+    if slurm_state in SLURM_INTERRUPTIONS:
+        return f"SLURM job {job_id} ended {slurm_state}"
+    return None
 
 
 # --- boot loops --------------------------------------------------------------------------------

@@ -68,7 +68,9 @@ def render_sbatch(
 ) -> str:
     """The batch script for ``job`` on ``rung`` of ``cluster``.
 
-    ``#SBATCH`` lines, in this order: ``--job-name=eps-<dispatch_id>``;
+    ``#SBATCH`` lines, in this order: ``--no-requeue`` (the cluster never runs the job a
+    second time behind eps's back: a preempted run or a lost node is an interruption, which
+    the supervisor relaunches under the job's retry policy); ``--job-name=eps-<dispatch_id>``;
     ``--qos`` only when the rung names one; ``--gres=gpu:N`` only when it has
     GPUs; ``--time`` from ``time_s`` or else the job's duration (``D-HH:MM:SS``,
     whole minutes, rounded up); ``--output`` when given; ``--account`` and ``--partition`` when
@@ -102,7 +104,7 @@ def render_sbatch(
     if cluster.partition is not None:
         options.append(("partition", cluster.partition))
 
-    lines = ["#!/bin/bash"]
+    lines = ["#!/bin/bash", "#SBATCH --no-requeue"]  # a second run is eps's to start (its retry policy)
     for name, value in options:
         if _SBATCH_VALUE.fullmatch(value) is None:
             raise SbatchRenderError(f"--{name}", value, "holds a character sbatch cannot take safely")

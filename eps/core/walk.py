@@ -295,11 +295,15 @@ def resume(
     what a live preemption teaches (P11: no spot again unless restartable).
 
     ``forget_before``: a dispatch that waited for capacity plans again from the top: the
-    rungs it left before then (found exhausted, parked out) may be tried again."""
+    rungs it left before then (found exhausted, parked out) may be tried again.  A SLURM
+    run the cluster preempted (or whose node failed) does not rule its tier out."""
     left = [
         a.rung.key
         for a in attempts
-        if a.state in LEFT_ATTEMPT_STATES and a.outcome not in RETRYABLE_OUTCOMES and a.started_at >= forget_before
+        if a.state in LEFT_ATTEMPT_STATES
+        and a.outcome not in RETRYABLE_OUTCOMES
+        and a.started_at >= forget_before
+        and not _cluster_took_it(a)
     ]
     snap = evolve(snapshot, attempted=tuple(dict.fromkeys((*snapshot.attempted, *left))))
     for a in attempts:
@@ -316,6 +320,12 @@ def resume(
     if newest.rung.kind is LaneKind.SLURM and newest.handle:
         return ResumeFrom(walk, parked=newest)
     return ResumeFrom(walk)
+
+
+def _cluster_took_it(a: AttemptRecord) -> bool:
+    """A SLURM run the cluster ended (preempted, its node lost) teaches nothing about its
+    tier: a relaunch walks the ladder from the top again (P7)."""
+    return a.rung.kind is LaneKind.SLURM and a.outcome == Outcome.PREEMPTED.value
 
 
 def queued(handle: Handle) -> bool:

@@ -144,17 +144,17 @@ def test_hostile_argv_and_env_round_trip(tmp_path: Path, args: list[str], value:
     job = evolve(TRAIN, command=argv)
     script = render_sbatch(job, LAB, slurm_rung(LAB, None, 1), dispatch_id="hhh", env={"EPS_V": value})
     lines = script.split("\n")
-    # shebang, four #SBATCH lines (job-name, gres, time, partition), one export, the command, "".
-    assert len(lines) == 8
+    # shebang, five #SBATCH lines (no-requeue, job-name, gres, time, partition), one export, the command, "".
+    assert len(lines) == 9
     assert lines[-1] == ""
-    assert all(line.startswith("#SBATCH --") for line in lines[1:5])
-    assert lines[5].startswith("export EPS_V=")
+    assert all(line.startswith("#SBATCH --") for line in lines[1:6])
+    assert lines[6].startswith("export EPS_V=")
     out = _run_bash(script, tmp_path)
     assert out.split(b"\0")[:-1] == [a.encode() for a in args]
-    env_out = _run_bash(script.replace(lines[6], 'printf "%s" "$EPS_V"'), tmp_path)
+    env_out = _run_bash(script.replace(lines[7], 'printf "%s" "$EPS_V"'), tmp_path)
     assert env_out == value.encode()
     if not any(ord(c) < 0x20 or c == "\x7f" for c in "".join(args)):
-        assert tuple(shlex.split(lines[6])) == argv
+        assert tuple(shlex.split(lines[7])) == argv
 
 
 @given(dispatch_id=hostile, output=hostile)
@@ -166,8 +166,8 @@ def test_hostile_sbatch_values_are_refused_or_stay_one_line(dispatch_id: str, ou
     except SbatchRenderError:
         return
     lines = script.split("\n")
-    assert len(lines) == 10  # shebang, 7 #SBATCH lines, the command, ""
-    for line in lines[1:8]:
+    assert len(lines) == 11  # shebang, 8 #SBATCH lines, the command, ""
+    for line in lines[1:9]:
         assert line.startswith("#SBATCH --")
         assert len(line.split()) == 2  # sbatch splits on blanks: one option per line, nothing more
 

@@ -179,6 +179,8 @@ def human_line(r: dict[str, Any]) -> str | None:
     if e == "waiting":
         at = time.strftime("%H:%M:%S", time.localtime(float(r["next_try_at"])))
         return f"[{d}] waiting for capacity until {at}: {r.get('message')}"
+    if e == "interrupted":
+        return f"[{d}] {r.get('message')}"
     if e == "trying_again":
         return f"[{d}] planning again (capacity round {r.get('round')})"
     return None

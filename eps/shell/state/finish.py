@@ -143,8 +143,40 @@ class Finisher:
     def finish(self, row: DispatchRow, *, wake: bool = False) -> str:
         """For a job that ended: pull, then release the machine, then the dispatch has ended.
         A machine is released only after its outputs came back (or could never come back);
-        when the pull failed it is kept, and the note says how to bring them back."""
-        return self.end_with(row, self.collect(row, wake=wake))
+        when the pull failed it is kept, and the note says how to bring them back.  A run
+        the cluster ended (a SLURM preemption, a lost node) is an interruption instead."""
+        got = self.collect(row, wake=wake)
+        why = self.interruption(row)
+        return self.end_with(row, got) if why is None else self.interrupted(row, got, why)
+
+    def interruption(self, row: DispatchRow) -> str | None:
+        """Why a SLURM job's run that left was the cluster's doing, not its own end (it was
+        preempted, its node failed, or it was requeued); ``None`` otherwise or on any other lane."""
+        from eps.core.healing import slurm_interruption
+        from eps.core.model import LaneKind
+
+        if row.handle is None or row.handle.kind is not LaneKind.SLURM:
+            return None
+        polled = self.lanes.get(row.handle.lane).poll(row.handle)
+        if isinstance(polled, Failure):
+            return None
+        h = polled.unwrap()
+        return slurm_interruption(h.id, h.state, h.reason)
+
+    def interrupted(self, row: DispatchRow, got: Collected, why: str) -> str:
+        """An interrupted run: what it wrote is pulled (``got``; not counted as the end), a
+        requeued job is cancelled (a second run is eps's to start, under the retry policy),
+        and the dispatch is ``preempted``: its supervisor relaunches it when its policy says so."""
+        note = f"interrupted: {why}; {got.note}"
+        if row.handle is not None:
+            released = self.lanes.get(row.handle.lane).release(row.handle)
+            if isinstance(released, Failure):
+                note += f"; not cancelled yet: {released.failure().message}"
+        for a in self.ledger.attempts(row.id):
+            if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
+                self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=Outcome.PREEMPTED.value, reason=why)
+        self.ledger.set_dispatch(row.id, DispatchState.PREEMPTED, message=note)
+        return note
 
     def end_with(self, row: DispatchRow, got: Collected) -> str:
         """:meth:`finish` after its collect: release (or keep) the machine, end the dispatch."""

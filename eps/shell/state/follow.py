@@ -89,7 +89,9 @@ def follow_to_end(
                     with ledger.owning(d) as owned:
                         if owned:
                             note = finisher.finish(row, wake=True)
-                            events.emit("ended", dispatch=d, message=note)
+                            now = ledger.dispatch(d)
+                            gone = now is not None and now.state is DispatchState.PREEMPTED
+                            events.emit("interrupted" if gone else "ended", dispatch=d, message=note)
                 if (fresh := ledger.dispatch(d)) is not None and fresh.state is not DispatchState.STARTED:
                     pending.discard(d)
             elif row.state in (DispatchState.WALKING, DispatchState.HELD, DispatchState.INTERRUPTED):

@@ -296,7 +296,13 @@ class Reconciler:
                     self.ledger.set_dispatch(row.id, s.dispatch_state, message=s.message)
                     report["interrupted"].append(row.id)
             case Verdict.ENDED:
-                pulled, note, _ = Finisher(self.ledger, self.lanes).collect(row)
+                finisher = Finisher(self.ledger, self.lanes)
+                got = finisher.collect(row)
+                pulled, note, _ = got
+                if (why := finisher.interruption(row)) is not None:
+                    finisher.interrupted(row, got, why)
+                    report["preempted"].append(row.id)
+                    return
                 if not pulled and row.handle is not None:
                     how = self.lanes.get(row.handle.lane).how_it_ended(row.handle, row.id)
                     note = f"the machine was gone before its outputs were pulled ({how or 'no longer at the provider'})"
