@@ -296,18 +296,23 @@ class Reconciler:
                     self.ledger.set_dispatch(row.id, s.dispatch_state, message=s.message)
                     report["interrupted"].append(row.id)
             case Verdict.ENDED:
-                finisher = Finisher(self.ledger, self.lanes)
-                got = finisher.collect(row)
-                pulled, note, _ = got
-                if (why := finisher.interruption(row)) is not None:
-                    finisher.interrupted(row, got, why)
-                    report["preempted"].append(row.id)
-                    return
-                if not pulled and row.handle is not None:
-                    how = self.lanes.get(row.handle.lane).how_it_ended(row.handle, row.id)
-                    note = f"the machine was gone before its outputs were pulled ({how or 'no longer at the provider'})"
-                self._ended(view, note)
-                report["ended"].append(row.id)
+                self._gone(row, view, report)
+
+    def _gone(self, row: DispatchRow, view: DispatchView, report: dict[str, list[str]]) -> None:
+        """A started job that is no longer at its provider: pull what can be, then it has
+        ended, unless the cluster ended its run (a SLURM preemption or lost node)."""
+        finisher = Finisher(self.ledger, self.lanes)
+        got = finisher.collect(row)
+        if (why := finisher.interruption(row)) is not None:
+            finisher.interrupted(row, got, why)
+            report["preempted"].append(row.id)
+            return
+        note = got.note
+        if not got.pulled and row.handle is not None:
+            how = self.lanes.get(row.handle.lane).how_it_ended(row.handle, row.id)
+            note = f"the machine was gone before its outputs were pulled ({how or 'no longer at the provider'})"
+        self._ended(view, note)
+        report["ended"].append(row.id)
 
     def _adopt(self, row: DispatchRow, s: Settlement, report: dict[str, list[str]]) -> None:
         keep, owner, state = s.keep, s.keep_attempt, s.keep_state
