@@ -397,14 +397,17 @@ def render_env_file(values: Mapping[str, str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def dispatch_root(work_root: str, dispatch_id: str, task_index: int = 0) -> str:
-    """The per-dispatch root: ``<work_root>/<dispatch_id>/<task_index>``."""
+def dispatch_root(work_root: str, dispatch_id: str, task_index: int = 0, restart: int = 0) -> str:
+    """The per-dispatch root: ``<work_root>/<dispatch_id>/<task_index>``; a relaunch (restart
+    N > 0) gets its own, ``<task_index>.r<N>``: the interrupted run's record never reads as
+    the new run's (a cluster's shared filesystem keeps it)."""
     _check_dispatch_id(dispatch_id)
-    if task_index < 0:
-        raise JobScriptError("task index", str(task_index), "must not be negative")
+    if task_index < 0 or restart < 0:
+        raise JobScriptError("task index", f"{task_index}.r{restart}", "must not be negative")
     if not work_root or "\x00" in work_root:
         raise JobScriptError("work root", work_root, "must be a non-empty path")
-    return _join(_join(work_root, dispatch_id), str(task_index))
+    leaf = f"{task_index}.r{restart}" if restart else str(task_index)
+    return _join(_join(work_root, dispatch_id), leaf)
 
 
 def render_start(root: str) -> str:

@@ -127,6 +127,7 @@ def test_layout_under_a_root() -> None:
 def test_dispatch_root() -> None:
     assert dispatch_root("eps-runs", "ddd1") == "eps-runs/ddd1/0"
     assert dispatch_root("/scratch/u/eps/", "ddd1", 3) == "/scratch/u/eps/ddd1/3"
+    assert dispatch_root("eps-runs", "ddd1", 0, 2) == "eps-runs/ddd1/0.r2"  # a relaunch: a root of its own
     for bad in ("../x", "a b", ""):
         with pytest.raises(JobScriptError, match="dispatch id"):
             dispatch_root("eps-runs", bad)

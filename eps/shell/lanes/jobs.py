@@ -72,7 +72,7 @@ class JobFiles:
 
 
 def site_root(work_root: str, dispatch: str, job: Job) -> str:
-    return dispatch_root(work_root, dispatch, job.task_index)
+    return dispatch_root(work_root, dispatch, job.task_index, job.restart)
 
 
 def _lane(failure: RemoteFailure) -> LaneFailure:

@@ -503,6 +503,15 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
 
 
+#: A job that counts to 16 in half seconds, keeping its count in $EPS_OUTPUT_DIR/ckpt and
+#: starting from it, and notes each start with EPS_RESTART_COUNT.
+COUNTER = (
+    'o="$EPS_OUTPUT_DIR"; n=$(cat "$o/ckpt" 2>/dev/null || echo 0); '
+    'echo "start $n restart $EPS_RESTART_COUNT" >> "$o/starts"; '
+    'while [ "$n" -lt 16 ]; do n=$((n+1)); echo $n > "$o/ckpt.tmp"; mv "$o/ckpt.tmp" "$o/ckpt"; sleep 0.5; done'
+)
+
+
 # --- the questions asked after every fault -------------------------------------------------
 
 LIVE_DISPATCH = ("started", "held")

@@ -18,15 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from faults_support import ZONES, Eps, GcpTrap, RunpodTrap, assert_no_orphans, gcp_fake, wait_until
-
-#: A job that counts to 16 in half seconds, keeping its count in $EPS_OUTPUT_DIR/ckpt and
-#: starting from it, and notes each start with EPS_RESTART_COUNT.
-COUNTER = (
-    'o="$EPS_OUTPUT_DIR"; n=$(cat "$o/ckpt" 2>/dev/null || echo 0); '
-    'echo "start $n restart $EPS_RESTART_COUNT" >> "$o/starts"; '
-    'while [ "$n" -lt 16 ]; do n=$((n+1)); echo $n > "$o/ckpt.tmp"; mv "$o/ckpt.tmp" "$o/ckpt"; sleep 0.5; done'
-)
+from faults_support import COUNTER, ZONES, Eps, GcpTrap, RunpodTrap, assert_no_orphans, gcp_fake, wait_until
 
 
 @pytest.fixture
