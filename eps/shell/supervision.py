@@ -101,20 +101,34 @@ def ensure(state_dir: str, env: Mapping[str, str], *, within_s: float = 15.0) ->
     raise SupervisorError(f"no supervisor started within {within_s:.0f} s (see {log_file(state_dir)})")
 
 
-def will_relaunch(row: Any, now: float | None = None) -> bool:
-    """``row`` was interrupted (preempted, its machine lost) and its retry policy relaunches
-    it: it is not settled, its supervisor walks it again."""
-    from eps.core.healing import Relaunch, after_interruption
+def relaunch_of(row: Any, now: float | None = None) -> Any:
+    """What the retry policy says of ``row`` now: a :class:`~eps.core.healing.Relaunch` for an
+    interrupted (preempted, its machine lost) dispatch or one whose job failed, when its
+    policy relaunches it; else a ``GiveUp`` (``None`` for a copy or a dispatch still going)."""
+    from eps.core.healing import after_error, after_interruption
 
-    if row.state is not DispatchState.PREEMPTED or row.parent is not None:
-        return False
+    if row.parent is not None:
+        return None
     elapsed = (time.time() if now is None else now) - row.created_at
-    return isinstance(after_interruption(row.job, restarts=row.job.restart, elapsed_s=elapsed), Relaunch)
+    if row.state is DispatchState.PREEMPTED:
+        return after_interruption(row.job, restarts=row.job.restart, elapsed_s=elapsed)
+    if row.state is DispatchState.ENDED and row.job_status not in (None, "cancelled") and row.exit_code != 0:
+        return after_error(row.job, row.exit_code, restarts=row.job.restart, elapsed_s=elapsed)
+    return None
+
+
+def will_relaunch(row: Any, now: float | None = None) -> bool:
+    """``row`` is to be relaunched by its supervisor (it is not settled: a waiting caller
+    stays attached through the relaunch)."""
+    from eps.core.healing import Relaunch
+
+    return isinstance(relaunch_of(row, now), Relaunch)
 
 
 def unsettled_roots(ledger: Any) -> list[Any]:
     """The dispatches a supervisor owns: walking, started, held, or to be relaunched."""
     rows = ledger.dispatches(states=(*SUPERVISED, DispatchState.PREEMPTED))
+    rows += ledger.select(states=(DispatchState.ENDED,), failed_retrying=True)
     return [r for r in rows if r.parent is None and (r.state in SUPERVISED or will_relaunch(r))]
 
 

@@ -153,18 +153,13 @@ class Supervisor:
         """An interrupted dispatch, or one whose job failed, that its policy relaunches:
         walking again, its restart count raised (the walk plans again from what the run
         taught, and ships the outputs synced so far back into the new run)."""
-        from eps.core.healing import Relaunch, after_error, after_interruption
+        from eps.core.healing import Relaunch
+        from eps.shell.supervision import relaunch_of
 
         row = self.ledger.dispatch(dispatch)
         if row is None or self.ledger.children(dispatch):
             return False
-        elapsed = time.time() - row.created_at
-        if row.state is DispatchState.PREEMPTED:
-            got = after_interruption(row.job, restarts=row.job.restart, elapsed_s=elapsed)
-        elif row.state is DispatchState.ENDED and row.job_status not in (None, "cancelled") and row.exit_code != 0:
-            got = after_error(row.job, row.exit_code, restarts=row.job.restart, elapsed_s=elapsed)
-        else:
-            return False
+        got = relaunch_of(row)
         if not isinstance(got, Relaunch):
             return False
         if self.ledger.relaunch(dispatch, evolve(row.job, restart=got.restart), f"relaunching: {got.reason}") is None:

@@ -340,8 +340,7 @@ class Ledger:
             return DispatchState.WALKING
 
     def wait_for_capacity(self, dispatch: str, next_try_at: float, message: str) -> DispatchState | None:
-        """No capacity anywhere: ``dispatch`` waits until ``next_try_at`` (one round more
-        waited); ``None`` when it was cancelled meanwhile."""
+        """No capacity: ``dispatch`` waits until ``next_try_at``; ``None`` if cancelled meanwhile."""
         with self._tx() as db:
             row = db.execute("SELECT state FROM dispatches WHERE id=?", (dispatch,)).fetchone()
             if row is None:
@@ -446,10 +445,12 @@ class Ledger:
         since: float | None = None,
         intent: str | None = None,
         limit: int | None = None,
+        failed_retrying: bool = False,
     ) -> list[DispatchRow]:
         """The newest ``limit`` dispatches (all: ``None``) in ``states``, submitted at or after
-        ``since``, of ``intent``; oldest first.  Indexed."""
-        where: list[str] = []
+        ``since``, of ``intent``, (``failed_retrying``) whose job failed and retries errors;
+        oldest first.  Indexed."""
+        where: list[str] = [_FAILED_RETRYING] if failed_retrying else []
         args: list[Any] = []
         if states:
             where.append(f"state IN ({','.join('?' * len(states))})")
@@ -561,6 +562,12 @@ def _why(exc: sqlite3.DatabaseError) -> str:
     if "not a database" in text or "malformed" in text:
         return "the ledger file is corrupt (move it aside; `eps reconcile` rebuilds nothing it cannot see)"
     return text
+
+
+#: A job that ended non-zero (or with its code unknown) and may retry ``error`` (its policy decides).
+_FAILED_RETRYING = (
+    "job_status IS NOT NULL AND job_status != 'cancelled' AND coalesce(exit_code, 1) != 0 AND job LIKE '%\"error\"%'"
+)
 
 
 def _dispatch_row(r: sqlite3.Row) -> DispatchRow:

@@ -171,3 +171,20 @@ def test_retry_no_capacity_is_refused_for_a_fan_out(eps: Eps) -> None:
                            "--", "true")  # fmt: skip
     assert rc == 2 and "--retry no-capacity is for one job" in err, (out, err)
     assert eps.dispatch_ids() == []
+
+
+def test_a_failed_job_retried_on_error_is_relaunched_and_the_wait_gives_the_last_runs_code(eps: Eps) -> None:
+    """``--retry error``: the first run exits 3, its outputs come back and go into the
+    relaunch, which succeeds; ``execute --wait`` stays attached through the relaunch and
+    leaves with the last run's code (0), not the first one's."""
+    d = "f" + uuid.uuid4().hex[:10]
+    line = ('n=$(cat "$EPS_OUTPUT_DIR/n" 2>/dev/null || echo 0); echo $((n+1)) > "$EPS_OUTPUT_DIR/n"; '
+            'echo "run $EPS_RESTART_COUNT" >> "$EPS_OUTPUT_DIR/runs"; [ "$n" -ge 1 ] || exit 3')  # fmt: skip
+    rc, out, err = eps.run("execute", "--wait", "--dispatch-id", d, "cpu-small", "--duration", "20s",
+                           "--retry", "error", "--max-restarts", "2", "--", line, timeout_s=120)  # fmt: skip
+    assert rc == 0, (out, err)
+    got = eps.state / "outputs" / d
+    assert (got / "n").read_text() == "2\n" and (got / "runs").read_text() == "run 0\nrun 1\n"
+    row = eps.dispatch(d)
+    assert row["state"] == "ended" and row["exit_code"] == 0
+    assert json.loads(row["job"])["restart"] == 1
