@@ -8,6 +8,7 @@ ran on it dies with its disk (its processes killed, its dispatch root removed)."
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -188,3 +189,59 @@ def test_a_failed_job_retried_on_error_is_relaunched_and_the_wait_gives_the_last
     row = eps.dispatch(d)
     assert row["state"] == "ended" and row["exit_code"] == 0
     assert json.loads(row["job"])["restart"] == 1
+
+
+# --- the supervisor SIGKILLed while it heals ---------------------------------------------------
+
+
+def _revive(eps: Eps) -> None:
+    rc, out, err = eps.run("status")
+    assert rc == 0, (out, err)
+
+
+def test_supervisor_killed_during_a_relaunch(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path) -> None:
+    """The preempted job's relaunch is creating its new VM when the supervisor is SIGKILLed
+    (the insert applied, its answer never read): the revived supervisor adopts that VM (no
+    third one), resumes from the synced checkpoint and ends 0; one machine live at a time."""
+    d = "f" + uuid.uuid4().hex[:10]
+    rc, out, err = eps.run("execute", "--detach", "--dispatch-id", d, "cpu-small", "--duration", "30m",
+                           "--restartable", "--pin", "gcp", "--sync-every", "1s", "--", COUNTER)  # fmt: skip
+    assert rc == 0, (out, err)
+    synced = eps.state / "outputs" / d / "ckpt"
+    wait_until(lambda: synced.exists() and synced.read_text().strip() not in ("", "1", "2"), 60, "a synced checkpoint")
+    [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
+    gtrap.arm("POST", r"/instances$", "after", eps.kill_supervisor)
+    gtrap.fake.preempt(zone, name)
+    _dies_with_its_disk(tmp_path / "gcp-runs" / d)
+    wait_until(lambda: gtrap.fired != [], 60, "the relaunch's insert")
+    wait_until(lambda: eps.supervisor_pid() is None, 10, "the supervisor to be gone")
+    assert len(gtrap.materialized) == 2 and len(gtrap.live(d)) == 1  # the old one gone, the new one made
+    _revive(eps)
+    rc, out, err = eps.run("wait", d, timeout_s=120)
+    assert rc == 0, (out, err)
+    assert (eps.state / "outputs" / d / "ckpt").read_text() == "16\n"
+    assert len(gtrap.materialized) == 2 and gtrap.live(d) == []
+    assert_no_orphans(eps, gtrap, rtrap)
+
+
+def test_supervisor_killed_while_it_syncs(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
+    """SIGKILL in the middle of a checkpoint sync (rsync's temp file half written): nothing is
+    lost or made twice; the revived supervisor syncs on, and the final pull is whole."""
+    d = "f" + uuid.uuid4().hex[:10]
+    job = ('head -c 150000000 /dev/urandom > "$EPS_OUTPUT_DIR/big"; '
+           'sha256sum "$EPS_OUTPUT_DIR/big" | cut -d" " -f1 > "$EPS_OUTPUT_DIR/big.sha"; sleep 6')  # fmt: skip
+    rc, out, err = eps.run("execute", "--detach", "--dispatch-id", d, "cpu-small", "--duration", "30m",
+                           "--restartable", "--pin", "gcp", "--sync-every", "1s", "--", job)  # fmt: skip
+    assert rc == 0, (out, err)
+    out_dir = eps.state / "outputs" / d
+    wait_until(lambda: out_dir.exists() and any(p.name.startswith(".") for p in out_dir.iterdir()), 60,
+               "a sync in flight")  # fmt: skip
+    eps.kill_supervisor()
+    _revive(eps)
+    rc, out, err = eps.run("wait", d, timeout_s=120)
+    assert rc == 0, (out, err)
+    got = hashlib.sha256((out_dir / "big").read_bytes()).hexdigest()
+    assert got == (out_dir / "big.sha").read_text().strip()
+    assert not [p for p in out_dir.iterdir() if p.name.startswith(".")]  # no half-written file left
+    assert len(gtrap.materialized) == 1 and gtrap.live(d) == []
+    assert_no_orphans(eps, gtrap, rtrap)
