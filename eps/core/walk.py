@@ -307,7 +307,7 @@ def resume(
     ]
     snap = evolve(snapshot, attempted=tuple(dict.fromkeys((*snapshot.attempted, *left))))
     for a in attempts:
-        if a.outcome == Outcome.PREEMPTED.value:
+        if a.outcome == Outcome.PREEMPTED.value and not _cluster_took_it(a):
             gone = LaneFailure(FailureKind.PREEMPTED, "preempted")
             snap = absorb(snap, a.rung, gone, restartable=job.restartable)
     walk = Walk(job, snap, grants)

@@ -240,6 +240,14 @@ def test_resume_after_waiting_for_capacity_forgets_what_the_last_round_found_exh
     assert forgotten.walk.snapshot.attempted == ()
 
 
+def test_a_slurm_run_the_cluster_took_does_not_rule_its_tier_out() -> None:  # P7 on a relaunch
+    attempts = [AttemptRecord(1, _rung("high-eur"), AttemptState.GONE, Outcome.PREEMPTED.value, "663")]
+    start = resume(GPU, CapacitySnapshot(), DEFAULT_GRANTS, attempts)
+    assert start.walk.snapshot.attempted == ()
+    _, step = next_step(start.walk, Begin())
+    assert isinstance(step, Start) and step.rung.qos == "high-eur"
+
+
 def test_a_waiting_dispatch_walks_again_fails_or_is_cancelled_and_nothing_else() -> None:
     assert move_dispatch("d", DispatchState.WALKING, DispatchState.WAITING) is DispatchState.WAITING
     for to in (DispatchState.WALKING, DispatchState.FAILED, DispatchState.CANCELLED):

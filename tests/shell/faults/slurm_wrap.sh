@@ -7,7 +7,7 @@ set -u
 cmd=$*  # like ssh: the words joined with spaces, run by the shell
 dir=${EPS_FAULT_DIR:?}
 name=${cmd%% *}
-if [[ $name == rsync ]]; then  # rsync's own protocol runs over this (eps pull): stream it, untouched
+if [[ $name == rsync || $cmd == *"rsync --server"* ]]; then  # rsync's protocol (a pull, or an upload after its mkdir): stream it
   echo "rsync" >>"$dir/calls.log"
   exec bash -c "$cmd"
 fi

@@ -33,6 +33,18 @@ def _scontrol(*words: str) -> None:
     subprocess.run(["scontrol", "update", *words], capture_output=True, text=True, check=True, timeout=30)
 
 
+def _node_back(node: str) -> None:
+    """Resume the node (ReturnToService=2 may have brought it back already) and wait until
+    it takes jobs again."""
+    subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], capture_output=True, check=False)
+
+    def up() -> bool:
+        out = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True, check=False)
+        return out.stdout.strip() in ("idle", "mixed", "allocated")
+
+    wait_until(up, 60, f"node {node} to take jobs again")
+
+
 def test_a_slurm_run_whose_node_failed_is_relaunched_from_its_synced_checkpoint(
     heps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
 ) -> None:
@@ -55,7 +67,7 @@ def test_a_slurm_run_whose_node_failed_is_relaunched_from_its_synced_checkpoint(
         _scontrol(f"nodename={node}", "state=down", "reason=eps-faults-node-failure")
         wait_until(lambda: all(j != job_id for j, *_ in squeue(f"eps-{d}")), 60, "the cluster to end the run")
     finally:
-        _scontrol(f"nodename={node}", "state=resume")
+        _node_back(node)
     assert child.wait(240) == 0  # no further command: relaunched, resumed, ended
     out = heps.state / "outputs" / d
     assert (out / "ckpt").read_text() == "16\n"
