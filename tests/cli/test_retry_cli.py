@@ -1,7 +1,7 @@
 """Issue 20 (items 1 and 3): the retry policy wherever a job is described: the flags, the
 job file's ``[retry]`` table and ``sync_every``, the Python API, ``[jobs] sync_every_s``
-in the config (job's own > config > table), and ``eps plan`` showing the policy in effect.
-A refused value is one line, exit 2, and nothing recorded."""
+in the config (job's own > config > table), ``[jobs] wedge_s``, and ``eps plan`` showing
+the policy in effect.  A refused value is one line, exit 2, and nothing recorded."""
 
 from __future__ import annotations
 

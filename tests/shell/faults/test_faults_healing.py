@@ -139,7 +139,7 @@ def test_a_machine_that_stops_answering_ssh_is_released_after_wedge_s_and_its_jo
     _ssh_at(gtrap, zone, name, NOWHERE)
     wedged = child.wait_event(lambda e: e.get("event") == "wedged", 60, "the machine to be found wedged")
     took = time.monotonic() - cut
-    assert 5 <= took < 40, took
+    assert 5 <= took < 45, took  # two looks that failed (a few seconds each) and a reconcile between
     assert f"its machine {name} was unreachable over ssh for" in wedged["message"], wedged
     assert "while the provider said running; released, handled as an interruption" in wedged["message"], wedged
     assert gtrap.fired and gtrap.fired[0].startswith("after DELETE"), gtrap.fired  # the fake saw the delete
