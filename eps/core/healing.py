@@ -25,6 +25,10 @@ rung out for every dispatch (skip ``boot_loop``, with the deaths as its evidence
 :func:`boot_loop_evidence`) until the window has passed.  Pins are exempt (the router does
 not skip a pinned rung for it).  The ledger remembers the machines; the shell passes the
 recent ones in (``CapacitySnapshot.lives``, read at ``lives_at``), as it does capacity.
+
+Wedged machines (:func:`wedged`): a machine the provider reports running that eps cannot
+reach over ssh for ``wedge_s`` while its job should run is released and handled as an
+interruption (its attempt ``gone``, outcome ``wedged``: a lost machine, boot loops count it).
 """
 
 from __future__ import annotations
@@ -276,3 +280,19 @@ def boot_loop_lasts_s(deaths: Sequence[MachineLife], now: float, table: Healing 
 
 def _s(seconds: float) -> str:
     return format_duration(max(0, int(seconds)))
+
+
+# --- wedged machines ---------------------------------------------------------------------------
+
+
+def wedged(unreachable_since: float | None, now: float, provider_says_running: bool, table: Healing = HEALING) -> bool:
+    """Whether a machine is wedged at ``now``: the provider says it is running, and eps has
+    not reached it over ssh since ``unreachable_since`` (``None``: it answered last time),
+    for at least ``wedge_s``.  A provider that says anything else (gone, preempted,
+    stopped) is not a wedge: reconcile and the finisher handle those."""
+    return provider_says_running and unreachable_since is not None and now - unreachable_since >= table.wedge_s
+
+
+def wedge_reason(unreachable_s: float) -> str:
+    """Why a wedged machine was released, as its attempt and the dispatch say it."""
+    return f"unreachable over ssh for {int(unreachable_s)} s while the provider said running"

@@ -91,6 +91,8 @@ class Outcome(StrEnum):
     NOT_LAUNCHED = "not_launched"  # the machine came up, the walk died before the job was launched on it
     GONE = "gone"
     PREEMPTED = "preempted"
+    #: the provider said running, eps could not reach it over ssh for ``wedge_s``: released
+    WEDGED = "wedged"
     ENDED = "ended"
     #: the job ended but its outputs could not be pulled: its machine is kept (not released)
     #: until ``eps pull`` brings them back

@@ -195,6 +195,8 @@ def render_healing(facts: PolicyFacts) -> list[str]:
         ("a boot loop (skip code `boot_loop`)", f"{h.boot_loop_deaths} machines of a rung lost within "
          f"{format_duration(h.early_death_s)} of coming up, within {format_duration(h.boot_loop_window_s)}: "
          "every dispatch skips the rung until they are that old; a pin is exempt"),
+        ("a wedged machine (GCP VM, RunPod pod)", f"the provider says running, ssh unanswered for {h.wedge_s} s "
+         "(`[jobs] wedge_s`) while its job runs: released, handled as an interruption (outcome `wedged`)"),
     ]  # fmt: skip
     return table(("what", "value"), rows)
 

@@ -233,6 +233,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "jobs.linger_s": (0, 7 * 86_400, False),
     "jobs.wait_poll_s": (0, 3600, True),
     "jobs.sync_every_s": (0, 7 * 86_400, False),
+    "jobs.wedge_s": (0, 7 * 86_400, True),
     "vm.vcpus": (0, 10**5, False),
     "vm.mem_gb": (0, 10**7, False),
     "vm.free_disk_gb": (0, 10**9, False),
@@ -364,6 +365,7 @@ class _JobsDoc:
     wait_poll_s: float | None = None
     max_time_limit: str | int | None = None
     sync_every_s: int | None = None
+    wedge_s: int | None = None
 
 
 @frozen
@@ -528,7 +530,7 @@ def _jobs(jobs: Any, doc: _JobsDoc, source: str) -> Any:
         raise ConfigError(f'{source}: supervise must be "detached" or "inline" @ $.jobs.supervise')
     if doc.supervisor_idle_s is not None and not 0 < doc.supervisor_idle_s <= 86400:
         raise ConfigError(f"{source}: supervisor_idle_s must be in (0, 86400] @ $.jobs.supervisor_idle_s")
-    return _set(jobs, linger_s=doc.linger_s, wait_poll_s=doc.wait_poll_s, supervise=doc.supervise,
+    return _set(jobs, linger_s=doc.linger_s, wait_poll_s=doc.wait_poll_s, supervise=doc.supervise, wedge_s=doc.wedge_s,
                 supervisor_idle_s=doc.supervisor_idle_s, sync_every_s=doc.sync_every_s)  # fmt: skip
 
 

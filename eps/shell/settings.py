@@ -74,10 +74,12 @@ class JobsSettings(NamedTuple):
     max_time_limit_s: int = DEFAULT_POLICY.max_time_limit_s
     #: a running job's $EPS_OUTPUT_DIR is pulled this often unless the job says (`--sync-every`); 0: never
     sync_every_s: int = HEALING.sync_every_s
+    #: a machine the provider says runs, unreachable over ssh this long while its job runs, is released
+    wedge_s: int = HEALING.wedge_s
 
     def healing(self) -> Healing:
-        """The healing table with this config's numbers in it (what ``policy_of`` reads)."""
-        return HEALING._replace(sync_every_s=self.sync_every_s)
+        """The healing table with this config's numbers in it (what ``policy_of`` and ``wedged`` read)."""
+        return HEALING._replace(sync_every_s=self.sync_every_s, wedge_s=self.wedge_s)
 
 
 class Settings(NamedTuple):

@@ -1,7 +1,7 @@
 """Issue 20 (items 1 and 3): the retry policy wherever a job is described: the flags, the
 job file's ``[retry]`` table and ``sync_every``, the Python API, ``[jobs] sync_every_s``
-in the config (job's own > config > table), and ``eps plan`` showing the policy in effect.
-A refused value is one line, exit 2, and nothing recorded."""
+in the config (job's own > config > table), ``[jobs] wedge_s``, and ``eps plan`` showing
+the policy in effect.  A refused value is one line, exit 2, and nothing recorded."""
 
 from __future__ import annotations
 
@@ -203,6 +203,21 @@ def test_a_bad_jobs_sync_every_s_is_one_line(tmp_path: Path, value: str, says: s
         load_settings(_config(tmp_path, f"[jobs]\nsync_every_s = {value}\n"))
     text = str(info.value)
     assert says in text and "$.jobs.sync_every_s" in text and "\n" not in text
+
+
+def test_jobs_wedge_s_in_the_config_is_the_wedge_the_supervisor_waits(tmp_path: Path) -> None:
+    assert load_settings(bare_env(tmp_path)).jobs.healing().wedge_s == HEALING.wedge_s == 900
+    assert load_settings(_config(tmp_path, "[jobs]\nwedge_s = 5\n")).jobs.healing().wedge_s == 5
+
+
+@pytest.mark.parametrize(
+    ("value", "says"), [("0", "must be more than 0"), ("700000", "at most 604800"), ('"15m"', "expected int")]
+)
+def test_a_bad_jobs_wedge_s_is_one_line(tmp_path: Path, value: str, says: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(_config(tmp_path, f"[jobs]\nwedge_s = {value}\n"))
+    text = str(info.value)
+    assert says in text and "$.jobs.wedge_s" in text and "\n" not in text
 
 
 # --- eps plan -------------------------------------------------------------------------------

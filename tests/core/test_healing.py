@@ -1,5 +1,6 @@
 """Jobs that heal (eps.core.healing): the retry policy in effect, what an interruption, a
-failed job and no capacity lead to, and which rungs a boot loop rules out.  Tables of
+failed job and no capacity lead to, which rungs a boot loop rules out, and when a
+machine is wedged.  Tables of
 scenarios, then properties of the rules."""
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from eps.core.healing import (
     no_capacity,
     parse_events,
     policy_of,
+    wedge_reason,
+    wedged,
 )
 from eps.core.model import Job, Terminal
-from eps.core.tables import HEALING
+from eps.core.tables import HEALING, Healing
 
 DAY = 86_400
 
@@ -185,3 +188,41 @@ def test_no_retry_after_retry_for_nor_past_max_restarts(
             assert got.restart <= p.max_restarts
         if isinstance(got, WaitThenPlan):
             assert 1 <= got.seconds <= max(1, p.retry_for_s - elapsed)
+
+
+# --- wedged machines ---------------------------------------------------------------------------
+
+T0 = 1_000_000.0
+SHORT = HEALING._replace(wedge_s=5)
+
+
+@pytest.mark.parametrize(
+    ("since", "now", "running", "table", "want"),
+    [
+        (None, T0, True, HEALING, False),  # it answered last time
+        (T0, T0, True, HEALING, False),  # it has just stopped answering
+        (T0, T0 + HEALING.wedge_s - 1, True, HEALING, False),
+        (T0, T0 + HEALING.wedge_s, True, HEALING, True),
+        (T0, T0 + 10 * HEALING.wedge_s, True, HEALING, True),
+        (T0, T0 + 10 * HEALING.wedge_s, False, HEALING, False),  # gone, preempted, stopped: not a wedge
+        (T0, T0 + 5, True, SHORT, True),  # [jobs] wedge_s
+        (T0, T0 + 4.9, True, SHORT, False),
+    ],
+)
+def test_a_machine_is_wedged_after_wedge_s_unreachable_while_the_provider_says_running(
+    since: float | None, now: float, running: bool, table: Healing, want: bool
+) -> None:
+    assert wedged(since, now, running, table) is want
+
+
+def test_the_default_wedge_is_fifteen_minutes_and_its_reason_names_the_seconds() -> None:
+    assert HEALING.wedge_s == 900
+    assert wedge_reason(901.7) == "unreachable over ssh for 901 s while the provider said running"
+
+
+@given(st.integers(0, 10 * DAY), st.integers(0, 10 * DAY), st.booleans())
+def test_never_wedged_before_wedge_s_nor_when_the_provider_says_otherwise(
+    since: int, later: int, running: bool
+) -> None:
+    got = wedged(T0 + since, T0 + since + later, running)
+    assert got == (running and later >= HEALING.wedge_s)

@@ -9,21 +9,40 @@ It looks every ``poll_s`` at first, then less and less often (x1.5 a round, up t
 every two seconds.  Between looks it reads the ledger at least every second, so an
 ``eps cancel`` is seen at once.  The providers are asked (reconcile) when a job's record
 could not be read, and otherwise at most every :data:`WAIT_RECONCILE_S`.
+
+Under the supervisor it also watches for wedged machines: a GCP VM or RunPod pod whose
+job's record cannot be read over ssh while the provider says it is running, for
+``[jobs] wedge_s`` (:func:`eps.core.healing.wedged`), is released and its dispatch
+handled as an interruption (``preempted``; its attempt ``gone``, outcome ``wedged``): the
+supervisor relaunches it when its retry policy says so.  A machine that answers again, or
+that the provider reports as anything but running, starts the clock again; one the
+provider says is gone or preempted is reconcile's.  A SLURM job is not watched: its
+machine is the cluster.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from eps.core.healing import policy_of
+from returns.result import Failure, Success
+
+from eps.core.healing import policy_of, wedge_reason, wedged
+from eps.core.jobscript import JobProgress
 from eps.core.lifecycle import exit_status, result_word
 from eps.core.model import Job
-from eps.core.states import DispatchState
+from eps.core.outcome import Handle
+from eps.core.settle import MADE_MACHINES
+from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
 from eps.core.tables import HEALING, Healing
 from eps.shell.events import Events
 from eps.shell.lanes import Lanes
+from eps.shell.state import codec
 from eps.shell.state.ledger import DispatchRow, Ledger
+
+if TYPE_CHECKING:
+    from eps.shell.state.finish import Finisher
 
 #: The follow loop looks at most this far apart (it starts at ``[jobs] wait_poll_s``).
 WAIT_POLL_MAX_S = 30.0
@@ -56,7 +75,8 @@ def follow_to_end(
     """Follow every dispatch of ``ids`` until it has settled (True), or until the monotonic
     time ``until`` or ``stop()`` (False: some are still going).  ``sync`` (the supervisor):
     a running job's ``$EPS_OUTPUT_DIR`` is pulled every ``sync_every_s`` (its checkpoints:
-    a relaunch after an interruption starts from them)."""
+    a relaunch after an interruption starts from them), and a wedged machine is released
+    (see the module docstring)."""
     from eps.shell.state.finish import Finisher
     from eps.shell.state.reconcile import Reconciler
 
@@ -64,6 +84,7 @@ def follow_to_end(
     pending = set(ids)
     followed: set[str] = set()
     synced: dict[str, float] = {d: clock() for d in ids}  # the last sync (or the start of following)
+    wedges = WedgeWatch(ledger, lanes, events, clock, watching=sync)
     interval = poll_s
     reconciled_at = clock()
     while pending:
@@ -77,7 +98,7 @@ def follow_to_end(
                 if follow is not None and d not in followed:
                     followed.add(d)
                     follow(row)
-                progress = finisher.progress(row).value_or(None)
+                progress = wedges.read(finisher, row)  # a wedged machine released: the dispatch is preempted
                 unread = unread or progress is None
                 every = sync_every(row.job, lanes.settings.jobs.healing())
                 if sync and every and progress is not None and not progress.ended and clock() - synced[d] >= every:
@@ -110,6 +131,73 @@ def follow_to_end(
         _nap(ledger, pending, interval, until, stop, sleep, clock)
         interval = min(interval * 1.5, max(poll_s, min(WAIT_POLL_MAX_S, poll_s * 15)))
     return True
+
+
+class WedgeWatch:
+    """Reads each started job's record, and under the supervisor (``watching``) watches its
+    machine for a wedge: since when a GCP VM or RunPod pod the provider says is running has
+    not answered ssh (:attr:`unreachable`, by dispatch, in ``clock`` time)."""
+
+    def __init__(
+        self, ledger: Ledger, lanes: Lanes, events: Events, clock: Callable[[], float], *, watching: bool
+    ) -> None:
+        self.ledger, self.lanes, self.events, self.clock = ledger, lanes, events, clock
+        self.watching = watching
+        self.unreachable: dict[str, float] = {}
+
+    def read(self, finisher: Finisher, row: DispatchRow) -> JobProgress | None:
+        """What the job's record says (``None``: ssh did not answer); a machine found wedged
+        is released and its dispatch handled as an interruption (``preempted``)."""
+        asked_at = self.clock()
+        progress = finisher.progress(row).value_or(None)
+        if self.watching:
+            self.watch(row, progress, asked_at)
+        return progress
+
+    def watch(self, row: DispatchRow, progress: JobProgress | None, asked_at: float) -> bool:
+        """One look at ``row``'s machine (``progress``: its job's record as read from
+        ``asked_at``); whether it was wedged and is released now."""
+        handle = row.handle
+        if progress is not None or handle is None or handle.kind not in MADE_MACHINES:
+            self.unreachable.pop(row.id, None)  # it answered: the clock starts again
+            return False
+        match self.lanes.get(handle.lane).poll(handle):
+            case Success(polled) if polled.state is HandleState.RUNNING:
+                since = self.unreachable.setdefault(row.id, asked_at)
+            case Success(_):  # not running: gone or preempted (reconcile's), stopped (the finisher's)
+                self.unreachable.pop(row.id, None)
+                return False
+            case _:  # the provider did not answer either: nothing is known, nothing is done
+                return False
+        now = self.clock()
+        if not wedged(since, now, True, self.lanes.settings.jobs.healing()):
+            return False
+        if self.release(row, handle, wedge_reason(now - since)):
+            self.unreachable.pop(row.id, None)
+            return True
+        return False
+
+    def release(self, row: DispatchRow, handle: Handle, reason: str) -> bool:
+        """Release a wedged machine; its attempt is lost (``gone``, outcome ``wedged``), its
+        dispatch ``preempted``.  ``False`` when the dispatch moved on meanwhile or the
+        release failed (said in an event; tried again next round)."""
+        with self.ledger.owning(row.id) as owned:
+            fresh = self.ledger.dispatch(row.id) if owned else None
+            same = fresh is not None and fresh.handle is not None and fresh.handle.id == handle.id
+            if fresh is None or fresh.state is not DispatchState.STARTED or not same:
+                return False  # cancelled, ended or moved on meanwhile
+            released = self.lanes.get(handle.lane).release(handle)
+            if isinstance(released, Failure):
+                message = f"its machine {handle.id} was {reason}; releasing it failed (tried again next round): "
+                self.events.emit("wedged", dispatch=row.id, message=message + released.failure().message)
+                return False
+            for a in self.ledger.attempts(row.id):
+                if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
+                    self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=Outcome.WEDGED.value, reason=reason)
+            message = f"wedged: its machine {handle.id} was {reason}; released, handled as an interruption"
+            self.ledger.set_dispatch(row.id, DispatchState.PREEMPTED, message=message)
+        self.events.emit("wedged", dispatch=row.id, handle=codec.to_data(handle), message=message)
+        return True
 
 
 def _nap(

@@ -4,8 +4,9 @@ core's boot-loop rule decides from (:func:`eps.core.healing.boot_looped`, read i
 
 A *lost* machine is an attempt on a lane where eps makes machines (GCP, RunPod) that
 reconcile judged ``gone`` with outcome ``preempted`` (a spot VM taken back, or one that
-vanished) or ``gone`` (not found at the provider).  Its life is measured from the
-attempt's ``started_at`` (recorded just before the create call) to its ``updated_at``
+vanished) or ``gone`` (not found at the provider), or that its supervisor released as
+``wedged`` (the provider said running, ssh did not answer for ``wedge_s``).  Its life is
+measured from the attempt's ``started_at`` (recorded just before the create call) to its ``updated_at``
 (when it was judged lost): the create and boot time count as life, so a death counts as
 early only when create, boot and life together were within ``early_death_s``; a death is
 never made to look earlier than it was.  A SLURM job is no machine of eps's (its rung is
@@ -30,7 +31,7 @@ from eps.core.tables import HEALING
 
 #: The lost attempts of machines eps made, lost at or after ``?``.
 SQL = (
-    "SELECT rung, started_at, updated_at FROM attempts WHERE state = ? AND outcome IN (?, ?) AND kind IN (?, ?)"
+    "SELECT rung, started_at, updated_at FROM attempts WHERE state = ? AND outcome IN (?, ?, ?) AND kind IN (?, ?)"
     " AND updated_at >= ? ORDER BY updated_at"
 )
 
@@ -38,7 +39,7 @@ SQL = (
 def args(now: float) -> tuple[Any, ...]:
     """The values of :data:`SQL`'s marks for the window that ends at ``now``."""
     return (
-        AttemptState.GONE.value, Outcome.PREEMPTED.value, Outcome.GONE.value,
+        AttemptState.GONE.value, Outcome.PREEMPTED.value, Outcome.GONE.value, Outcome.WEDGED.value,
         LaneKind.GCP.value, LaneKind.RUNPOD.value, now - HEALING.boot_loop_window_s,
     )  # fmt: skip
 

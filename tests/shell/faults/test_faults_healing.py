@@ -1,9 +1,12 @@
-"""Jobs that heal (issue 20): a restartable job whose spot VM is taken back is relaunched by
-its supervisor with no further command, on another rung, from the outputs synced so far.
+"""Jobs that heal (issue 20): a restartable job whose spot VM is taken back, or whose VM
+stops answering ssh while the provider says it runs (wedged), is relaunched by its
+supervisor with no further command, on another rung, from the outputs synced so far.
 
 The fake's "machine" is this test sshd, so the VM's death is played in full: the provider
 takes it back (the fake deletes it, as ``instanceTerminationAction: DELETE`` does) and what
-ran on it dies with its disk (its processes killed, its dispatch root removed)."""
+ran on it dies with its disk (its processes killed, its dispatch root removed).  A wedged
+VM is one whose ``natIP`` the fake points at an address where nothing listens, its status
+still RUNNING (eps asks the provider for the address at each look)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,17 @@ import uuid
 from pathlib import Path
 
 import pytest
-from faults_support import COUNTER, ZONES, Eps, GcpTrap, RunpodTrap, assert_no_orphans, gcp_fake, wait_until
+from faults_support import (
+    COUNTER,
+    ZONES,
+    Eps,
+    GcpTrap,
+    RunpodTrap,
+    assert_no_orphans,
+    gcp_fake,
+    ssh_support,
+    wait_until,
+)
 
 
 @pytest.fixture
@@ -90,6 +103,89 @@ def test_a_preempted_job_that_is_not_restartable_is_not_relaunched(
     assert rc != 0
     assert eps.dispatch(d)["state"] == "preempted"
     assert len(eps.attempts(d)) == 1
+
+
+# --- wedged machines ---------------------------------------------------------------------------
+
+#: Where the fake points a wedged VM's natIP: nothing listens there (ssh: connection refused).
+NOWHERE = "127.0.0.9"
+
+
+def _wedge_s(eps: Eps, seconds: int) -> None:
+    """``[jobs] wedge_s`` for this test (before the first command starts the supervisor)."""
+    eps.config.write_text(eps.config.read_text().replace("[jobs]\n", f"[jobs]\nwedge_s = {seconds}\n", 1))
+
+
+def _ssh_at(gtrap: GcpTrap, zone: str, name: str, ip: str) -> None:
+    """The VM answers ssh at ``ip`` from now on; the provider still says RUNNING."""
+    with gtrap.fake._lock:
+        instance = gtrap.fake.instances[(zone, name)]
+        assert instance["status"] == "RUNNING", instance["status"]
+        instance["networkInterfaces"][0]["accessConfigs"][0]["natIP"] = ip
+
+
+def test_a_machine_that_stops_answering_ssh_is_released_after_wedge_s_and_its_job_relaunched(
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path
+) -> None:
+    _wedge_s(eps, 5)
+    d = "f" + uuid.uuid4().hex[:10]
+    first_run_hangs = (
+        'if [ "$EPS_RESTART_COUNT" = 0 ]; then sleep 300; fi; echo "run $EPS_RESTART_COUNT" > "$EPS_OUTPUT_DIR/x"'
+    )
+    child = eps.start("execute", "--json", "--wait", "--dispatch-id", d, "cpu-small", "--duration", "30m",
+                      "--restartable", "--pin", "gcp", "--", first_run_hangs)  # fmt: skip
+    child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
+    [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
+    # the VM dies with its delete (what ran on it goes with its disk), not before
+    gtrap.arm("DELETE", f"/instances/{name}$", "after", lambda: _dies_with_its_disk(tmp_path / "gcp-runs" / d))
+    cut = time.monotonic()
+    _ssh_at(gtrap, zone, name, NOWHERE)
+    wedged = child.wait_event(lambda e: e.get("event") == "wedged", 60, "the machine to be found wedged")
+    took = time.monotonic() - cut
+    assert 5 <= took < 45, took  # two looks that failed (a few seconds each) and a reconcile between
+    assert f"its machine {name} was unreachable over ssh for" in wedged["message"], wedged
+    assert "while the provider said running; released, handled as an interruption" in wedged["message"], wedged
+    assert gtrap.fired and gtrap.fired[0].startswith("after DELETE"), gtrap.fired  # the fake saw the delete
+    assert child.wait(120) == 0  # no further command: relaunched elsewhere, ended
+    assert (eps.state / "outputs" / d / "x").read_text() == "run 1\n"
+    kinds = [e["event"] for e in child.events]
+    assert kinds.index("wedged") < kinds.index("relaunched"), kinds
+    attempts = eps.attempts(d)
+    assert [(a["state"], a["outcome"]) for a in attempts] == [("gone", "wedged"), ("ended", "ended")], attempts
+    assert "unreachable over ssh for" in attempts[0]["reason"] and attempts[0]["handle"] == name
+    assert attempts[1]["rung"] != attempts[0]["rung"]
+    row = eps.dispatch(d)
+    assert row["state"] == "ended" and row["exit_code"] == 0
+    assert gtrap.live(d) == []
+    assert_no_orphans(eps, gtrap, rtrap)
+
+
+def test_a_machine_that_answers_again_within_wedge_s_is_kept(
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path
+) -> None:
+    """Unreachable twice for less than ``wedge_s`` (longer than it in all): each time it
+    answers again the clock starts again, and the job ends on its first machine."""
+    _wedge_s(eps, 20)
+    go = tmp_path / "go"
+    d = "f" + uuid.uuid4().hex[:10]
+    child = eps.start("execute", "--json", "--wait", "--dispatch-id", d, "cpu-small", "--duration", "30m",
+                      "--restartable", "--pin", "gcp", "--",
+                      f'while [ ! -e {go} ]; do sleep 0.2; done; echo done > "$EPS_OUTPUT_DIR/x"')  # fmt: skip
+    child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
+    [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
+    for _ in range(2):  # 11 s each (a look that fails takes up to ~4 s more): never 20 s at once
+        _ssh_at(gtrap, zone, name, NOWHERE)
+        time.sleep(11)
+        _ssh_at(gtrap, zone, name, ssh_support.VM_IP)
+        time.sleep(6)  # the supervisor reaches it again: its clock starts again
+    assert [k for k in gtrap.fake.instances if d in k[1]] == [(zone, name)] and gtrap.live(d)
+    go.touch()
+    assert child.wait(60) == 0
+    assert (eps.state / "outputs" / d / "x").read_text() == "done\n"
+    assert "wedged" not in [e["event"] for e in child.events]
+    assert [(a["state"], a["outcome"]) for a in eps.attempts(d)] == [("ended", "ended")]
+    assert gtrap.live(d) == []
+    assert_no_orphans(eps, gtrap, rtrap)
 
 
 # --- waiting for capacity ----------------------------------------------------------------------

@@ -43,7 +43,8 @@ class _Clock:
 
 def _life(ledger: Ledger, clock: _Clock, n: int, rung: Rung, up_at: float, lived_s: float, end: str) -> None:
     """Dispatch ``n``: its machine on ``rung`` came up at ``up_at`` and ``lived_s`` later was
-    preempted (``end`` ``preempted``), vanished (``gone``) or ended normally (``ended``)."""
+    preempted (``end`` ``preempted``), vanished (``gone``), was released as wedged
+    (``wedged``) or ended normally (``ended``)."""
     clock.now = up_at
     ledger.new_dispatch(f"d{n}", Job("cpu-small", 1800, restartable=True))
     a = ledger.begin_attempt(f"d{n}", rung, f"eps-d{n}-1")
@@ -89,6 +90,17 @@ def test_the_ledger_remembers_the_machines_lost_in_the_last_day(state: Path) -> 
     ]  # fmt: skip
     assert read_only(str(state.parent / "nowhere"), time.time()) == ()
     assert not (state.parent / "nowhere").exists()  # no ledger is made
+
+
+def test_a_machine_released_as_wedged_is_a_lost_machine(tmp_path: Path) -> None:
+    clock = _Clock()
+    ledger = Ledger(str(tmp_path / "state"), clock=clock)
+    now = time.time()
+    _life(ledger, clock, 1, _rung("europe-west4-a"), now - 3600, 300, "wedged")
+    _life(ledger, clock, 2, _rung("europe-west4-a"), now - 1800, 300, "ended")
+    ledger.close()
+    lives = read_only(str(tmp_path / "state"), time.time())
+    assert [(m.rung, round((m.lost_at or 0) - m.up_at)) for m in lives] == [(LOOPED, 300)]
 
 
 def test_eps_plan_skips_a_boot_looped_rung_with_its_deaths_as_evidence(
