@@ -195,7 +195,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=_count, help="parallel copies (CPU: N machines; GPU: one N-times machine) (1)")
     p.add_argument(
         "--retry", type=_retry, metavar="EVENT[,EVENT]",
-        help="what eps retries: no-capacity, interruption (a preempted or lost machine), error (a non-zero exit); "
+        help="what eps retries: no-capacity (every rung exhausted: wait, plan again), interruption (a preempted, "
+        "lost or wedged machine, a SLURM run the cluster ended), error (a non-zero exit); "
         "default: interruption for a --restartable job, nothing otherwise",
     )  # fmt: skip
     p.add_argument(
