@@ -12,27 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import pids_with as _pids_with
 from test_jobscript import records, run, stage
 
 from eps.core.jobscript import LAYOUT, JobEnd, JobSpec, render_cancel
-
-
-def _pids_with(token: str) -> list[int]:
-    """Live (not zombie) processes whose command line holds ``token``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                argv = fh.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat") as fh:
-                state = fh.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if token in argv and state != "Z" and "pytest" not in argv:
-            found.append(int(entry))
-    return found
 
 
 def _contained(root: Path) -> bool:

@@ -4,28 +4,12 @@ signal N" with exit 128+N (not a cancel), and ``--env PATH=/x`` cannot break the
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
+from procs import pids_with as _pids_with
+
 VM = ("cpu-small", "--duration", "30s")
-
-
-def _pids_with(token: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                argv = fh.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat") as fh:
-                state = fh.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if token in argv and state != "Z" and "pytest" not in argv:
-            found.append(int(entry))
-    return found
 
 
 def test_daemons_of_the_job_do_not_outlive_it(eps: Any) -> None:
