@@ -396,11 +396,8 @@ class FakeCompute:
 
     def _insert(self, zone: str, query: dict[str, str], body: Any) -> tuple[int, bytes]:
         request_id = query.get("requestId")
-        refused = request_id_violation(request_id, details=self.error_details)
-        if refused is not None:
-            return _error(refused)
-        if request_id is not None and request_id in self._request_ids:
-            return 200, dumps(self._op_json(self._ops[self._request_ids[request_id]]))
+        if (answered := self._replayed(request_id)) is not None:
+            return answered
         violations = insert_violations(
             zone, body, machine_types=self.machine_types, details=self.error_details, networks=self.networks
         )
@@ -422,13 +419,20 @@ class FakeCompute:
             self._request_ids[request_id] = op.name
         return 200, dumps(self._op_json(op))
 
-    def _delete(self, zone: str, name: str, query: dict[str, str], body: Any) -> tuple[int, bytes]:
-        request_id = query.get("requestId")
+    def _replayed(self, request_id: str | None) -> tuple[int, bytes] | None:
+        """A mutation's ``requestId``: refused when malformed; the first call's operation when
+        it was seen before (GCE's idempotency); ``None``: go on and apply the call."""
         refused = request_id_violation(request_id, details=self.error_details)
         if refused is not None:
             return _error(refused)
         if request_id is not None and request_id in self._request_ids:
             return 200, dumps(self._op_json(self._ops[self._request_ids[request_id]]))
+        return None
+
+    def _delete(self, zone: str, name: str, query: dict[str, str], body: Any) -> tuple[int, bytes]:
+        request_id = query.get("requestId")
+        if (answered := self._replayed(request_id)) is not None:
+            return answered
         instance = self.instances.get((zone, name))
         if instance is None:
             return _error(not_found(f"projects/{self.project}/zones/{zone}/instances/{name}"))
@@ -447,11 +451,8 @@ class FakeCompute:
         then RUNNING when the operation is done); starting a running VM is a no-op; one that
         is still stopping is not ready (``resourceNotReady``)."""
         request_id = query.get("requestId")
-        refused = request_id_violation(request_id, details=self.error_details)
-        if refused is not None:
-            return _error(refused)
-        if request_id is not None and request_id in self._request_ids:
-            return 200, dumps(self._op_json(self._ops[self._request_ids[request_id]]))
+        if (answered := self._replayed(request_id)) is not None:
+            return answered
         instance = self.instances.get((zone, name))
         if instance is None:
             return _error(not_found(f"projects/{self.project}/zones/{zone}/instances/{name}"))
