@@ -5,7 +5,6 @@ The supervisor itself is :mod:`eps.shell.supervisor`."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -53,20 +52,15 @@ def inputs_path(state_dir: str, dispatch: str) -> str:
 def alive_pid(state_dir: str) -> int | None:
     """The pid of the live supervisor of ``state_dir`` (0 when its pid is not written yet),
     or ``None`` when there is none."""
-    path = lock_path(state_dir)
-    if not os.path.exists(path):
+    from eps.shell.flocks import held_elsewhere
+
+    if not held_elsewhere(lock_path(state_dir)):
         return None
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                with open(pid_path(state_dir)) as p:
-                    return int(p.read().strip() or 0)
-            except (OSError, ValueError):
-                return 0
-        fcntl.flock(fh, fcntl.LOCK_UN)
-    return None
+    try:
+        with open(pid_path(state_dir)) as p:
+            return int(p.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
 
 
 def alive_elsewhere(state_dir: str) -> bool:

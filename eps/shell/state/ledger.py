@@ -296,18 +296,9 @@ class Ledger:
 
     def is_owned_elsewhere(self, dispatch: str) -> bool:
         """True when another live process holds the dispatch's lock."""
-        if dispatch in self._locks:
-            return False
-        path = self._lock_path(dispatch)
-        if not os.path.exists(path):
-            return False
-        with open(path, "a+") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(fh, fcntl.LOCK_UN)
-        return False
+        from eps.shell.flocks import held_elsewhere
+
+        return dispatch not in self._locks and held_elsewhere(self._lock_path(dispatch))
 
     # --- dispatches ---------------------------------------------------------------------------
 
