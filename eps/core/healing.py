@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 from eps.core.durations import format_duration
 from eps.core.model import Job, MachineLife, Terminal
-from eps.core.states import HandleState
+from eps.core.states import DispatchState, HandleState
 from eps.core.tables import HEALING, Healing
 
 
@@ -206,6 +206,20 @@ def after_no_capacity(job: Job, *, waits: int, elapsed_s: float, table: Healing 
     wait = min(table.capacity_wait_max_s, table.capacity_wait_first_s * 2 ** min(waits, 20))
     seconds = max(1, int(min(wait, left)))
     return WaitThenPlan(seconds, f"no capacity now; planning again in {seconds} s (round {waits + 1})")
+
+
+def after_run(
+    job: Job, state: DispatchState, job_status: str | None, exit_code: int | None, *, elapsed_s: float,
+    table: Healing = HEALING,
+) -> Decision | None:
+    """What the retry policy says once a run is over: an interrupted dispatch (``preempted``:
+    its machine taken back or lost) or one whose job failed (``ended`` non-zero, or with its
+    code unknown; a cancel is never retried); ``None`` for any other state."""
+    if state is DispatchState.PREEMPTED:
+        return after_interruption(job, restarts=job.restart, elapsed_s=elapsed_s, table=table)
+    if state is DispatchState.ENDED and job_status not in (None, "cancelled") and exit_code != 0:
+        return after_error(job, exit_code, restarts=job.restart, elapsed_s=elapsed_s, table=table)
+    return None
 
 
 def _relaunch(

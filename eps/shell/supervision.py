@@ -99,16 +99,12 @@ def relaunch_of(row: Any, now: float | None = None) -> Any:
     """What the retry policy says of ``row`` now: a :class:`~eps.core.healing.Relaunch` for an
     interrupted (preempted, its machine lost) dispatch or one whose job failed, when its
     policy relaunches it; else a ``GiveUp`` (``None`` for a copy or a dispatch still going)."""
-    from eps.core.healing import after_error, after_interruption
+    from eps.core.healing import after_run
 
     if row.parent is not None:
         return None
     elapsed = (time.time() if now is None else now) - row.created_at
-    if row.state is DispatchState.PREEMPTED:
-        return after_interruption(row.job, restarts=row.job.restart, elapsed_s=elapsed)
-    if row.state is DispatchState.ENDED and row.job_status not in (None, "cancelled") and row.exit_code != 0:
-        return after_error(row.job, row.exit_code, restarts=row.job.restart, elapsed_s=elapsed)
-    return None
+    return after_run(row.job, row.state, row.job_status, row.exit_code, elapsed_s=elapsed)
 
 
 def will_relaunch(row: Any, now: float | None = None) -> bool:

@@ -18,6 +18,7 @@ from eps.core.healing import (
     after_error,
     after_interruption,
     after_no_capacity,
+    after_run,
     boot_loop_evidence,
     boot_loop_lasts_s,
     boot_looped,
@@ -28,6 +29,7 @@ from eps.core.healing import (
     wedged,
 )
 from eps.core.model import Job, Terminal
+from eps.core.states import DispatchState
 from eps.core.tables import HEALING, Healing
 
 DAY = 86_400
@@ -108,6 +110,22 @@ def test_the_capacity_failures_are_failure_kinds() -> None:
 )
 def test_what_counts_as_no_capacity(terminal: Terminal, outcomes: list[str], want: bool) -> None:
     assert no_capacity(terminal, outcomes) is want
+
+
+@pytest.mark.parametrize(
+    ("job", "state", "status", "code", "want"),
+    [
+        (Job("cpu-small", restartable=True), DispatchState.PREEMPTED, None, None, Relaunch),
+        (Job("cpu-small"), DispatchState.PREEMPTED, None, None, GiveUp),
+        (Job("cpu-small", retry=("error",)), DispatchState.ENDED, "exited", 3, Relaunch),
+        (Job("cpu-small", retry=("error",)), DispatchState.ENDED, "exited", 0, type(None)),
+        (Job("cpu-small", retry=("error",)), DispatchState.ENDED, "cancelled", 130, type(None)),  # a cancel is final
+        (Job("cpu-small", retry=("error",)), DispatchState.ENDED, "killed", None, Relaunch),  # code unknown
+        (Job("cpu-small", retry=("error",)), DispatchState.STARTED, None, None, type(None)),
+    ],
+)
+def test_after_a_run(job: Job, state: DispatchState, status: str | None, code: int | None, want: type) -> None:
+    assert isinstance(after_run(job, state, status, code, elapsed_s=60), want)
 
 
 def test_events_parse_and_a_bad_one_is_named() -> None:
