@@ -68,7 +68,7 @@ def test_the_caller_killed_mid_job_changes_nothing(
 ) -> None:
     d = _id()
     job = CPU_GCP if lane == "gcp" else CPU_RUNPOD
-    child = eps.start("execute", "--json", "--dispatch-id", d, *job, "--wait", "--", BLOB.format(s=3, rc=4))
+    child = eps.start("execute", "--json", "--dispatch-id", d, *job, "--wait", "--", BLOB.format(s=6, rc=4))
     child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
     if how == "TERM":
         os.kill(child.pid, signal.SIGTERM)
