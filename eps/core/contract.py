@@ -2,7 +2,8 @@
 ``exit_code`` of every error object, whichever door gave it), the operations as the MCP
 server names them (``eps mcp``'s tools), and the bounds of the calls that wait or read.
 
-README and CLAUDE.md state these (a test keeps README's exit-code table equal to this one).
+README, CLAUDE.md and the agent guide (``eps guide``) state these; ``workflow_lint``
+renders the guide's blocks from them, so the documents cannot drift.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ in :mod:`eps.shell.cli.views`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -129,3 +130,9 @@ def intent_dict(it: Intent, policy: Policy) -> dict[str, Any]:
 
 def intents_doc(policy: Policy) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "intents": [intent_dict(it, policy) for it in policy.intents]}
+
+
+def guide_text() -> str:
+    """The agent guide shipped in the package (``eps/guide.md``; ``eps guide`` prints it)."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "guide.md")) as fh:
+        return fh.read()

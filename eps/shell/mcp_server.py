@@ -206,6 +206,12 @@ def build(svc: Service) -> Any:
     def cancel(dispatch: str | None = None, all: bool = False) -> CallToolResult:
         return _answer(lambda: svc.cancel(dispatch, every=all))
 
+    @server.resource("eps://guide", name="guide", description="the agent guide (eps guide)", mime_type="text/markdown")
+    def guide() -> str:
+        from eps.shell.documents import guide_text
+
+        return guide_text()
+
     @server.resource("eps://intents", name="intents", description="the intent table (eps intents --json)",
                      mime_type="application/json")  # fmt: skip
     def intent_table() -> str:

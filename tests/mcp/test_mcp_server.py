@@ -24,6 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from eps.core.contract import TOOLS
 from eps.shell.cli import main
+from eps.shell.documents import guide_text
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "from eps.shell.cli.main import entry; entry()"
@@ -158,7 +159,9 @@ def test_tools_plan_equals_the_cli_and_errors_are_the_clis_error_object(
         assert not failed
         valid(doc, "check")
         listed_docs = await session.list_resources()
-        assert {str(r.uri) for r in listed_docs.resources} == {"eps://intents"}
+        assert {str(r.uri) for r in listed_docs.resources} == {"eps://guide", "eps://intents"}
+        guide = await session.read_resource("eps://guide")
+        assert guide.contents[0].text == guide_text()  # type: ignore[union-attr]
         table = await session.read_resource("eps://intents")
         assert json.loads(table.contents[0].text) == doc_intents  # type: ignore[union-attr]
 

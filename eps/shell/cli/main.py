@@ -158,6 +158,11 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
         return cmd_plan(ns, settings, env)
     if ns.cmd is None:
         raise UsageError("eps: a command is needed: check, plan, intents, execute, status, cancel, ... (eps --help)")
+    if ns.cmd == "guide":
+        from eps.shell.documents import guide_text
+
+        sys.stdout.write(guide_text())
+        return EXIT_OK
     if ns.cmd == "mcp" and ns.tools:
         from eps.core.contract import TOOLS
 

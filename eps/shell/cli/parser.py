@@ -54,6 +54,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "ssh": ("eps ssh e1a2b3c4d5", "eps ssh e1a2b3c4d5 -- nvidia-smi"),
     "schema": ("eps schema", "eps schema plan"),
     "mcp": ("eps mcp", "eps mcp --tools"),
+    "guide": ("eps guide", "eps guide > AGENTS.md"),
     "completion": (
         "eps completion bash > ~/.local/share/bash-completion/completions/eps",
         "eps completion zsh > ~/.zfunc/_eps",
@@ -342,6 +343,8 @@ def build() -> _Parser:  # noqa: PLR0915  (one statement per option: the parser 
     m = _sub(sub, "mcp", "serve eps to agents: a Model Context Protocol server on stdin/stdout (eps[mcp])",
              note=MCP_NOTE)
     m.add_argument("--tools", action="store_true", help="list the tools and exit (no server)")
+
+    _sub(sub, "guide", "the agent guide: which intent, how to dispatch and follow without blocking, exit codes")
 
     sc = _sub(sub, "schema", "the JSON Schema of a --json output (plan, intents, status, events, check, ...)")
     a = sc.add_argument("name", nargs="?", help="which schema (none: list them)")
