@@ -3,7 +3,7 @@ cluster, GCP, RunPod).
 
 From Python (loaded on first use, so ``import eps`` stays light)::
 
-    from eps import Job, plan, execute, status
+    from eps import Job, plan, execute, status, wait
     p = plan(Job("gpu-1", duration="2h"))
     print(p)
 
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from eps._version import __version__
 
 if TYPE_CHECKING:
-    from eps.api import ConfigError, Execution, Job, JobError, Plan, execute, plan, status
+    from eps.api import ConfigError, Execution, Job, JobError, Plan, execute, plan, status, wait
 
-__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "__version__", "execute", "plan", "status"]
+__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "__version__", "execute", "plan", "status", "wait"]
 
 _API = frozenset(__all__) - {"__version__"}
 

@@ -10,183 +10,34 @@
 Everything reads the user's settings (``$EPS_CONFIG`` or ``~/.config/eps/config.toml``
 and the environment) unless ``env`` replaces the environment.  A :class:`Job` is
 checked when it is made, with the messages the command line gives; a bad one raises
-:class:`JobError` or :class:`ConfigError` (both ``ValueError``).  :func:`execute` and
-:func:`status` run the same code as ``eps execute --json`` / ``eps status --json``.
+:class:`JobError` or :class:`ConfigError` (both ``ValueError``).  :func:`execute`,
+:func:`wait` and :func:`status` call the operations the CLI and the MCP server call
+(:mod:`eps.shell.service`) and return their documents: nothing runs the CLI or
+redirects stdout.  ``execute(job, detach=True)`` returns as soon as the supervisor owns
+the dispatch; ``wait(dispatch, timeout=50)`` waits at most ``timeout``.
 """
 
 from __future__ import annotations
 
-import io
-import json
-import math
-import os
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from eps.core.durations import parse_duration
-from eps.core.healing import job_max_restarts, job_retry
-from eps.core.model import CapacitySnapshot, JobError, LaneDown, ParkState, QosGrants, RoutePlan
-from eps.core.model import Job as CoreJob
-from eps.core.tables import HEALING, Healing
-from eps.core.usable import RungStatus
-from eps.shell.settings import ConfigError, Settings
+from eps.core.model import CapacitySnapshot, JobError, ParkState, QosGrants
+from eps.shell.job_input import Job, seconds
+from eps.shell.service import Planned
+from eps.shell.settings import ConfigError
 
-__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "execute", "plan", "status"]
+__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "execute", "plan", "status", "wait"]
 
 
-def _settings(env: Mapping[str, str] | None) -> Settings:
-    from eps.shell.config import load_settings
-
-    return load_settings(os.environ if env is None else env)
-
-
-def _seconds(value: str | float, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise JobError(f"bad_{what}", f"{what} must be a duration such as '2h' or a number of seconds, got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise JobError(f"bad_{what}", f"bad {what} {value!r}: a finite number of seconds")
-    try:
-        return parse_duration(str(value))
-    except ValueError as exc:
-        raise JobError(f"bad_{what}", str(exc)) from None
-
-
-def _checked(what: str, check: Callable[[Any], Any], value: Any) -> Any:
-    """``check(value)``; its ValueError as :class:`JobError` ``bad_<what>``."""
-    try:
-        return check(value)
-    except ValueError as exc:
-        raise JobError(f"bad_{what}", str(exc)) from None
-
-
-@dataclass(frozen=True)
-class Job:
-    """A job, checked on construction (same rules and messages as ``eps plan``/``execute``).
-
-    ``intent`` (see ``eps intents``), ``duration`` (``"1h30m"``, ``"90min"``,
-    ``"01:30:00"`` or seconds; ``None``, the default: unknown, taken as long: never the
-    shared VM, no spot unless restartable, the time limit the lane's maximum),
-    ``restartable``, ``footprint_gb``, ``gradient_fit``, ``count`` (parallel copies),
-    ``backend`` (pin a lane: ``"fellows"``, ``"gcp"``, ...), and for :func:`execute`:
-    ``command`` (one string is a shell line, a list an argv), ``workdir``, ``setup``,
-    ``env`` (``"KEY"`` or ``"KEY=VALUE"``), ``time_limit``.  The retry policy (README,
-    "Jobs that heal"): ``retry`` (events: ``("interruption", "error")`` or
-    ``"interruption,error"``; ``None``: the default), ``retry_for`` (a duration),
-    ``max_restarts`` (0..1000), ``sync_every`` (a duration; 0: never; ``None``: ``[jobs]
-    sync_every_s``).  ``settings_env`` replaces ``os.environ`` when the settings are read
-    for the check.
-    """
-
-    intent: str
-    duration: str | int | float | None = None  # None: unknown, taken as long (see ``eps plan --help``)
-    restartable: bool = False
-    footprint_gb: float = 0.0
-    gradient_fit: bool = False
-    count: int = 1
-    backend: str | None = None
-    command: str | Sequence[str] = ()
-    workdir: str | None = None
-    setup: str | None = None
-    env: Sequence[str] = ()
-    time_limit: str | int | None = None
-    retry: str | Sequence[str] | None = None
-    retry_for: str | int | float | None = None
-    max_restarts: int | None = None
-    sync_every: str | int | float | None = None
-    settings_env: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        from eps.core.router import plan as route
-        from eps.core.tables import DEFAULT_GRANTS
-
-        if isinstance(self.count, bool) or not isinstance(self.count, int):
-            raise JobError("bad_count", f"count must be a whole number, got {self.count!r}")
-        if self.count < 1:
-            raise JobError("bad_count", f"count must be at least 1, got {self.count}")
-        fp = self.footprint_gb
-        if isinstance(fp, bool) or not isinstance(fp, int | float) or fp < 0 or not math.isfinite(fp):
-            raise JobError("bad_footprint", f"footprint must be a finite number >= 0, got {fp!r}")
-        if self.time_limit is not None and _seconds(self.time_limit, "time_limit") <= 0:
-            raise JobError("time_limit", "--time-limit must be positive")
-        if self.max_restarts is not None:
-            _checked("max_restarts", job_max_restarts, self.max_restarts)
-        core = self.core()
-        route(core, CapacitySnapshot(), DEFAULT_GRANTS, None, policy=_settings(self.settings_env).policy)
-
-    def core(self) -> CoreJob:
-        """The core's record of this job (what ``plan()`` reads)."""
-        command = (self.command,) if isinstance(self.command, str) else tuple(self.command)
-        return CoreJob(
-            intent=self.intent,
-            duration_s=None if self.duration is None else _seconds(self.duration, "duration"),
-            restartable=bool(self.restartable),
-            footprint_gb=float(self.footprint_gb),
-            gradient_fit=bool(self.gradient_fit),
-            count=self.count,
-            pin=self.backend,
-            command=command,
-            retry=None if self.retry is None else _checked("retry", job_retry, self.retry),
-            retry_for_s=None if self.retry_for is None else _seconds(self.retry_for, "retry_for"),
-            max_restarts=self.max_restarts,
-            sync_every_s=None if self.sync_every is None else _seconds(self.sync_every, "sync_every"),
-        )
-
-    def argv(self) -> list[str]:
-        """The same job as ``eps`` job options (and ``-- COMMAND``)."""
-        core = self.core()
-        out = [core.intent, *([] if core.duration_s is None else ["--duration", str(core.duration_s)]),
-               "--footprint-gb", repr(core.footprint_gb), "--count", str(core.count)]  # fmt: skip
-        out += ["--restartable"] if core.restartable else []
-        out += ["--gradient-fit"] if core.gradient_fit else []
-        out += ["--pin", core.pin] if core.pin else []
-        out += ["--workdir", self.workdir] if self.workdir else []
-        out += ["--setup", self.setup] if self.setup else []
-        for item in self.env:
-            out += ["--env", item]
-        if self.time_limit is not None:
-            out += ["--time-limit", str(_seconds(self.time_limit, "time_limit"))]
-        out += ["--retry", ",".join(core.retry)] if core.retry is not None else []
-        out += ["--retry-for", str(core.retry_for_s)] if core.retry_for_s is not None else []
-        out += ["--max-restarts", str(core.max_restarts)] if core.max_restarts is not None else []
-        out += ["--sync-every", str(core.sync_every_s)] if core.sync_every_s is not None else []
-        return [*out, "--", *core.command] if core.command else out
-
-
-class Plan(NamedTuple):
+class Plan(Planned):
     """A route plan and what this machine can run of it.  ``print(plan)`` shows the table of
-    ``eps plan``; :meth:`to_dict` is ``eps plan --json``."""
-
-    route: RoutePlan
-    job: CoreJob
-    down: tuple[LaneDown, ...]
-    healing: Healing = HEALING  # with the config's numbers ([jobs] sync_every_s)
-
-    @property
-    def rungs(self) -> tuple[RungStatus, ...]:
-        """Each rung (``.rung``) with ``.runnable`` and, when not, ``.down`` (why, and the fix)."""
-        from eps.core.usable import mark
-
-        return mark(self.route, self.down)
-
-    @property
-    def can_start(self) -> bool:
-        """Whether ``execute`` of this job could start anything on this machine now."""
-        from eps.core.usable import can_start
-
-        return can_start(self.route, self.down)
-
-    @property
-    def terminal(self) -> str | None:
-        return None if self.route.terminal is None else self.route.terminal.value
-
-    def to_dict(self) -> dict[str, Any]:
-        from eps.shell.cli.views import plan_dict
-
-        return plan_dict(self.route, self.job, self.down, self.healing)
+    ``eps plan``; :meth:`to_dict` is ``eps plan --json``; ``.rungs`` (each with ``.runnable``
+    and, when not, ``.down``: why, and the fix), ``.can_start``, ``.terminal``."""
 
     def __str__(self) -> str:
+        import io
+
         from eps.shell.cli.views import Out, print_plan
 
         buf = io.StringIO()
@@ -204,56 +55,123 @@ def plan(
 ) -> Plan:
     """The route plan for ``job`` under the user's settings, with each rung marked runnable
     on this machine or not (why, and how to fix it).  Nothing is created or called."""
-    from eps.core.router import plan as route
-    from eps.core.tables import DEFAULT_GRANTS
-    from eps.shell.availability import down_here
-    from eps.shell.state.lives import remembered_here
+    from eps.shell.service import Service
 
-    environ = os.environ if env is None else env
-    settings = _settings(environ)
-    core = job.core()
-    snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir)  # boot loops, as execute sees them
-    result = route(core, snap, grants or DEFAULT_GRANTS, park, policy=settings.policy)
-    lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
-    return Plan(result, core, (*snap.unavailable, *down_here(settings, environ, lanes)), settings.jobs.healing())
+    return Plan(*Service(env).plan(job.core(), snapshot=snapshot, grants=grants, park=park))
 
 
 class Execution(NamedTuple):
-    """What :func:`execute` did: the exit code ``eps execute`` would leave with, the dispatch
-    ids, and every progress event (the ``events`` schema)."""
+    """What :func:`execute` did: the exit code ``eps execute`` would leave with (with
+    ``wait``: the job's own; 75 when ``timeout`` came first), the dispatch ids, every
+    progress event so far (the ``events`` schema), the error's text, and the state."""
 
     exit_code: int
     dispatches: tuple[str, ...]
     events: tuple[dict[str, Any], ...]
     error: str | None = None
+    state: str | None = None
 
 
-def _run(argv: list[str], env: Mapping[str, str] | None) -> tuple[int, str, str]:
-    from eps.shell.cli.main import main
+def execute(
+    job: Job,
+    *,
+    wait: bool = False,
+    detach: bool = False,
+    timeout: str | float | None = None,
+    dispatch_id: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Execution:
+    """Walk the plan for real, as ``eps execute`` does.  Under a supervisor (``[jobs]
+    supervise = "detached"``, the default): ``detach`` returns as soon as it owns the
+    dispatch; ``wait`` waits for the job's end (``exit_code`` is then the job's own), at
+    most ``timeout`` (a duration; then exit code 75, still running: :func:`wait` again);
+    neither: until something started.  A job without a command is refused."""
+    from eps.shell.service import NotTaken, Service
 
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        rc = main(argv, env=None if env is None else dict(env))
-    return rc, out.getvalue(), err.getvalue()
+    svc = Service(env)
+    shipping = job.shipping()
+    bound = None if timeout is None else seconds(timeout, "timeout")
+    try:
+        if svc.settings.jobs.supervise != "detached":
+            if detach:
+                raise JobError("usage", 'execute(detach=True) needs a supervisor ([jobs] supervise = "detached")')
+            return _inline(svc, job, shipping, dispatch_id, wait=wait)
+        answer = svc.execute(job.core(), shipping, dispatch_id=dispatch_id)
+        dispatch, state = answer["dispatch"], answer["state"]
+    except (JobError, ConfigError) as exc:
+        return Execution(2, (), (), _one_line(exc))
+    except NotTaken as exc:
+        return Execution(1, (exc.dispatch,), (), f"{exc.why}; it stays recorded: eps supervise takes it on")
+    if detach:
+        return Execution(0, (dispatch,), tuple(svc.events(dispatch)[0]), None, state)
+    got = _follow(svc, dispatch, bound, landed=not wait)
+    events = tuple(svc.events(dispatch)[0])
+    started = all(j["started"] for j in got["jobs"])
+    if wait and not got["ended"]:
+        return Execution(75, (dispatch,), events, None, got["state"])  # the timeout came first
+    if wait:
+        code = int(got["exit_code"])
+        return Execution(code if started else max(code, 1), (dispatch,), events, None, got["state"])
+    if any(j["state"] in ("waiting", "walking", "interrupted") for j in got["jobs"]):
+        return Execution(75, (dispatch,), events, None, got["state"])  # waits for capacity, or the timeout
+    return Execution(0 if started else 1, (dispatch,), events, None, got["state"])
 
 
-def _error(err: str) -> str | None:
-    for line in err.splitlines():
-        if line.startswith("{"):
-            return str(json.loads(line)["error"]["text"])
-    return err.strip() or None
+def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait: bool) -> Execution:
+    """``[jobs] supervise = "inline"``: the walk (and with ``wait`` the job's end) in this
+    process, as ``eps execute`` does there; its events kept, not printed."""
+    from eps.core.tables import DEFAULT_GRANTS
+    from eps.shell import service as S
+
+    sink = S.Collect()
+    core = job.core()
+    S.refuse_inline(core)
+    with svc.opened(sink) as ctx:
+        if dispatch_id is not None and ctx.ledger.dispatch(dispatch_id) is not None:
+            raise JobError("dispatch_exists", f"dispatch {dispatch_id} already exists")
+        ready = S.prepare(ctx, core, shipping, dispatch_id, CapacitySnapshot(), DEFAULT_GRANTS)
+        dispatch = dispatch_id or S.new_dispatch_id()
+        results = S.walk_here(ctx, ready, dispatch, CapacitySnapshot(), DEFAULT_GRANTS, grants_given=False)
+        started = all(r.handle is not None for r in results)
+        if not any(r.handle is not None for r in results):
+            failure = next((r.failure for r in results if r.failure), None)
+            return Execution(1, (dispatch,), tuple(sink.records), failure, None)
+        if not wait:
+            return Execution(0 if started else 1, (dispatch,), tuple(sink.records), None, "started")
+        while not (got := S.wait(ctx, dispatch, timeout_s=S.WAIT_MAX_S))["ended"]:
+            pass
+    code = int(got["exit_code"])
+    return Execution(code if started else max(code, 1), (dispatch,), tuple(sink.records), None, got["state"])
 
 
-def execute(job: Job, *, wait: bool = False, dispatch_id: str | None = None,
-            env: Mapping[str, str] | None = None) -> Execution:  # fmt: skip
-    """Walk the plan for real, as ``eps execute --json`` does; with ``wait``, until the job
-    ended (``exit_code`` is then the job's own).  A job without a command is refused."""
-    argv = ["execute", "--json", *(["--wait"] if wait else [])]
-    argv += ["--dispatch-id", dispatch_id] if dispatch_id else []
-    rc, out, err = _run([*argv, *job.argv()], env)
-    events = tuple(json.loads(line) for line in out.splitlines() if line.startswith("{"))
-    ids = tuple(dict.fromkeys(e["dispatch"] for e in events if e.get("event") == "dispatch"))
-    return Execution(rc, ids, events, None if rc == 0 else _error(err))
+def _one_line(exc: BaseException) -> str:
+    return str(exc).strip().replace("\n", " ").removeprefix("eps: ")
+
+
+def wait(dispatch: str, *, timeout: str | float | None = 50, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Wait at most ``timeout`` (a duration; ``None``: until it ended) for a dispatch to end:
+    the ``wait`` document (``eps schema wait``): ``ended``, ``state``, and once it ended the
+    ``exit_code`` ``eps wait`` leaves with and each job's ``outputs``."""
+    from eps.shell.service import Service
+
+    bound = None if timeout is None else seconds(timeout, "timeout")
+    return _follow(Service(env), dispatch, bound, landed=False)
+
+
+def _follow(svc: Any, dispatch: str, bound: float | None, *, landed: bool) -> dict[str, Any]:
+    """Calls of the service's ``wait`` (each within its own bound) until the dispatch ended
+    (``landed``: its walk is over) or ``bound`` passed."""
+    import time
+
+    from eps.shell.service import WAIT_MAX_S
+
+    end = None if bound is None else time.monotonic() + bound
+    while True:
+        left = WAIT_MAX_S if end is None else max(0.0, end - time.monotonic())
+        got: dict[str, Any] = svc.wait(dispatch, timeout_s=min(left, WAIT_MAX_S), landed=landed)
+        walking = any(j["state"] in ("walking", "interrupted") for j in got["jobs"])
+        if got["ended"] or (landed and not walking) or (end is not None and time.monotonic() >= end):
+            return got
 
 
 def status(
@@ -268,13 +186,9 @@ def status(
     """The dispatches as ``eps status --json`` lists them (schema: ``eps schema status``):
     one, or the active ones and the newest ``limit`` (``None``: all), or those matching
     ``active`` / ``since`` (a duration: ``"2d"``) / ``intent``."""
-    argv = ["status", "--json", *([dispatch] if dispatch else []), *(["--active"] if active else [])]
-    if since is not None:
-        argv += ["--since", str(_seconds(since, "since"))]
-    argv += ["--intent", intent] if intent else []
-    argv += ["--all"] if limit is None else ["--limit", str(limit)]
-    rc, out, err = _run(argv, env)
-    if rc != 0:
-        raise JobError("status", _error(err) or f"eps status exited {rc}")
-    rows: list[dict[str, Any]] = json.loads(out)["dispatches"]
+    from eps.shell.service import Service
+
+    since_s = None if since is None else seconds(since, "since")
+    rows: list[dict[str, Any]] = Service(env).status(dispatch, active=active, since_s=since_s, intent=intent,
+                                                     limit=limit)["dispatches"]  # fmt: skip
     return rows

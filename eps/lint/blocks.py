@@ -201,7 +201,25 @@ def render_healing(facts: PolicyFacts) -> list[str]:
     return table(("what", "value"), rows)
 
 
+def render_exit_codes(_facts: PolicyFacts) -> list[str]:
+    """The exit statuses (eps.core.contract.EXIT_TABLE), as the agent guide states them."""
+    from eps.core.contract import EXIT_TABLE, WAIT_CODES
+
+    rows = [(f"`{code}`", name, when.replace("|", "/")) for code, name, when in EXIT_TABLE]
+    rows += [(f"`{code}`", "the job's own (wait)", what) for code, what in WAIT_CODES]
+    return table(("code", "name", "when"), rows)
+
+
+def render_mcp_tools(_facts: PolicyFacts) -> list[str]:
+    """The MCP server's tools (eps.core.contract.TOOLS), each with when it returns."""
+    from eps.core.contract import TOOLS
+
+    return table(("tool", "what it does, and when it returns"), [(f"`{name}`", what) for name, what in TOOLS])
+
+
 RENDERERS: dict[str, Renderer] = {
+    "exit-codes": render_exit_codes,
+    "mcp-tools": render_mcp_tools,
     "job-lifecycle": render_job_lifecycle,
     "healing": render_healing,
     "intents": render_intents,

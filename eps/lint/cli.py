@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None, *, facts: PolicyFacts | None = None,
         if facts is None:
             facts = load_facts(Path(ns.tables) if ns.tables else None)
         if ns.fix:
-            for doc in Context(root, facts, rule_rows()).policy_docs:
+            for doc in Context(root, facts, rule_rows()).block_docs:
                 for name in fix_file(root / doc.path, doc, facts, rule_rows()):
                     out.write(f"{doc.path}: regenerated block {name!r}\n")
         ctx = Context(root, facts, rule_rows())
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None, *, facts: PolicyFacts | None = None,
         for f in findings:
             out.write(f"{f}\n")
         if ns.diff:
-            for doc in ctx.policy_docs:
+            for doc in ctx.block_docs:
                 for _, name, have, want in stale_blocks(doc, facts, rule_rows()):
                     out.writelines(
                         line + "\n"

@@ -40,6 +40,10 @@ class Context:
     def policy_docs(self) -> list[Doc]:
         return [d for d in self.docs if d.is_policy]
 
+    @property
+    def block_docs(self) -> list[Doc]:
+        return [d for d in self.docs if d.has_blocks]
+
     def doc(self, path: str) -> Doc | None:
         return next((d for d in self.docs if d.path == path), None)
 

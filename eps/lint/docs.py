@@ -26,6 +26,8 @@ RULES_DIR = ".claude/rules"
 FAILOVER_MD = ".claude/rules/compute-backend-failover.md"
 LADDER_MD = ".claude/rules/fellows-qos-ladder.md"
 README_MD = "README.md"
+#: The agent guide, shipped in the package and printed by ``eps guide``.
+GUIDE_MD = "eps/guide.md"
 #: The policy documents that must exist.
 REQUIRED_DOCS: tuple[str, ...] = (CLAUDE_MD, FAILOVER_MD, LADDER_MD)
 
@@ -90,6 +92,12 @@ class Doc:
     def is_policy(self) -> bool:
         """CLAUDE.md and .claude/rules/: where asks are stated and statements are required."""
         return self.kind in ("claude", "rules")
+
+    @property
+    def has_blocks(self) -> bool:
+        """The documents whose generated blocks are checked and regenerated: the policy
+        documents and the agent guide."""
+        return self.is_policy or self.kind == "guide"
 
     def line_at(self, offset: int) -> int:
         """The file line of a character offset into ``text``."""
@@ -184,7 +192,8 @@ def display(path: Path, root: Path) -> str:
 
 
 def load_docs(root: Path, facts: PolicyFacts) -> list[Doc]:
-    """CLAUDE.md, every ``*.md`` in .claude/rules/ (sorted), the README and the router docstring."""
+    """CLAUDE.md, every ``*.md`` in .claude/rules/ (sorted), the README, the agent guide and
+    the router docstring."""
     docs: list[Doc] = []
     claude = root / CLAUDE_MD
     if claude.is_file():
@@ -196,6 +205,9 @@ def load_docs(root: Path, facts: PolicyFacts) -> list[Doc]:
     readme = root / README_MD
     if readme.is_file():
         docs.append(Doc(README_MD, readme.read_text(encoding="utf-8"), "readme"))
+    guide = root / GUIDE_MD
+    if guide.is_file():
+        docs.append(Doc(GUIDE_MD, guide.read_text(encoding="utf-8"), "guide"))
     if facts.router_doc:
         docs.append(Doc(display(facts.router_path, root), facts.router_doc, "router", facts.router_line))
     return docs

@@ -235,8 +235,9 @@ class GeneratedBlocks(Rule):
     """Generated blocks are well formed, known, and equal to what the code tables render now.
 
     Why: a block between `<!-- eps:begin NAME -->` and `<!-- eps:end NAME -->`
-    is rendered from the tables (like cog); hand edits inside it are lost and a
-    stale one misstates the policy.
+    (in CLAUDE.md, the rules files and the agent guide, eps/guide.md) is rendered
+    from the tables (like cog); hand edits inside it are lost and a stale one
+    misstates the policy.
     Fix: `workflow_lint --fix` rewrites every stale block in place; for a
     broken marker, repair the marker lines.
     """
@@ -250,7 +251,7 @@ class GeneratedBlocks(Rule):
     }
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for doc in ctx.policy_docs:
+        for doc in ctx.block_docs:
             blocks, errors = doc.blocks()
             for e in errors:
                 yield self.finding(doc.path, doc.file_line(e.line), "marker", problem=e.message)

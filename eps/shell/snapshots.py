@@ -16,7 +16,11 @@ from eps.shell.settings import ConfigError
 
 
 def load_snapshot(path: str) -> CapacitySnapshot:
-    data = read_data(path)
+    return snapshot_from_data(read_data(path), path)
+
+
+def snapshot_from_data(data: Any, path: str) -> CapacitySnapshot:
+    """A capacity snapshot from its parsed document (``path``: where it came from, for errors)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a capacity snapshot is an object @ $")
     snap: CapacitySnapshot = _structure(data, CapacitySnapshot, path)

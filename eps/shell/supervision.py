@@ -115,6 +115,19 @@ def will_relaunch(row: Any, now: float | None = None) -> bool:
     return isinstance(relaunch_of(row, now), Relaunch)
 
 
+def landed(row: Any) -> bool:
+    """The walk is over (for now): something runs, is held, nothing could start, or it
+    waits for capacity (its supervisor plans again later)."""
+    return row.state not in (DispatchState.WALKING, DispatchState.INTERRUPTED)
+
+
+def settled(row: Any) -> bool:
+    """Over: not walking, running or held, and not interrupted with a relaunch to come."""
+    walking = (DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.INTERRUPTED,
+               DispatchState.WAITING)  # fmt: skip
+    return row.state not in walking and not will_relaunch(row)
+
+
 def unsettled_roots(ledger: Any) -> list[Any]:
     """The dispatches a supervisor owns: walking, started, held, or to be relaunched."""
     rows = ledger.dispatches(states=(*SUPERVISED, DispatchState.PREEMPTED))

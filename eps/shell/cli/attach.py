@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from eps.core.states import DispatchState
 from eps.shell.cli.exits import Exit
+from eps.shell.supervision import landed, settled
+
+__all__ = ["LOOK_S", "Detached", "follow", "landed", "left_running", "settled", "stopped_code"]
 
 if TYPE_CHECKING:
     from eps.shell.cli.progress import Reporter
@@ -37,21 +40,6 @@ class Detached(Exception):
 
 def _raise(signum: int, _frame: FrameType | None) -> None:
     raise Detached(signum)
-
-
-def landed(row: DispatchRow) -> bool:
-    """The walk is over (for now): something runs, is held, nothing could start, or it
-    waits for capacity (its supervisor plans again later)."""
-    return row.state not in (DispatchState.WALKING, DispatchState.INTERRUPTED)
-
-
-def settled(row: DispatchRow) -> bool:
-    """Over: not walking, running or held, and not interrupted with a relaunch to come."""
-    from eps.shell.supervision import will_relaunch
-
-    walking = (DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.INTERRUPTED,
-               DispatchState.WAITING)  # fmt: skip
-    return row.state not in walking and not will_relaunch(row)
 
 
 def follow(

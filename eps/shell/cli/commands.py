@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eps.core.model import CapacitySnapshot, Job, JobError, QosGrants, evolve
+from eps.core.model import CapacitySnapshot, Job, JobError, QosGrants
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit
 from eps.shell.settings import Settings
 
 if TYPE_CHECKING:
     from eps.shell.cli.progress import Reporter
     from eps.shell.lanes import LaneOptions, Lanes
+    from eps.shell.service import Ctx
     from eps.shell.state.ledger import Ledger
 
 EXIT_OK, EXIT_FAILED = Exit.OK, Exit.NOTHING_STARTS
@@ -36,40 +36,27 @@ def run(
 ) -> int:
     """``execute``, ``status``, ``cancel``, ``reconcile``; errors map to exit codes in cli.main."""
     from eps.shell.cli.progress import Reporter
-    from eps.shell.lanes import LaneOptions, Lanes
-    from eps.shell.state.ledger import DispatchBusy, Ledger, LedgerError
+    from eps.shell.service import Service
 
-    opts = LaneOptions(env=env) if options is None else evolve(options, env=options.env or env)
-    # Retry libraries log each retry at WARNING; the reporter already says what failed.
-    logging.getLogger().addHandler(logging.NullHandler())
-    try:
-        ledger = Ledger(settings.state_dir)
-    except LedgerError as exc:
-        raise JobError("ledger", str(exc), None) from None
-    lanes = Lanes(settings, opts)
     reporter = Reporter(json_lines=bool(getattr(ns, "json", False)))
     try:
-        return _dispatch_command(ns, settings, command, make_job, ledger, lanes, reporter)
-    except LedgerError as exc:
-        raise JobError("ledger", str(exc), None) from None
-    except DispatchBusy as exc:
-        raise JobError("busy", str(exc), None) from None
+        with Service(env, settings=settings, lane_options=options).opened(reporter) as ctx:
+            return _dispatch_command(ns, ctx, command, make_job, reporter)
     finally:
         reporter.stop_live()
-        lanes.close()
-        ledger.close()
 
 
 def _dispatch_command(
     ns: argparse.Namespace,
-    settings: Settings,
+    ctx: Ctx,
     command: Sequence[str],
     make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
-    ledger: Ledger,
-    lanes: Lanes,
     reporter: Reporter,
 ) -> int:
-    from eps.shell.state.reconcile import Reconciler, cancel
+    from eps.shell import service
+    from eps.shell.state.reconcile import Reconciler
+
+    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
 
     # Every input error is found before anything happens: no reconcile, no provider call.
     if getattr(ns, "resume", None) and (ns.intent or command):
@@ -90,11 +77,11 @@ def _dispatch_command(
     if ns.cmd == "supervise":
         raise JobError("usage", 'eps supervise: dispatches are walked inline here ([jobs] supervise = "inline")', None)
     if ns.cmd == "status":
-        return _status(ns, settings, ledger, lanes, reporter)
+        return _status(ns, ctx)
     if ns.cmd == "cancel":
         if not ns.dispatch and not ns.all:
             raise JobError("usage", "eps cancel: name a dispatch or --all", None)
-        rep = cancel(ledger, lanes, reporter, [ns.dispatch] if ns.dispatch else None, workers=workers)
+        rep = service.cancel(ctx, [ns.dispatch] if ns.dispatch else None)
         if ns.json:
             _emit(rep)
         else:
@@ -119,8 +106,8 @@ def _dispatch_command(
     if ns.cmd in ("logs", "pull", "wait", "ssh"):
         return _lifecycle(ns, settings, command, ledger, lanes, reporter)
     if detached:
-        return _hand_over(ns, settings, command, make_job, ledger, lanes, reporter)
-    return _execute(ns, settings, command, make_job, ledger, lanes, reporter)
+        return _hand_over(ns, ctx, command, make_job, reporter)
+    return _execute(ns, ctx, command, make_job, reporter)
 
 
 def _lifecycle(
@@ -161,44 +148,28 @@ def subprocess_call(argv: Sequence[str]) -> int:
 
 def _execute(
     ns: argparse.Namespace,
-    settings: Settings,
+    ctx: Ctx,
     command: Sequence[str],
     make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
-    ledger: Ledger,
-    lanes: Lanes,
     reporter: Reporter,
 ) -> int:
+    from eps.shell import service
     from eps.shell.cli import lifecycle as life
-    from eps.shell.lanes.jobs import JobFiles, drop_env_values, write_env_values
-    from eps.shell.state.reconcile import Reconciler
-    from eps.shell.walker import Walker
+
+    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
 
     if getattr(ns, "detach", False):
         raise JobError("usage", 'eps execute --detach needs a supervisor ([jobs] supervise = "detached")', None)
     job = None if ns.resume else make_job(ns, command)
-    if job is not None and job.retry is not None and "no-capacity" in job.retry:
-        raise JobError("usage", 'waiting for capacity (--retry no-capacity) needs a supervisor '
-                       '([jobs] supervise = "detached", the default)', None)  # fmt: skip
+    service.refuse_inline(job)
     snapshot, grants = _files(ns)
-    files = JobFiles()
-    values: dict[str, str] = {}
+    ready = None
     if job is not None:  # every input error is found before anything happens (no reconcile, no call)
-        job, values = life.job_options(ns, job, lanes.env)
-        Walker.check(job, ns.dispatch_id, snapshot, grants, settings.policy)
-        files = life.check_files(job, values)
-    Reconciler(ledger, lanes, reporter).reconcile(leave=[ns.resume] if ns.resume else ())
-    from eps.shell.supervisor import gather
-
-    snapshot, grants = gather(lanes, ledger, job, snapshot, grants, grants_given=bool(getattr(ns, "grants", None)))
-    walker = Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot, files=files)
-    dispatch = ns.resume or ns.dispatch_id or walker.new_dispatch_id()
-    if job is not None:
-        write_env_values(settings.state_dir, dispatch, values)  # a resume ships them again; mode 0600
+        ready = service.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants)
+    dispatch = ns.resume or ns.dispatch_id or service.new_dispatch_id()
     reporter.start_live()
-    results = [walker.resume(ns.resume)] if job is None else walker.execute(job, dispatch)
+    results = service.walk_here(ctx, ready, dispatch, snapshot, grants, grants_given=bool(getattr(ns, "grants", None)))
     reporter.stop_live()
-    if not any(r.handle is not None for r in results):
-        drop_env_values(settings.state_dir, dispatch)
     if not reporter.json_lines:
         for r in results:
             _result_line(r.dispatch, r.handle, r.failure, r.terminal)
@@ -226,64 +197,52 @@ def _result_line(dispatch: str, h: Any, failure: str | None, terminal: str | Non
 
 def _hand_over(
     ns: argparse.Namespace,
-    settings: Settings,
+    ctx: Ctx,
     command: Sequence[str],
     make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
-    ledger: Ledger,
-    lanes: Lanes,
     reporter: Reporter,
 ) -> int:
     """``eps execute`` under a supervisor: every input error first (nothing recorded), then
     record the dispatch, hand it to the state directory's supervisor and follow it (until it
     landed; with --wait/--follow until it ended; with --detach not at all)."""
     from eps.core.states import DispatchState
+    from eps.shell import service
     from eps.shell import supervision as supervisor
     from eps.shell.cli import lifecycle as life
-    from eps.shell.lanes.jobs import write_env_values
     from eps.shell.walker import Walker
 
+    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
     for note in settings.notes:
         sys.stderr.write(f"eps: note: {note}\n")
-    if ns.resume:
-        dispatch = ns.resume
-        row = ledger.dispatch(dispatch)
-        if row is None:  # checked above; gone since
-            raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
-        with ledger.owning(dispatch) as owned:
-            if owned and row.state in (DispatchState.INTERRUPTED, DispatchState.PREEMPTED):
-                ledger.set_dispatch(dispatch, DispatchState.WALKING, message="resumed")
-        row = ledger.dispatch(dispatch) or row
-        if row.state not in supervisor.SUPERVISED:
-            sys.stdout.write(f"{dispatch} failed: dispatch {dispatch} is {row.state}; nothing to resume\n")
-            return EXIT_FAILED
-    else:
-        job = make_job(ns, command)
-        snapshot, grants = _files(ns)
-        job, values = life.job_options(ns, job, lanes.env)
-        Walker.check(job, ns.dispatch_id, snapshot, grants, settings.policy)  # every input error, before anything
-        files = life.check_files(job, values)
-        dispatch = ns.dispatch_id or Walker.new_dispatch_id()
-        supervisor.write_inputs(settings.state_dir, dispatch, snapshot if ns.snapshot else None,
-                                grants if ns.grants else None)  # fmt: skip
-        write_env_values(settings.state_dir, dispatch, values)  # mode 0600; dropped when the dispatch settles
-        Walker(settings, ledger, lanes, reporter, grants=grants, snapshot=snapshot, files=files).record(job, dispatch)
     try:
-        supervisor.ensure(settings.state_dir, lanes.env)
-        taken = supervisor.supervised(settings.state_dir, dispatch, lanes.env)
-    except supervisor.SupervisorError as exc:
-        taken, why = False, str(exc)
-    else:
-        why = f"no supervisor took it on (see {supervisor.log_file(settings.state_dir)})"
-    if not taken:
-        sys.stderr.write(f"eps: error: {dispatch}: {why}; it stays recorded: eps supervise takes it on\n")
+        if ns.resume:
+            dispatch = ns.resume
+            row = ledger.dispatch(dispatch)
+            if row is None:  # checked above; gone since
+                raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+            with ledger.owning(dispatch) as owned:
+                if owned and row.state in (DispatchState.INTERRUPTED, DispatchState.PREEMPTED):
+                    ledger.set_dispatch(dispatch, DispatchState.WALKING, message="resumed")
+            row = ledger.dispatch(dispatch) or row
+            if row.state not in supervisor.SUPERVISED:
+                sys.stdout.write(f"{dispatch} failed: dispatch {dispatch} is {row.state}; nothing to resume\n")
+                return EXIT_FAILED
+            service.take_over(ctx, dispatch)
+        else:
+            job = make_job(ns, command)
+            snapshot, grants = _files(ns)
+            ready = service.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants)
+            dispatch = ns.dispatch_id or Walker.new_dispatch_id()
+            service.hand_over(ctx, ready, dispatch, snapshot if ns.snapshot else None, grants if ns.grants else None)
+    except service.NotTaken as exc:
+        sys.stderr.write(f"eps: error: {exc.dispatch}: {exc.why}; it stays recorded: eps supervise takes it on\n")
         return EXIT_FAILED
     if ns.detach:
-        row = ledger.dispatch(dispatch)
-        state = row.state.value if row else None
+        answer = service.execute_doc(ctx, dispatch)
         if reporter.json_lines:
-            _emit({"dispatch": dispatch, "state": state})
+            _emit(answer)
         else:
-            sys.stdout.write(f"{dispatch} {state}\n")
+            sys.stdout.write(f"{dispatch} {answer['state']}\n")
             sys.stderr.write(f"eps: {dispatch} runs under its supervisor: eps attach {dispatch}; "
                              f"eps wait {dispatch} --timeout 5m; eps cancel {dispatch}\n")  # fmt: skip
         return EXIT_OK
@@ -395,55 +354,20 @@ def _files(ns: argparse.Namespace) -> tuple[CapacitySnapshot, QosGrants]:
     return snapshot, grants
 
 
-def _status(ns: argparse.Namespace, settings: Settings, ledger: Ledger, lanes: Lanes, reporter: Reporter) -> int:
-    """``eps status``: reconcile, each provider within --timeout (a provider without credentials
-    is not asked at all), then answer from the ledger."""
-    import time
+def _status(ns: argparse.Namespace, ctx: Ctx) -> int:
+    """``eps status``: the service's document, as JSON or a table."""
+    from eps.shell import service
 
-    from eps.shell.state.reconcile import Reconciler, status
-
-    if ns.intent is not None and settings.policy.intent(ns.intent) is None:
-        from eps.core.router import unknown_intent
-
-        raise unknown_intent(ns.intent, settings.policy)
-    rec = Reconciler(ledger, lanes, reporter, workers=settings.fanout_concurrency, answer_within_s=float(ns.timeout))
-    rec.reconcile({ns.dispatch} if ns.dispatch else None)
-    since = None if ns.since is None else time.time() - ns.since
     limit = None if ns.all else ns.limit
-    rows = status(ledger, ns.dispatch, limit=limit, active=ns.active, since=since, intent=ns.intent,
-                  policy=settings.policy)  # fmt: skip
-    for d, why in sorted(ledger.quarantined.items()):
-        sys.stderr.write(f"eps: warning: dispatch {d}: its ledger row cannot be read ({why}); left as it is\n")
-    late = {lane: why for lane, why in rec.unchecked.items() if lane not in rec.down}
-    notes = _status_notes(rows, lanes, late)
+    doc = service.status(ctx, ns.dispatch, limit=limit, active=ns.active, since_s=ns.since, intent=ns.intent,
+                         timeout_s=float(ns.timeout))  # fmt: skip
     if ns.json:
-        _emit({"dispatches": rows, "notes": notes})
+        _emit(doc)
     else:
         from eps.shell.cli.status_view import print_status
 
-        print_status(rows, notes, lanes.env, wide=ns.wide)
+        print_status(doc["dispatches"], doc["notes"], ctx.lanes.env, wide=ns.wide)
     return EXIT_OK
-
-
-def _status_notes(rows: list[dict[str, Any]], lanes: Lanes, unchecked: dict[str, str]) -> list[dict[str, Any]]:
-    from eps.shell.state.reconcile import ACTIVE_STATES
-
-    """Why the providers of the rows shown were not asked (no credentials, not configured) or
-    did not answer in time: those rows are as the ledger has them."""
-    notes = []
-    live = [r for r in rows if r["state"] in {s.value for s in ACTIVE_STATES}]
-    used = {r["handle"]["lane"] for r in live if r["handle"]} | {
-        a["rung"].split("/", 1)[0] for r in live for a in r["attempts"]
-    }
-    for lane in sorted(used):
-        if lanes.policy.lane_kind(lane) is None:
-            continue
-        down = lanes.down(lane)
-        if down is not None:
-            notes.append({"lane": lane, "code": down.code.value, "text": f"not checked: {down.reason}"})
-    for lane, why in sorted(unchecked.items()):
-        notes.append({"lane": lane, "code": "unchecked", "text": why})
-    return notes
 
 
 def _emit(doc: dict[str, Any]) -> None:

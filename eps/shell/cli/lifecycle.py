@@ -1,6 +1,7 @@
 """The commands of a job's life after it started: ``eps logs``, ``eps pull``, ``eps wait``,
-``eps ssh``, and the parts of ``eps execute`` that ship a job (``--workdir``, ``--setup``,
-``--env``, ``--time-limit``) and wait for it (``--wait``, ``--follow``).
+``eps ssh``, and the parts of ``eps execute`` that read how a job ships (``--workdir``,
+``--setup``, ``--env``, ``--time-limit``; checked in :mod:`eps.shell.shipping`) and wait
+for it (``--wait``, ``--follow``).
 
 How a command is run (stated in ``eps execute --help`` and CLAUDE.md): one argument after
 ``--`` is a shell line, run through ``bash -lc`` (pipes, ``&&``, globs work); several
@@ -10,105 +11,35 @@ arguments are an argv, run as is.
 from __future__ import annotations
 
 import argparse
-import errno
 import os
-import stat
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from returns.result import Failure, Success
+from returns.result import Failure
 
 from eps.core.jobscript import LAYOUT
-from eps.core.lifecycle import result_word
-from eps.core.model import Job, JobError, evolve
+from eps.core.model import JobError
 from eps.core.states import DispatchState
 
 if TYPE_CHECKING:
     from eps.shell.cli.progress import Reporter
     from eps.shell.lanes import Lanes
-    from eps.shell.lanes.jobs import JobFiles
-    from eps.shell.state.finish import Finisher
+    from eps.shell.shipping import Shipping
     from eps.shell.state.ledger import DispatchRow, Ledger
 
 
-def job_options(ns: argparse.Namespace, job: Job, env: Mapping[str, str]) -> tuple[Job, dict[str, str]]:
-    """The execute-only parts of the job (flags, else the job file's), checked: the workdir
-    exists and is a readable directory, every ``--env KEY`` has a value, the time limit
-    parses.  Returns the job and the values of its ``--env`` names (kept out of the job record)."""
-    from eps.core.durations import parse_duration
+def shipping_of(ns: argparse.Namespace) -> Shipping:
+    """The execute-only options of ``ns``: the flags, else the job file's (``--job``)."""
+    from eps.shell.shipping import Shipping
 
     from_file = getattr(ns, "job_file", None)
-    given_workdir = ns.workdir if ns.workdir is not None else (from_file.workdir if from_file else None)
+    workdir = ns.workdir if ns.workdir is not None else (from_file.workdir if from_file else None)
     setup = ns.setup if ns.setup is not None else (from_file.setup if from_file else None)
     env_items = ns.env if ns.env is not None else list(from_file.env or ()) if from_file else []
-    workdir = None
-    if given_workdir is not None and not given_workdir.strip():
-        raise JobError("workdir", "--workdir is empty (give a directory; . is this one)", job)
-    if given_workdir is not None:
-        workdir = os.path.abspath(os.path.expanduser(given_workdir))
-        if not os.path.isdir(workdir):
-            raise JobError("workdir", f"--workdir {given_workdir}: no such directory", job)
-        if not os.access(workdir, os.R_OK | os.X_OK):
-            raise JobError("workdir", f"--workdir {given_workdir}: not readable", job)
-    values: dict[str, str] = {}
-    for item in env_items:
-        name, sep, value = item.partition("=")
-        if not name.isidentifier() or not name.isascii():
-            raise JobError("env", f"--env {name!r}: not a variable name", job)
-        if name in values:
-            raise JobError("env", f"--env {name} is given twice (give each name once)", job)
-        if not sep:
-            if name not in env:
-                raise JobError("env", f"--env {name}: not set in your environment (give --env {name}=VALUE)", job)
-            value = env[name]
-        values[name] = value
-    limit = from_file.time_limit_s if from_file is not None else None
-    if ns.time_limit is not None:
-        try:
-            limit = parse_duration(ns.time_limit)
-        except ValueError as exc:
-            raise JobError("time_limit", f"--time-limit: {exc}", job) from None
-        if limit <= 0:
-            raise JobError("time_limit", "--time-limit must be positive", job)
-    if setup is not None and not setup.strip():
-        raise JobError("setup", "--setup is empty", job)
-    job = evolve(job, workdir=workdir, setup=setup, env_names=tuple(values), time_limit_s=limit)
-    if job.command:  # no command at all is Walker.check's to say
-        _check_wrapper(job, values)
-    return job, values
-
-
-def _check_wrapper(job: Job, values: Mapping[str, str]) -> None:
-    """What the job wrapper would refuse on the machine (after it was made), refused now:
-    a blank shell line, a name eps or its wrapper sets, a NUL byte."""
-    from eps.core.jobscript import JobScriptError, check_spec
-    from eps.core.lifecycle import job_spec
-
-    try:
-        check_spec(job_spec(job, "check"), values)  # the real dispatch id is checked by Walker.check
-    except JobScriptError as exc:
-        if exc.field == "environment name":
-            raise JobError("env", f"--env {exc.value}: {exc.why}", job) from None
-        if exc.field == "setup":
-            raise JobError("setup", f"--setup {exc.value!r} {exc.why}", job) from None
-        raise JobError("command", f"the {exc.field} {exc.value!r} {exc.why}", job) from None
-
-
-def check_files(job: Job, values: Mapping[str, str]) -> JobFiles:
-    """The files the job ships, listed now: a workdir over the size limit, or with a file eps
-    cannot read, is one line; what was left out besides the ignore rules' choice (links out
-    of the tree, special files, eps state directories) is said in one line on stderr."""
-    from eps.shell.lanes.jobs import select_files
-
-    selected = select_files(job, values)
-    if isinstance(selected, Failure):
-        raise JobError("workdir", selected.failure().message, job)
-    files: JobFiles = selected.unwrap()
-    if files.workdir is not None and (note := files.workdir.left_out()) is not None:
-        sys.stderr.write(f"eps: note: {note}\n")
-    return files
+    limit = ns.time_limit if ns.time_limit is not None else (from_file.time_limit_s if from_file else None)
+    return Shipping(workdir, setup, tuple(env_items), limit)
 
 
 # --- the dispatches a command is about ----------------------------------------------------------
@@ -116,11 +47,9 @@ def check_files(job: Job, values: Mapping[str, str]) -> JobFiles:
 
 def rows_of(ledger: Ledger, dispatch: str) -> list[DispatchRow]:
     """The dispatch, or the copies of a ``--count`` parent."""
-    row = ledger.dispatch(dispatch)
-    if row is None:
-        raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
-    children = ledger.children(dispatch)
-    return children or [row]
+    from eps.shell.state.follow import rows_of as of
+
+    return of(ledger, dispatch)
 
 
 # --- wait ------------------------------------------------------------------------------------
@@ -205,14 +134,9 @@ _CHUNK = 1 << 20
 def _copy_kept(path: str, write: Callable[[bytes], None], dispatch: str) -> None:
     """Hand the regular file at ``path`` to ``write`` a chunk at a time, never through a
     link (``O_NOFOLLOW``) and never anything but a regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        why = "is a symlink" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
-        raise JobError("logs", f"{dispatch}: the log {path} {why}; not shown", None) from None
-    with os.fdopen(fd, "rb", buffering=0) as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise JobError("logs", f"{dispatch}: the log {path} is not a regular file; not shown", None)
+    from eps.shell.logs_read import open_log
+
+    with open_log(path, dispatch) as (fh, _):
         while chunk := fh.read(_CHUNK):
             write(chunk)
 
@@ -235,89 +159,11 @@ class _ByteSink:
 
 
 def pull(ledger: Ledger, lanes: Lanes, dispatch: str, to: str | None) -> int:
-    """Copy the outputs back (``<state>/outputs/<dispatch>`` or ``--to``; each copy of a
-    fan-out in its own subdirectory).  Refused (exit 2) before the job has ended, and when
-    ``--to`` names something that is not a directory or cannot be made one.  ``--to`` gets
-    exactly what the job wrote to ``$EPS_OUTPUT_DIR`` (an output named ``job.log`` too); the
-    whole log is kept in the state dir either way (``eps logs``)."""
-    from eps.shell.lanes import jobs as J
-    from eps.shell.state.finish import Finisher
+    """``eps pull``: :func:`eps.shell.state.pull.pull_each`, a line per copy."""
+    from eps.shell.state.pull import pull_each
 
-    finisher = Finisher(ledger, lanes)
-    rows = rows_of(ledger, dispatch)
-    if to is not None and os.path.lexists(to) and not os.path.isdir(to):
-        raise JobError("pull", f"--to {to}: exists and is not a directory", None)
-    fanned = len(rows) > 1 or rows[0].id != dispatch
-    rows = [r for r in rows if r.pulled_at is None or to is not None]
-    woken: set[str] = set()  # started, but their machine's watcher stopped it: started again here
-    for row in rows:
-        progress = finisher.progress(row).value_or(None) if row.handle is not None else None
-        if row.state is DispatchState.STARTED and progress is None and finisher.stopped(row):
-            woken.add(row.id)
-        elif row.state is DispatchState.STARTED and (progress is None or not progress.ended):
-            raise JobError("pull", f"{row.id} has not ended yet (eps wait {dispatch}, or eps logs -f)", None)
-    if to is not None and rows:
-        to = _pull_target(to)
-    for row in rows:
-        if to is None and row.id in woken:  # start it, pull, release it: the dispatch is over
-            with ledger.owning(row.id) as owned:
-                if not owned:
-                    raise JobError("pull", f"{row.id} is being finished by its supervisor (eps wait {row.id})", None)
-                got = finisher.collect(row, wake=True)
-                pulled, note = got.pulled, finisher.end_with(row, got)
-        elif to is None:
-            pulled, note, _ = finisher.collect(row, wake=True)
-        else:
-            pulled, note = _pull_to(finisher, row, os.path.join(to, row.id) if fanned else to)
-        if not pulled:
-            raise JobError("pull", f"{row.id}: {note}", None)
-        if to is None and row.state is not DispatchState.STARTED:
-            # what a failed pull had kept the machine for is back: it can go now
-            err = finisher.release_kept(row)
-            if err is not None:
-                note += f"; {err}"
-        sys.stdout.write(f"{row.id}: {note}\n")
-    J.drop_settled_env_values(ledger)
+    pull_each(ledger, lanes, dispatch, to, lambda d, note: sys.stdout.write(f"{d}: {note}\n"))
     return 0
-
-
-def _pull_target(to: str) -> str:
-    """``--to``, made (absolute) when it is not there yet; one line when it cannot be."""
-    target = os.path.abspath(os.path.expanduser(to))
-    if not to.strip():
-        raise JobError("pull", "--to is empty", None)
-    if os.path.lexists(target) and not os.path.isdir(target):
-        raise JobError("pull", f"--to {to}: exists and is not a directory", None)
-    try:
-        os.makedirs(target, exist_ok=True)
-    except OSError as exc:
-        raise JobError("pull", f"--to {to}: cannot create it: {exc.strerror or exc}", None) from None
-    if not os.access(target, os.W_OK | os.X_OK):
-        raise JobError("pull", f"--to {to}: not writable", None)
-    return target
-
-
-def _pull_to(finisher: Finisher, row: DispatchRow, out: str) -> tuple[bool, str]:
-    """``eps pull --to``: the outputs into ``out``, the whole log into the state dir (where
-    ``eps logs`` reads it), the job's end recorded; the dispatch is not marked pulled."""
-    from eps.shell.lanes import jobs as J
-
-    if row.handle is None:
-        return False, "nothing ran"
-    match finisher.look(row, wake=True):
-        case Failure(why):
-            return False, why
-        case Success((site, progress)):
-            pass
-    if progress.ended:
-        finisher.ledger.record_end(row.id, progress.exit_code, progress.status, float(progress.ended_at or time.time()))
-    if not progress.exists:
-        return False, "the job never started on its machine (nothing to pull)"
-    match J.pull(site, out, finisher.log_path(row.id)):
-        case Failure(f):
-            return False, f"outputs not pulled: {f.message}"
-    word = result_word(DispatchState.ENDED, progress.status, progress.exit_code) if progress.ended else "running"
-    return True, f"{word}; outputs in {out}; log: eps logs {row.id}"
 
 
 def ssh_argv(ledger: Ledger, lanes: Lanes, dispatch: str, command: Sequence[str]) -> list[str]:

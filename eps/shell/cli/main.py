@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from eps._version import __version__
-from eps.core.durations import parse_duration
-from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, Policy, QosGrants
+from eps.core.model import CapacitySnapshot, Job, JobError, QosGrants
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
 from eps.shell.cli.parser import JOB_DEFAULTS, UsageError, build, glue_negative_values
 from eps.shell.config import load_settings
@@ -91,61 +90,31 @@ def _inputs(ns: argparse.Namespace) -> tuple[CapacitySnapshot, QosGrants]:
     return snap, grants
 
 
-def _park(text: str | None, reason: str | None, policy: Policy) -> ParkState | None:
-    if text is None:
-        if reason is not None:
-            raise UsageError("eps plan: --park-reason needs --park")
-        return None
-    spec, sep, secs = text.partition("=")
-    if not sep:
-        raise UsageError(f"eps plan: --park wants [CLUSTER:]QOS=SECONDS, got {text!r}")
-    try:
-        elapsed = parse_duration(secs)
-    except ValueError as exc:
-        raise UsageError(f"eps plan: --park: {exc}") from None
-    cluster_name, _, qos = spec.rpartition(":")
-    if cluster_name:
-        cluster = policy.cluster(cluster_name)
-        if cluster is None:
-            raise UsageError(f"eps plan: --park: unknown cluster {cluster_name!r}")
-    else:
-        cluster = next((c for c in policy.clusters if qos in c.qos_ladder or qos in (c.dev_qos, c.name)), None)
-        if cluster is None:
-            raise UsageError(f"eps plan: --park: no cluster has a QoS {qos!r}")
-    q: str | None = None if qos == cluster.name and not cluster.qos_ladder else qos
-    return ParkState(cluster.name, q, elapsed, reason)
-
-
 def cmd_plan(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
-    from eps.core.router import plan
-    from eps.shell.availability import down_here
-    from eps.shell.state.lives import remembered_here
+    from eps.shell.service import park_state, plan
 
     job = make_job(ns)
     snap, grants = _inputs(ns)
-    snap = remembered_here(snap, settings.state_dir)  # boot loops: what the ledger remembers
-    park = _park(ns.park, ns.park_reason, settings.policy)
-    result = plan(job, snap, grants, park, policy=settings.policy)
-    lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
-    down = (*snap.unavailable, *down_here(settings, env, lanes))
+    park = park_state(ns.park, ns.park_reason, settings.policy)
+    result = plan(settings, env, job, snap, grants, park)
     if ns.json:
-        from eps.shell.cli.views import plan_dict
-
-        emit(plan_dict(result, job, down, settings.jobs.healing()))
+        emit(result.to_dict())
     else:
         from eps.shell.cli.views import out_for, print_plan
 
-        print_plan(result, job, out_for(sys.stdout, env, wide=ns.wide), down, settings.jobs.healing())
+        print_plan(result.route, job, out_for(sys.stdout, env, wide=ns.wide), result.down, result.healing)
     # The exit status is the policy's answer (1: a terminal, no rung at all); whether this
     # machine can run the rungs is the `here` column / `can_start`, and `eps check`'s status.
-    return EXIT_OK if result.terminal is None else EXIT_FAILED
+    return EXIT_OK if result.route.terminal is None else EXIT_FAILED
 
 
 def cmd_intents(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
     from eps.shell.cli import views
 
     if getattr(ns, "json", False):
-        emit(views.intents_doc(settings.policy))
+        from eps.shell.documents import intents_doc
+
+        emit(intents_doc(settings.policy))
     else:
         views.print_intents(settings.policy, views.out_for(sys.stdout, env, wide=getattr(ns, "wide", False)))
     return EXIT_OK
@@ -189,6 +158,22 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
         return cmd_plan(ns, settings, env)
     if ns.cmd is None:
         raise UsageError("eps: a command is needed: check, plan, intents, execute, status, cancel, ... (eps --help)")
+    if ns.cmd == "guide":
+        from eps.shell.documents import guide_text
+
+        sys.stdout.write(guide_text())
+        return EXIT_OK
+    if ns.cmd == "mcp" and ns.tools:
+        from eps.core.contract import TOOLS
+
+        sys.stdout.write("".join(f"{name:<8} {what}\n" for name, what in TOOLS))
+        return EXIT_OK
+    if ns.cmd == "mcp":
+        try:
+            from eps.shell.mcp_server import serve
+        except ImportError as exc:
+            raise UsageError(f"eps mcp needs the MCP SDK ({exc}): pip install 'eps[mcp]'") from None
+        return serve(env, lane_options)
     if ns.cmd == "check":
         from eps.shell.cli.check import run_check
 

@@ -53,6 +53,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "supervise": ("eps supervise", "eps supervise --json"),
     "ssh": ("eps ssh e1a2b3c4d5", "eps ssh e1a2b3c4d5 -- nvidia-smi"),
     "schema": ("eps schema", "eps schema plan"),
+    "mcp": ("eps mcp", "eps mcp --tools"),
+    "guide": ("eps guide", "eps guide > AGENTS.md"),
     "completion": (
         "eps completion bash > ~/.local/share/bash-completion/completions/eps",
         "eps completion zsh > ~/.zfunc/_eps",
@@ -62,6 +64,13 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 EXECUTE_NOTE = (
     "One argument after -- is a shell line, run through bash -lc (pipes, &&, globs work);\n"
     "several arguments are an argv, run as is.  The job writes its results to $EPS_OUTPUT_DIR.\n"
+)
+
+MCP_NOTE = (
+    "Tools: check, intents, plan, execute, status, wait, logs, pull, cancel; each result is the --json\n"
+    "document of the command (eps schema NAME).  execute always detaches; wait waits at most its timeout\n"
+    "(default 50 s, at most 600 s); logs returns at most max_bytes from an offset.  An MCP client runs\n"
+    "it as the command `eps` with the argument `mcp` (e.g. claude mcp add eps -- eps mcp).\n"
 )
 
 #: Shell completion hooks (shtab reads ``action.complete``): functions of the preamble in
@@ -331,6 +340,12 @@ def build() -> _Parser:  # noqa: PLR0915  (one statement per option: the parser 
 
     sh = _sub(sub, "ssh", "a shell where the job runs (or run -- COMMAND there)", usage="eps ssh DISPATCH [-- COMMAND]")
     _dispatch_arg(sh, "the dispatch id")
+
+    m = _sub(sub, "mcp", "serve eps to agents: a Model Context Protocol server on stdin/stdout (eps[mcp])",
+             note=MCP_NOTE)
+    m.add_argument("--tools", action="store_true", help="list the tools and exit (no server)")
+
+    _sub(sub, "guide", "the agent guide: which intent, how to dispatch and follow without blocking, exit codes")
 
     sc = _sub(sub, "schema", "the JSON Schema of a --json output (plan, intents, status, events, check, ...)")
     a = sc.add_argument("name", nargs="?", help="which schema (none: list them)")

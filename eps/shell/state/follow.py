@@ -52,6 +52,16 @@ WAIT_RECONCILE_S = 60.0
 UNSETTLED = (DispatchState.STARTED, DispatchState.WALKING, DispatchState.HELD, DispatchState.INTERRUPTED)
 
 
+def rows_of(ledger: Ledger, dispatch: str) -> list[DispatchRow]:
+    """The dispatch, or the copies of a ``--count`` parent (an unknown one is one line)."""
+    from eps.core.model import JobError
+
+    row = ledger.dispatch(dispatch)
+    if row is None:
+        raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+    return ledger.children(dispatch) or [row]
+
+
 def ids_of(ledger: Ledger, dispatch: str) -> list[str]:
     """The dispatch, or the copies of a ``--count`` parent."""
     children = ledger.children(dispatch)

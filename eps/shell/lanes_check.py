@@ -1,0 +1,156 @@
+"""The ``check`` operation (``eps check``, the MCP tool ``check``): which lanes this machine
+can use, and the exact step that fixes each of the others.  It creates nothing: it reads
+the settings, looks for credentials where the providers keep them, and asks each lane
+that is set up one read-only question, all at once and each within ``--timeout``:
+
+- a SLURM cluster: its QoS grants through the login prefix (``sacctmgr show assoc``),
+  which shows both that the prefix answers and what the ladder may use;
+- GCP: the instances eps made (one listing; proves the project and the credentials);
+- RunPod: the pods (one ``GET /v2/pods``; proves the key is accepted).
+
+``ok`` only when every resource kind (CPU, GPU) has at least one usable lane in its
+automatic lane order (``eps check`` then exits 0; 1 otherwise).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from returns.result import Failure, Success
+
+from eps.core.model import DownCode, LaneDown, LaneKind
+from eps.shell.events import SCHEMA_VERSION
+from eps.shell.settings import Settings
+
+
+def _probe(lanes: Any, name: str) -> Callable[[], tuple[bool, str]]:
+    """The one read-only question for lane ``name``: (answered, what it said)."""
+    kind = lanes.policy.lane_kind(name)
+
+    def ask() -> tuple[bool, str]:
+        if kind is LaneKind.VM:
+            return True, "local subprocesses on this machine (trivial CPU ops, P2)"
+        lane = lanes.get(name)
+        if kind is LaneKind.SLURM:
+            client = getattr(lane, "client", None)
+            if client is None:  # a test's stand-in
+                return True, "set up"
+            user = lanes.settings.cluster_access(name).user or lanes.env.get("USER") or lanes.env.get("LOGNAME")
+            match client.discover_grants(user or "root"):
+                case Success(grants):
+                    tiers = grants.tiers(name) or (grants.clusters[0][1] if len(grants.clusters) == 1 else ())
+                    ladder = lanes.policy.cluster(name).qos_ladder
+                    missing = [q for q in ladder if q not in {t.name for t in tiers}]
+                    said = "QoS granted: " + (", ".join(t.name for t in tiers) or "none")
+                    if missing:
+                        said += f"; not granted: {', '.join(missing)} (the ladder skips them, P9)"
+                    return bool(tiers), said
+                case Failure(f):
+                    return False, f"did not answer: {f.message}"
+        match lane.inventory(None):
+            case Success(items):
+                return True, f"answered; {len(items)} machine(s) of eps there now"
+            case Failure(f):
+                return False, f"{f.kind.value}: {f.message}"
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    return ask
+
+
+def _fix_unreachable(settings: Settings, name: str, kind: LaneKind | None) -> str:
+    if kind is LaneKind.SLURM:
+        login = " ".join(settings.cluster_access(name).login)
+        return f"make `{(login + ' ') if login else ''}sacctmgr show assoc user=$USER` work from this machine"
+    if kind is LaneKind.GCP:
+        return "check the project id and that the credentials may list Compute Engine instances in it"
+    return "check the key (RunPod console: Settings, API Keys) and that this machine reaches RunPod"
+
+
+def gather(settings: Settings, env: dict[str, str], options: Any, timeout_s: float) -> dict[str, Any]:
+    """Every lane's answers, as the ``check`` document."""
+    from eps.core.model import evolve
+    from eps.shell.lanes import LaneOptions, Lanes
+
+    opts = LaneOptions(env=env) if options is None else evolve(options, env=options.env or env)
+    lanes = Lanes(settings, opts)
+    names = lanes.names()
+    downs: dict[str, LaneDown | None] = {n: lanes.down(n) for n in names}
+    answers: dict[str, tuple[bool, str]] = {}
+
+    def run(name: str) -> None:
+        try:
+            answers[name] = _probe(lanes, name)()
+        except Exception as exc:  # a probe must never stop the others
+            answers[name] = (False, f"{type(exc).__name__}: {exc}")
+
+    # Every lane asked at once, each within the timeout; daemon threads, so a lane that
+    # hangs never holds the command open.
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in names if downs[n] is None]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout_s
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    rows = [_row(settings, n, downs[n], answers.get(n), timeout_s) for n in names]
+    if not any(t.is_alive() for t in threads):
+        lanes.close()
+    usable = {
+        "cpu": [n for n in settings.policy.cpu_lane_order if any(r["lane"] == n and r["usable"] for r in rows)],
+        "gpu": [n for n in settings.policy.gpu_lane_order if any(r["lane"] == n and r["usable"] for r in rows)],
+    }
+    return {"schema_version": SCHEMA_VERSION, "lanes": rows, "usable": usable, "ok": all(usable.values())}
+
+
+def _resources(settings: Settings, name: str) -> list[str]:
+    p = settings.policy
+    out = []
+    if name in p.cpu_lane_order or name == p.trivial_lane:
+        out.append("cpu")
+    if name in p.gpu_lane_order or name == "runpod":
+        out.append("gpu")
+    return out
+
+
+def _row(
+    settings: Settings,
+    name: str,
+    down: LaneDown | None,
+    answer: tuple[bool, str] | None,
+    timeout_s: float,
+) -> dict[str, Any]:
+    kind = settings.policy.lane_kind(name)
+    needs_key = kind in (LaneKind.GCP, LaneKind.RUNPOD)
+    row: dict[str, Any] = {
+        "lane": name,
+        "kind": kind.value if kind else None,
+        "resources": _resources(settings, name),
+        "configured": True,
+        "credentials": True if needs_key else None,
+        "reachable": None,
+        "usable": False,
+        "detail": None,
+        "problem": None,
+        "fix": None,
+    }
+    if down is not None:
+        row["configured"] = down.code is not DownCode.NOT_CONFIGURED
+        if down.code is DownCode.NOT_CONFIGURED:
+            row["credentials"] = None
+        elif down.code is DownCode.NO_CREDENTIALS:
+            row["credentials"] = False
+        row["problem"] = {"code": down.code.value, "text": down.reason}
+        row["fix"] = down.fix
+        return row
+    if answer is None:
+        answer = (False, f"no answer within {timeout_s:g} s")
+    ok, said = answer
+    row["reachable"] = ok
+    row["usable"] = ok
+    row["detail"] = said
+    if not ok:
+        row["problem"] = {"code": DownCode.LANE_DOWN.value, "text": said}
+        row["fix"] = _fix_unreachable(settings, name, kind)
+    return row

@@ -1,0 +1,82 @@
+"""`eps mcp` with one real machine: a CPU job on GCP (the real google-cloud-compute client
+against the local Compute server, the job shipped over ssh to the test sshd), driven
+through the SDK's stdio client: `execute` back at once, `wait` in bounded calls until the
+job ended, its log from an offset, its outputs pulled, its VM deleted once it settled."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from test_mcp_server import Call, valid, with_server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The fault suite's helpers: eps as separate processes against the fakes (none of its tests run here).
+faults = _load("faults_support_for_mcp", ROOT / "tests" / "shell" / "faults" / "faults_support.py")
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Any]:
+    faults.ssh_support.start_sshd()
+    gcp = faults.gcp_fake.FakeCompute(faults.PROJECT).start()
+    runpod = faults.runpod_fake.FakeRunpod(api_key=faults.KEY, gets_to_running=1).start()
+    eps = faults.Eps(tmp_path, gcp, runpod, detached=True)
+    eps.gcp = gcp
+    yield eps
+    eps.run("cancel", "--all")
+    eps.close()  # ends the supervisor it started, and the jobs on the test sshd
+    gcp.stop()
+    runpod.stop()
+
+
+def test_a_gcp_job_through_mcp(cloud: Any) -> None:
+    async def scenario(_session: Any, call: Call) -> None:
+        line = "echo on-gcp; echo $EPS_TASK_COUNT > $EPS_OUTPUT_DIR/n; exit 7"
+        t = time.monotonic()
+        failed, doc = await call("execute", {"intent": "cpu-small", "duration": "30m", "command": line})
+        assert not failed, doc
+        assert time.monotonic() - t < 2.0
+        valid(doc, "execute")
+        d = doc["dispatch"]
+        deadline = time.monotonic() + 240
+        while True:  # bounded calls, as an agent makes them
+            t = time.monotonic()
+            failed, doc = await call("wait", {"dispatch": d, "timeout": 5})
+            assert not failed and time.monotonic() - t < 5 + 3, doc
+            valid(doc, "wait")
+            if doc["ended"] or time.monotonic() > deadline:
+                break
+        assert doc["ended"] and doc["exit_code"] == 7, doc
+        [job] = doc["jobs"]
+        assert (Path(job["outputs"]) / "n").read_text().strip() == "1"
+        failed, doc = await call("status", {"dispatch": d})
+        [row] = doc["dispatches"]
+        assert row["handle"]["lane"] == "gcp", row
+        failed, doc = await call("logs", {"dispatch": d, "offset": 0, "max_bytes": 4})
+        [piece] = doc["logs"]
+        failed, rest = await call("logs", {"dispatch": d, "offset": piece["next_offset"]})
+        assert "on-gcp" in piece["text"] + rest["logs"][0]["text"]
+        assert json.dumps(rest)  # a plain JSON document
+
+    with_server(cloud.env, scenario)
+    assert cloud.gcp.instances == {}  # the outputs came back, the VM is deleted: nothing keeps billing
