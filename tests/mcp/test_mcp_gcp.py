@@ -80,3 +80,45 @@ def test_a_gcp_job_through_mcp(cloud: Any) -> None:
 
     with_server(cloud.env, scenario)
     assert cloud.gcp.instances == {}  # the outputs came back, the VM is deleted: nothing keeps billing
+
+
+@pytest.fixture
+def slow_cloud(tmp_path: Path) -> Iterator[Any]:
+    faults.ssh_support.start_sshd()
+    gcp = faults.gcp_fake.FakeCompute(faults.PROJECT).start()
+    runpod = faults.runpod_fake.FakeRunpod(api_key=faults.KEY, gets_to_running=1, latency_s=4.0).start()
+    eps = faults.Eps(tmp_path, gcp, runpod, detached=True)
+    yield eps
+    eps.run("cancel", "--all", timeout_s=180.0)
+    eps.close()
+    gcp.stop()
+    runpod.stop()
+
+
+def test_every_tool_returns_within_its_bound_while_the_provider_is_slow(slow_cloud: Any) -> None:
+    """RunPod answers every request after 4 s: the tools still answer within their bounds
+    (execute at once, check and status within their timeout, wait within its timeout, logs
+    at once with no log yet)."""
+
+    async def scenario(_session: Any, call: Call) -> None:
+        async def timed(name: str, args: dict[str, Any], bound_s: float) -> dict[str, Any]:
+            t = time.monotonic()
+            failed, doc = await call(name, args)
+            took = time.monotonic() - t
+            assert not failed, doc
+            assert took < bound_s, (name, took)
+            valid(doc, name)
+            return doc
+
+        job = {"intent": "cpu-small", "duration": "30m", "pin": "runpod", "command": "sleep 30"}
+        d = (await timed("execute", job, 2.0))["dispatch"]
+        doc = await timed("check", {"timeout": 1}, 1 + 2.0)
+        [runpod] = [r for r in doc["lanes"] if r["lane"] == "runpod"]
+        assert not runpod["reachable"] and "no answer within 1 s" in runpod["detail"], runpod
+        await timed("status", {"timeout": 1}, 1 + 2.0)
+        doc = await timed("wait", {"dispatch": d, "timeout": 2}, 2 + 2.0)
+        assert not doc["ended"]
+        doc = await timed("logs", {"dispatch": d}, 2.0)
+        assert doc["logs"][0]["source"] in ("none", "live")
+
+    with_server(slow_cloud.env, scenario)
