@@ -5,13 +5,12 @@ job ended, its log from an offset, its outputs pulled, its VM deleted once it se
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,19 +19,10 @@ from test_mcp_server import Call, valid, with_server
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-#: The fault suite's helpers: eps as separate processes against the fakes (none of its tests run here).
-faults = _load("faults_support_for_mcp", ROOT / "tests" / "shell" / "faults" / "faults_support.py")
+#: The fault suite's helpers: eps as separate processes against the fakes (none of its tests
+#: run here), imported by the name its own conftest uses.
+sys.path.insert(0, str(ROOT / "tests" / "shell" / "faults"))
+faults: Any = importlib.import_module("faults_support")
 
 
 @pytest.fixture
