@@ -22,22 +22,27 @@ last ``lines``; ``status`` and ``check`` give each provider their ``timeout``.
 # No ``from __future__ import annotations``: the SDK reads the tools' annotations (the
 # enums are made from this user's tables when the server starts) at run time.
 
+import contextlib
 import json
 import os
 import tempfile
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
+from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from eps.core.contract import TOOLS
 from eps.core.model import JobError
 from eps.shell.cli.exits import Exit, error_doc
-from eps.shell.service import LOGS_DEFAULT_BYTES, WAIT_DEFAULT_S, NotTaken, Service
+from eps.shell.service import LOGS_DEFAULT_BYTES, WAIT_DEFAULT_S, WAIT_MAX_S, NotTaken, Service
 from eps.shell.settings import ConfigError
 
+#: ``wait`` sends a progress notification this often while it waits.
+PROGRESS_EVERY_S = 5.0
 #: The names the input schemas offer as enums, filled from the user's tables by :func:`build`.
 _ENUMS: dict[str, list[Any]] = {"intent": [], "lane": []}
 
@@ -95,6 +100,15 @@ def _answer(call: Callable[[], dict[str, Any]]) -> CallToolResult:
         failed = False
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(doc))], structured_content=doc,
                           is_error=failed)  # fmt: skip
+
+
+def _progress(ctx: Context, done: float, total: float, message: str) -> None:
+    """A progress notification from a tool's worker thread (none when the client asked for
+    none; a client gone meanwhile does not stop the call)."""
+    import anyio.from_thread
+
+    with contextlib.suppress(Exception):
+        anyio.from_thread.run(ctx.report_progress, round(done, 1), total, message)
 
 
 def _say(tool: str, more: str) -> str:
@@ -188,10 +202,20 @@ def build(svc: Service) -> Any:
 
         return _answer(run)
 
-    @tool(description=_say("wait", "call it again while ended is false"))
-    def wait(dispatch: Dispatch, timeout: Duration = int(WAIT_DEFAULT_S)) -> CallToolResult:
-        bound = WAIT_DEFAULT_S if timeout is None else timeout
-        return _answer(lambda: svc.wait(dispatch, timeout_s=seconds(bound, "timeout")))
+    @tool(description=_say("wait", f"call it again while ended is false; a progress notification every "
+                           f"{PROGRESS_EVERY_S:g} s meanwhile"))  # fmt: skip
+    def wait(dispatch: Dispatch, ctx: Context, timeout: Duration = int(WAIT_DEFAULT_S)) -> CallToolResult:
+        def run() -> dict[str, Any]:
+            bound = min(float(seconds(WAIT_DEFAULT_S if timeout is None else timeout, "timeout")), WAIT_MAX_S)
+            start = time.monotonic()
+            while True:  # in slices, each the service's own bounded wait, with progress between them
+                left = max(0.0, bound - (time.monotonic() - start))
+                doc = svc.wait(dispatch, timeout_s=min(left, PROGRESS_EVERY_S))
+                if doc["ended"] or left <= PROGRESS_EVERY_S:
+                    return {**doc, "waited_s": round(time.monotonic() - start, 3), "timeout_s": bound}
+                _progress(ctx, time.monotonic() - start, bound, f"{dispatch} is {doc['state']}")
+
+        return _answer(run)
 
     @tool(description=_say("logs", "pass the last next_offset back as offset to continue"))
     def logs(dispatch: Dispatch, offset: int = 0, max_bytes: int = LOGS_DEFAULT_BYTES,

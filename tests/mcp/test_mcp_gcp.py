@@ -5,13 +5,12 @@ job ended, its log from an offset, its outputs pulled, its VM deleted once it se
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,19 +19,10 @@ from test_mcp_server import Call, valid, with_server
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-#: The fault suite's helpers: eps as separate processes against the fakes (none of its tests run here).
-faults = _load("faults_support_for_mcp", ROOT / "tests" / "shell" / "faults" / "faults_support.py")
+#: The fault suite's helpers: eps as separate processes against the fakes (none of its tests
+#: run here), imported by the name its own conftest uses.
+sys.path.insert(0, str(ROOT / "tests" / "shell" / "faults"))
+faults: Any = importlib.import_module("faults_support")
 
 
 @pytest.fixture
@@ -80,3 +70,45 @@ def test_a_gcp_job_through_mcp(cloud: Any) -> None:
 
     with_server(cloud.env, scenario)
     assert cloud.gcp.instances == {}  # the outputs came back, the VM is deleted: nothing keeps billing
+
+
+@pytest.fixture
+def slow_cloud(tmp_path: Path) -> Iterator[Any]:
+    faults.ssh_support.start_sshd()
+    gcp = faults.gcp_fake.FakeCompute(faults.PROJECT).start()
+    runpod = faults.runpod_fake.FakeRunpod(api_key=faults.KEY, gets_to_running=1, latency_s=4.0).start()
+    eps = faults.Eps(tmp_path, gcp, runpod, detached=True)
+    yield eps
+    eps.run("cancel", "--all", timeout_s=180.0)
+    eps.close()
+    gcp.stop()
+    runpod.stop()
+
+
+def test_every_tool_returns_within_its_bound_while_the_provider_is_slow(slow_cloud: Any) -> None:
+    """RunPod answers every request after 4 s: the tools still answer within their bounds
+    (execute at once, check and status within their timeout, wait within its timeout, logs
+    at once with no log yet)."""
+
+    async def scenario(_session: Any, call: Call) -> None:
+        async def timed(name: str, args: dict[str, Any], bound_s: float) -> dict[str, Any]:
+            t = time.monotonic()
+            failed, doc = await call(name, args)
+            took = time.monotonic() - t
+            assert not failed, doc
+            assert took < bound_s, (name, took)
+            valid(doc, name)
+            return doc
+
+        job = {"intent": "cpu-small", "duration": "30m", "pin": "runpod", "command": "sleep 30"}
+        d = (await timed("execute", job, 2.0))["dispatch"]
+        doc = await timed("check", {"timeout": 1}, 1 + 2.0)
+        [runpod] = [r for r in doc["lanes"] if r["lane"] == "runpod"]
+        assert not runpod["reachable"] and "no answer within 1 s" in runpod["detail"], runpod
+        await timed("status", {"timeout": 1}, 1 + 2.0)
+        doc = await timed("wait", {"dispatch": d, "timeout": 2}, 2 + 2.0)
+        assert not doc["ended"]
+        doc = await timed("logs", {"dispatch": d}, 2.0)
+        assert doc["logs"][0]["source"] in ("none", "live")
+
+    with_server(slow_cloud.env, scenario)

@@ -217,6 +217,16 @@ def test_a_vm_job_detached_bounded_wait_logs_from_an_offset_and_cancel(setup: Se
         assert 0.9 <= waited < 5.0, waited
         assert doc["timeout_s"] == 1
 
+        seen: list[tuple[float, float | None, str | None]] = []
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            seen.append((done, total, message))
+
+        res = await session.call_tool("wait", {"dispatch": slow, "timeout": 6}, progress_callback=progress)
+        assert not res.is_error and not res.structured_content["ended"]  # type: ignore[index]
+        assert res.structured_content["timeout_s"] == 6 and res.structured_content["waited_s"] >= 6  # type: ignore[index]
+        assert seen and seen[0][1] == 6 and slow in str(seen[0][2]), seen  # a progress notification while it waited
+
         failed, doc = await call("status", {"dispatch": slow})
         assert not failed and doc["dispatches"][0]["state"] in ("walking", "started")
         valid(doc, "status")
