@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_mcp_server import Call, valid, with_server
+from test_mcp_server import SLACK_S, Call, valid, with_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,14 +45,14 @@ def test_a_gcp_job_through_mcp(cloud: Any) -> None:
         t = time.monotonic()
         failed, doc = await call("execute", {"intent": "cpu-small", "duration": "30m", "command": line})
         assert not failed, doc
-        assert time.monotonic() - t < 2.0
+        assert time.monotonic() - t < 2.0 + SLACK_S
         valid(doc, "execute")
         d = doc["dispatch"]
         deadline = time.monotonic() + 240
         while True:  # bounded calls, as an agent makes them
             t = time.monotonic()
             failed, doc = await call("wait", {"dispatch": d, "timeout": 5})
-            assert not failed and time.monotonic() - t < 5 + 3, doc
+            assert not failed and time.monotonic() - t < 5 + SLACK_S, doc
             valid(doc, "wait")
             if doc["ended"] or time.monotonic() > deadline:
                 break
@@ -76,7 +76,7 @@ def test_a_gcp_job_through_mcp(cloud: Any) -> None:
 def slow_cloud(tmp_path: Path) -> Iterator[Any]:
     faults.ssh_support.start_sshd()
     gcp = faults.gcp_fake.FakeCompute(faults.PROJECT).start()
-    runpod = faults.runpod_fake.FakeRunpod(api_key=faults.KEY, gets_to_running=1, latency_s=4.0).start()
+    runpod = faults.runpod_fake.FakeRunpod(api_key=faults.KEY, gets_to_running=1, latency_s=12.0).start()
     eps = faults.Eps(tmp_path, gcp, runpod, detached=True)
     yield eps
     eps.run("cancel", "--all", timeout_s=180.0)
@@ -86,9 +86,9 @@ def slow_cloud(tmp_path: Path) -> Iterator[Any]:
 
 
 def test_every_tool_returns_within_its_bound_while_the_provider_is_slow(slow_cloud: Any) -> None:
-    """RunPod answers every request after 4 s: the tools still answer within their bounds
-    (execute at once, check and status within their timeout, wait within its timeout, logs
-    at once with no log yet)."""
+    """RunPod answers every request after 12 s (more than any bound plus its slack): the tools
+    still answer within their bounds (execute at once, check and status within their timeout,
+    wait within its timeout, logs at once with no log yet)."""
 
     async def scenario(_session: Any, call: Call) -> None:
         async def timed(name: str, args: dict[str, Any], bound_s: float) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def test_every_tool_returns_within_its_bound_while_the_provider_is_slow(slow_clo
             failed, doc = await call(name, args)
             took = time.monotonic() - t
             assert not failed, doc
-            assert took < bound_s, (name, took)
+            assert took < bound_s + SLACK_S, (name, took)
             valid(doc, name)
             return doc
 

@@ -28,6 +28,9 @@ from eps.shell.documents import guide_text
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "from eps.shell.cli.main import entry; entry()"
+#: Slack on every documented time bound: a loaded 2-core machine (a CI run) adds seconds of
+#: process start; the bound proven is "answers, does not wait for the job or the provider".
+SLACK_S = 6.0
 
 JOBS = [
     ["gpu-1", "--duration", "3h"],
@@ -175,7 +178,7 @@ def test_a_vm_job_detached_bounded_wait_logs_from_an_offset_and_cancel(setup: Se
         failed, doc = await call("execute", {"intent": "cpu-small", "duration": "20s", "command": line})
         took = time.monotonic() - t
         assert not failed, doc
-        assert took < 2.0, took
+        assert took < 2.0 + SLACK_S, took
         valid(doc, "execute")
         quick = doc["dispatch"]
 
@@ -214,7 +217,7 @@ def test_a_vm_job_detached_bounded_wait_logs_from_an_offset_and_cancel(setup: Se
         failed, doc = await call("wait", {"dispatch": slow, "timeout": 1})
         waited = time.monotonic() - t
         assert not failed and not doc["ended"] and doc["exit_code"] is None, doc
-        assert 0.9 <= waited < 5.0, waited
+        assert 0.9 <= waited < 1.0 + SLACK_S, waited
         assert doc["timeout_s"] == 1
 
         seen: list[tuple[float, float | None, str | None]] = []
@@ -262,7 +265,7 @@ def test_the_python_api_detaches_and_waits_within_a_bound(setup: Setup) -> None:
     env = setup.env
     t = time.monotonic()
     run = eps.execute(eps.Job("cpu-small", duration="20s", command="sleep 60", settings_env=env), detach=True, env=env)
-    assert time.monotonic() - t < 2.0
+    assert time.monotonic() - t < 2.0 + SLACK_S
     assert run.exit_code == 0 and run.error is None and run.state in ("walking", "started"), run
     [slow] = run.dispatches
     t = time.monotonic()
