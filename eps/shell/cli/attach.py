@@ -38,8 +38,24 @@ class Detached(Exception):
         self.signum = signum
 
 
-def _raise(signum: int, _frame: FrameType | None) -> None:
-    raise Detached(signum)
+class _Stops:
+    """The stop signals a follower got.  The handler only notes one; the loop acts on it
+    where it is safe to, because an exception raised from a handler lands wherever the
+    main thread happens to be, and a library's ``except Exception`` there (cattrs building
+    a converter, say) swallows it: the caller then never leaves."""
+
+    def __init__(self) -> None:
+        self.got: int | None = None
+
+    def note(self, signum: int, _frame: FrameType | None) -> None:
+        if self.got is None:
+            self.got = signum
+
+    def check(self) -> None:
+        if self.got == signal.SIGINT:
+            raise KeyboardInterrupt
+        if self.got is not None:
+            raise Detached(self.got)
 
 
 def follow(
@@ -68,9 +84,11 @@ def follow(
     end = None if timeout_s is None else time.monotonic() + timeout_s
     checked = time.monotonic()
     started: set[str] = set()
-    old = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGHUP)}
+    stops = _Stops()
+    old = {s: signal.signal(s, stops.note) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
         while True:
+            stops.check()
             records, offset = read_from(path, offset)
             for rec in records:
                 reporter.show(rec)
@@ -91,6 +109,7 @@ def follow(
                 checked = time.monotonic()
                 if not all(settled(r) for r in rows) and S.alive_pid(ledger.state_dir) is None:
                     S.ensure(ledger.state_dir, env)  # the supervisor died: revive
+            stops.check()
             time.sleep(LOOK_S if end is None else max(0.0, min(LOOK_S, end - time.monotonic())))
     finally:
         for s, h in old.items():

@@ -28,7 +28,7 @@ CPU_GCP = ("cpu-small", "--duration", "30m", "--pin", "gcp")
 CPU_RUNPOD = ("cpu-small", "--duration", "30m", "--pin", "runpod")
 CPU_VM = ("cpu-small", "--duration", "20s")
 #: The job writes a random blob and, on the machine, its hash: the pulled copy must match.
-BLOB = ('sleep {s}; head -c 3000000 /dev/urandom > "$EPS_OUTPUT_DIR/blob"; '
+BLOB = ('{wait}head -c 3000000 /dev/urandom > "$EPS_OUTPUT_DIR/blob"; '
         'sha256sum "$EPS_OUTPUT_DIR/blob" | cut -d" " -f1 > "$EPS_OUTPUT_DIR/blob.sha"; exit {rc}')  # fmt: skip
 
 
@@ -37,6 +37,11 @@ def eps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path) -> Iterat
     e = Eps(tmp_path, gtrap.fake, rtrap.fake, detached=True)
     yield e
     e.close()
+
+
+def _until(go: Path) -> str:
+    """A shell prefix that holds the job until the test touches ``go``."""
+    return f"while [ ! -e {go} ]; do sleep 0.2; done; "
 
 
 def _id() -> str:
@@ -64,19 +69,22 @@ def _no_supervisor_soon(eps: Eps) -> None:
 @pytest.mark.parametrize("lane", ["gcp", "runpod"])
 @pytest.mark.parametrize("how", ["TERM", "KILL"])
 def test_the_caller_killed_mid_job_changes_nothing(
-    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, lane: str, how: str
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path, lane: str, how: str
 ) -> None:
     d = _id()
+    go = tmp_path / "go"  # the job runs on until the caller is gone, however slow the machine
     job = CPU_GCP if lane == "gcp" else CPU_RUNPOD
-    child = eps.start("execute", "--json", "--dispatch-id", d, *job, "--wait", "--", BLOB.format(s=6, rc=4))
+    child = eps.start("execute", "--json", "--dispatch-id", d, *job, "--wait", "--", BLOB.format(wait=_until(go), rc=4))
     child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
     if how == "TERM":
         os.kill(child.pid, signal.SIGTERM)
-        assert child.wait(10) == 75  # still running: it goes on under its supervisor
+        assert child.wait(10) == 75, (child.lines, child.err)  # still running: it goes on under its supervisor
         last = child.events[-1]
         assert (last["event"], last["dispatch"], last["state"]) == ("still_running", d, "started")
     else:
         child.kill()
+        child.wait(10)
+    go.touch()
     row = _ended(eps, d)  # no further command
     assert (row["state"], row["exit_code"]) == ("ended", 4)
     _blob_back(eps, d)
@@ -149,7 +157,7 @@ def _revive(eps: Eps) -> None:
 def test_supervisor_killed_at_the_gcp_insert(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, when: str) -> None:
     d = _id()
     gtrap.arm("POST", rf"/zones/{ZONES[0]}/instances$", when, eps.kill_supervisor)
-    rc, out, err = eps.run("execute", "--detach", "--dispatch-id", d, *CPU_GCP, "--", BLOB.format(s=0, rc=0))
+    rc, out, err = eps.run("execute", "--detach", "--dispatch-id", d, *CPU_GCP, "--", BLOB.format(wait="", rc=0))
     assert rc == 0, (out, err)
     wait_until(lambda: gtrap.fired, 30, "the insert")
     wait_until(lambda: eps.supervisor_pid() is None, 10, "the supervisor to die")
@@ -192,7 +200,7 @@ def test_supervisor_killed_while_the_workdir_ships(
 def test_supervisor_killed_while_the_job_runs(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, lane: str) -> None:
     d = _id()
     job = CPU_GCP if lane == "gcp" else CPU_RUNPOD
-    child = eps.start("execute", "--json", "--dispatch-id", d, *job, "--", BLOB.format(s=4, rc=0))
+    child = eps.start("execute", "--json", "--dispatch-id", d, *job, "--", BLOB.format(wait="sleep 4; ", rc=0))
     child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
     eps.kill_supervisor()
     _revive(eps)
@@ -212,7 +220,7 @@ def test_a_machine_its_watcher_stopped_is_started_pulled_and_deleted_by_the_revi
     outputs not pulled (TERMINATED, its disk kept).  The next eps status revives the
     supervisor, which starts the VM again, pulls the outputs byte for byte, then deletes it."""
     d = _id()
-    child = eps.start("execute", "--json", "--dispatch-id", d, *CPU_GCP, "--", BLOB.format(s=1, rc=5))
+    child = eps.start("execute", "--json", "--dispatch-id", d, *CPU_GCP, "--", BLOB.format(wait="sleep 1; ", rc=5))
     child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
     eps.kill_supervisor()
     wait_until((tmp_path / "gcp-runs" / d / "0" / "exit-code").exists, 60, "the job to end on its VM")
