@@ -195,6 +195,22 @@ def prepare(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, sna
     return Prepared(job, values, check_files(job, values, ctx.err))
 
 
+def given(snapshot: str | None, grants: str | None) -> tuple[CapacitySnapshot, QosGrants]:
+    """The ``--snapshot`` and ``--grants`` files when given (strict: a bad file is one line),
+    else an empty snapshot and the default grants."""
+    from eps.core.tables import DEFAULT_GRANTS
+
+    snap, granted = CapacitySnapshot(), DEFAULT_GRANTS
+    if snapshot or grants:
+        from eps.shell import snapshots as files
+
+        if snapshot:
+            snap = files.load_snapshot(snapshot)
+        if grants:
+            granted = files.load_grants(grants)
+    return snap, granted
+
+
 def new_dispatch_id() -> str:
     from eps.shell.walker import Walker
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eps.core.model import CapacitySnapshot, Job, JobError, QosGrants
+from eps.core.model import Job, JobError
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit
 from eps.shell.settings import Settings
 
@@ -162,7 +162,7 @@ def _execute(
         raise JobError("usage", 'eps execute --detach needs a supervisor ([jobs] supervise = "detached")', None)
     job = None if ns.resume else make_job(ns, command)
     service.refuse_inline(job)
-    snapshot, grants = _files(ns)
+    snapshot, grants = service.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
     ready = None
     if job is not None:  # every input error is found before anything happens (no reconcile, no call)
         ready = service.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants)
@@ -230,7 +230,7 @@ def _hand_over(
             service.take_over(ctx, dispatch)
         else:
             job = make_job(ns, command)
-            snapshot, grants = _files(ns)
+            snapshot, grants = service.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
             ready = service.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants)
             dispatch = ns.dispatch_id or Walker.new_dispatch_id()
             service.hand_over(ctx, ready, dispatch, snapshot if ns.snapshot else None, grants if ns.grants else None)
@@ -336,22 +336,6 @@ def _follower(ledger: Ledger, lanes: Lanes) -> Callable[[Any], None]:
         life.logs(ledger, lanes, row.id, follow=True)
 
     return follow
-
-
-def _files(ns: argparse.Namespace) -> tuple[CapacitySnapshot, QosGrants]:
-    """The snapshot and grants files, if given (strict: a bad file is one line, exit 2)."""
-    from eps.core.tables import DEFAULT_GRANTS
-
-    snapshot = CapacitySnapshot()
-    grants = DEFAULT_GRANTS
-    if getattr(ns, "snapshot", None) or getattr(ns, "grants", None):
-        from eps.shell import snapshots as files
-
-        if ns.snapshot:
-            snapshot = files.load_snapshot(ns.snapshot)
-        if ns.grants:
-            grants = files.load_grants(ns.grants)
-    return snapshot, grants
 
 
 def _status(ns: argparse.Namespace, ctx: Ctx) -> int:

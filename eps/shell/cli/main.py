@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from eps._version import __version__
-from eps.core.model import CapacitySnapshot, Job, JobError, QosGrants
+from eps.core.model import Job, JobError
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
 from eps.shell.cli.parser import JOB_DEFAULTS, UsageError, build, glue_negative_values
 from eps.shell.config import load_settings
@@ -75,26 +75,11 @@ def make_job(ns: argparse.Namespace, command: Sequence[str] = ()) -> Job:
     )
 
 
-def _inputs(ns: argparse.Namespace) -> tuple[CapacitySnapshot, QosGrants]:
-    from eps.core.tables import DEFAULT_GRANTS
-
-    snap = CapacitySnapshot()
-    grants = DEFAULT_GRANTS
-    if ns.snapshot or ns.grants:
-        from eps.shell import snapshots as files
-
-        if ns.snapshot:
-            snap = files.load_snapshot(ns.snapshot)
-        if ns.grants:
-            grants = files.load_grants(ns.grants)
-    return snap, grants
-
-
 def cmd_plan(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
-    from eps.shell.service import park_state, plan
+    from eps.shell.service import given, park_state, plan
 
     job = make_job(ns)
-    snap, grants = _inputs(ns)
+    snap, grants = given(ns.snapshot, ns.grants)
     park = park_state(ns.park, ns.park_reason, settings.policy)
     result = plan(settings, env, job, snap, grants, park)
     if ns.json:
