@@ -8,13 +8,12 @@ from the same answers before it asks the lanes that are set up whether they answ
 a stable code (not configured, no credentials, down), a reason in words and the exact
 step that fixes it, or ``None`` when the lane is set up.
 
-Kept light (``eps plan`` imports it): os, shutil and the settings records only.
+Kept light (``eps plan`` imports it): os and the settings records only.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Mapping
 
 from eps.core.model import DownCode, LaneDown, LaneKind
@@ -78,12 +77,22 @@ def vm_down(settings: Settings, env: Mapping[str, str], name: str, **_: object) 
     return None
 
 
+def _on_path(name: str, path: str) -> bool:
+    """An executable ``name`` in a directory of ``path`` (``shutil.which`` without importing
+    shutil, and with it bz2 and lzma, on the plan path)."""
+    for d in path.split(os.pathsep):
+        f = os.path.join(d or os.curdir, name)
+        if os.path.isfile(f) and os.access(f, os.X_OK):
+            return True
+    return False
+
+
 def slurm_down(
     settings: Settings, env: Mapping[str, str], name: str, *, runner_given: bool = False, **_: object
 ) -> LaneDown | None:
     if settings.cluster_access(name).login or runner_given:
         return None
-    if shutil.which("sbatch", path=env.get("PATH", os.defpath)) is None:
+    if not _on_path("sbatch", env.get("PATH", os.defpath)):
         fix = _fix_config(settings, f'[[clusters]] name = "{name}" with login = ["ssh", "LOGIN-HOST"]')
         return LaneDown(
             name,

@@ -22,7 +22,6 @@ import contextlib
 import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from eps.core.model import CapacitySnapshot, LaneKind, MachineLife, evolve
@@ -61,6 +60,15 @@ def remembered_here(snapshot: CapacitySnapshot, state_dir: str) -> CapacitySnaps
     return remembered(snapshot, read_only(state_dir, now), now)
 
 
+def _uri(path: str) -> str:
+    """``path`` as an SQLite ``file:`` URI (what ``pathlib`` would make, without importing it
+    and ``urllib`` on the plan path): ``%``, ``?`` and ``#`` escaped."""
+    text = os.path.abspath(path)
+    for c, code in (("%", "%25"), ("?", "%3f"), ("#", "%23")):
+        text = text.replace(c, code)
+    return "file:" + text
+
+
 def read_only(state_dir: str, now: float) -> tuple[MachineLife, ...]:
     """The lives in the ledger of ``state_dir``, for ``eps plan``: one query, nothing written;
     nothing when there is no ledger (none is made) or it cannot be read (a plan is advice;
@@ -72,7 +80,7 @@ def read_only(state_dir: str, now: float) -> tuple[MachineLife, ...]:
 
     try:
         # rw, never create: a read-only connection to a WAL ledger leaves its -wal and -shm behind
-        db = sqlite3.connect(Path(path).absolute().as_uri() + "?mode=rw", uri=True, timeout=5.0)
+        db = sqlite3.connect(_uri(path) + "?mode=rw", uri=True, timeout=5.0)
     except sqlite3.Error:
         return ()
     try:
