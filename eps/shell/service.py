@@ -409,13 +409,29 @@ def _settle(ctx: Ctx, ids: Sequence[str], *, until: float, clock: Callable[[], f
         time.sleep(max(0.0, min(LOOK_S, until - clock())))
 
 
-def pull(ctx: Ctx, dispatch: str, to: str | None = None) -> dict[str, Any]:
-    """``eps pull``: each copy's outputs back (``<state>/outputs/<dispatch>`` or ``to``)."""
+def pull(ctx: Ctx, dispatch: str, to: str | None = None,
+         each: Callable[[str, str], object] | None = None) -> dict[str, Any]:  # fmt: skip
+    """``eps pull --json``: each copy's outputs back (``<state>/outputs/<dispatch>`` or
+    ``to``); ``each`` hears of each copy as it comes back."""
     from eps.shell.state.pull import pull_each
 
     pulled: list[dict[str, str]] = []
-    pull_each(ctx.ledger, ctx.lanes, dispatch, to, lambda d, note: pulled.append({"dispatch": d, "note": note}))
+
+    def back(d: str, note: str) -> None:
+        pulled.append({"dispatch": d, "note": note})
+        if each is not None:
+            each(d, note)
+
+    pull_each(ctx.ledger, ctx.lanes, dispatch, to, back)
     return doc(dispatch=dispatch, pulled=pulled)
+
+
+def reconcile(ctx: Ctx) -> dict[str, Any]:
+    """``eps reconcile --json``: the ledger against the providers; what was adopted, ended,
+    released or could not be checked."""
+    from eps.shell.state.reconcile import Reconciler
+
+    return doc(**Reconciler(ctx.ledger, ctx.lanes, ctx.events, workers=ctx.settings.fanout_concurrency).reconcile())
 
 
 def logs(ctx: Ctx, dispatch: str, *, offset: int = 0, max_bytes: int = LOGS_DEFAULT_BYTES,

@@ -54,7 +54,6 @@ def _dispatch_command(
     reporter: Reporter,
 ) -> int:
     from eps.shell import service
-    from eps.shell.state.reconcile import Reconciler
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
 
@@ -66,7 +65,6 @@ def _dispatch_command(
             raise JobError("unknown_dispatch", f"no dispatch {named!r} in the ledger", None)
     if getattr(ns, "dispatch_id", None) and ledger.dispatch(ns.dispatch_id) is not None:
         raise JobError("dispatch_exists", f"dispatch {ns.dispatch_id} already exists", None)
-    workers = settings.fanout_concurrency
     detached = settings.jobs.supervise == "detached"
     if detached and ns.cmd in ("status", "wait", "attach", "logs", "reconcile", "supervise"):
         from eps.shell import supervision as supervisor
@@ -93,34 +91,51 @@ def _dispatch_command(
                 sys.stdout.write(f"  error: {e}\n")
         return EXIT_FAILED if rep["errors"] else EXIT_OK
     if ns.cmd == "reconcile":
-        report = Reconciler(ledger, lanes, reporter, workers=workers).reconcile()
+        report = service.reconcile(ctx)
         if ns.json:
             _emit(report)
         else:
-            sys.stdout.write(_reconcile_text(report))
+            sys.stdout.write(_reconcile_text({k: v for k, v in report.items() if k != "schema_version"}))
         return EXIT_FAILED if report["errors"] else EXIT_OK
     if ns.cmd in ("wait", "attach") and detached:
         return _attach(ns, settings, ledger, lanes, reporter, history=ns.cmd == "attach")
     if ns.cmd == "attach":
         raise JobError("usage", 'eps attach: this config walks dispatches inline ([jobs] supervise = "inline")', None)
     if ns.cmd in ("logs", "pull", "wait", "ssh"):
-        return _lifecycle(ns, settings, command, ledger, lanes, reporter)
+        return _lifecycle(ns, ctx, command, reporter)
     if detached:
         return _hand_over(ns, ctx, command, make_job, reporter)
     return _execute(ns, ctx, command, make_job, reporter)
 
 
-def _lifecycle(
-    ns: argparse.Namespace, settings: Settings, command: Sequence[str], ledger: Ledger, lanes: Lanes, reporter: Reporter
-) -> int:
+def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporter: Reporter) -> int:
+    from eps.shell import service
     from eps.shell.cli import lifecycle as life
 
+    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
     if ns.cmd != "ssh" and command:
         raise JobError("usage", f"eps {ns.cmd} takes no command after --", None)
     if ns.cmd == "logs":
-        return life.logs(ledger, lanes, ns.dispatch, follow=ns.follow)
+        piece = ns.json or ns.tail is not None or ns.offset is not None or ns.max_bytes is not None
+        if not piece:
+            return life.logs(ledger, lanes, ns.dispatch, follow=ns.follow)
+        if ns.follow:
+            raise JobError("usage", "eps logs: -f streams the whole log; --tail/--offset/--max-bytes/--json read "
+                                    "a piece of it (choose one)", None)  # fmt: skip
+        got = service.logs(ctx, ns.dispatch, offset=ns.offset or 0, tail_lines=ns.tail,
+                           max_bytes=ns.max_bytes or service.LOGS_DEFAULT_BYTES)  # fmt: skip
+        if ns.json:
+            _emit(got)
+        else:
+            for p in got["logs"]:
+                sys.stdout.write(p["text"] if p["note"] is None else f"{p['dispatch']}: {p['note']}\n")
+        return EXIT_OK
     if ns.cmd == "pull":
-        return life.pull(ledger, lanes, ns.dispatch, ns.to)
+        each = None if ns.json else (lambda d, note: sys.stdout.write(f"{d}: {note}\n"))
+        pulled = service.pull(ctx, ns.dispatch, ns.to, each)
+        if ns.json:
+            _emit(pulled)
+        return EXIT_OK
     if ns.cmd == "wait":
         import time
 

@@ -1,4 +1,4 @@
-"""The commands of a job's life after it started: ``eps logs``, ``eps pull``, ``eps wait``,
+"""The commands of a job's life after it started: ``eps logs``, ``eps wait``,
 ``eps ssh``, and the parts of ``eps execute`` that read how a job ships (``--workdir``,
 ``--setup``, ``--env``, ``--time-limit``; checked in :mod:`eps.shell.shipping`) and wait
 for it (``--wait``, ``--follow``).
@@ -156,14 +156,6 @@ class _ByteSink:
 
     def flush(self) -> None:
         (self.buffer or self.stream).flush()
-
-
-def pull(ledger: Ledger, lanes: Lanes, dispatch: str, to: str | None) -> int:
-    """``eps pull``: :func:`eps.shell.state.pull.pull_each`, a line per copy."""
-    from eps.shell.state.pull import pull_each
-
-    pull_each(ledger, lanes, dispatch, to, lambda d, note: sys.stdout.write(f"{d}: {note}\n"))
-    return 0
 
 
 def ssh_argv(ledger: Ledger, lanes: Lanes, dispatch: str, command: Sequence[str]) -> list[str]:

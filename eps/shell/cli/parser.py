@@ -12,6 +12,7 @@ import argparse
 import math
 from typing import Any, NoReturn
 
+from eps.core.contract import LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES
 from eps.core.durations import parse_duration
 
 
@@ -46,7 +47,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "status": ("eps status", "eps status --active --since 2d", "eps status --intent gpu-1 --json"),
     "cancel": ("eps cancel e1a2b3c4d5", "eps cancel --all"),
     "reconcile": ("eps reconcile", "eps reconcile --json"),
-    "logs": ("eps logs e1a2b3c4d5", "eps logs -f e1a2b3c4d5"),
+    "logs": ("eps logs -f e1a2b3c4d5", "eps logs e1a2b3c4d5 --tail 50",
+             "eps logs e1a2b3c4d5 --json --offset 65536"),
     "pull": ("eps pull e1a2b3c4d5", "eps pull e1a2b3c4d5 --to results/"),
     "wait": ("eps wait e1a2b3c4d5", "eps wait e1a2b3c4d5 --timeout 5m --json"),
     "attach": ("eps attach e1a2b3c4d5", "eps attach e1a2b3c4d5 --timeout 2m"),
@@ -81,7 +83,40 @@ _COMPLETE = {
 }
 
 
+def _width() -> int:
+    """The help's width as argparse takes it (``shutil.get_terminal_size`` less 2), read
+    without importing shutil (and with it bz2 and lzma): argparse makes a formatter for
+    every option it adds, so the default one costs every ``eps plan`` that import."""
+    import os
+    import sys
+
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns or 80) - 2
+
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:  # fmt: skip
+        super().__init__(prog, indent_increment, max_help_position, _width() if width is None else width)
+
+
+class _RawFormatter(_Formatter, argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples as written (the subcommands' help)."""
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:  # one line, no usage dump
         raise UsageError(f"{self.prog}: {_suggest_choice(message)} (see {self.prog} --help)")
 
@@ -112,7 +147,7 @@ def _sub(sub: Any, name: str, help_: str, *, note: str = "", usage: str | None =
         description=help_[0].upper() + help_[1:] + ".",
         epilog=_epilog(name, note),
         usage=usage,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_RawFormatter,
     )
     return p
 
@@ -122,6 +157,24 @@ def _duration(text: str) -> int:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _offset(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"a byte offset is a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def _lines(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--tail is a whole number of lines >= 1, got {text!r}")
+    return int(text)
+
+
+def _max_bytes(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= LOGS_MAX_BYTES:
+        raise argparse.ArgumentTypeError(f"--max-bytes is 1..{LOGS_MAX_BYTES}, got {text!r}")
+    return int(text)
 
 
 def _count(text: str) -> int:
@@ -320,10 +373,17 @@ def build() -> _Parser:  # noqa: PLR0915  (one statement per option: the parser 
     lg = _sub(sub, "logs", "the job's stdout and stderr (live with -f)")
     _dispatch_arg(lg, "the dispatch id")
     lg.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
+    lg.add_argument("--tail", type=_lines, metavar="N", help="only the last N lines (within --max-bytes)")
+    lg.add_argument("--offset", type=_offset, metavar="BYTES", help="from this byte on (a --json next_offset)")
+    lg.add_argument("--max-bytes", type=_max_bytes, metavar="BYTES",
+                    help=f"at most this much of each log with --tail/--offset/--json (default {LOGS_DEFAULT_BYTES}, "
+                         f"at most {LOGS_MAX_BYTES})")  # fmt: skip
+    _json(lg, "piece of each log: text, size, next_offset (the MCP tool logs)")
 
     pl = _sub(sub, "pull", "copy the job's $EPS_OUTPUT_DIR back")
     _dispatch_arg(pl, "the dispatch id")
     pl.add_argument("--to", metavar="DIR", help="where to (default: <state dir>/outputs/<dispatch>)")
+    _json(pl)
 
     w = _sub(sub, "wait", "wait for the job to end, pull its outputs, exit with its code")
     _dispatch_arg(w, "the dispatch id")

@@ -26,6 +26,16 @@ sys.exit(3)
 """
 
 
+def _valid(name: str, out: str) -> Any:
+    """``out`` parsed, checked against the shipped schema ``name``."""
+    import jsonschema
+
+    doc = json.loads(out)
+    schema = json.loads((Path(__file__).parents[3] / "eps" / "schemas" / f"{name}.json").read_text())
+    jsonschema.validate(doc, schema, cls=jsonschema.Draft202012Validator)
+    return doc
+
+
 def _workdir(tmp: Path) -> Path:
     wd = tmp / "project"
     (wd / "data").mkdir(parents=True)
@@ -58,8 +68,22 @@ def test_a_real_job_on_the_vm_end_to_end(eps: Any, tmp_path: Path) -> None:
     # the outputs came back, byte for byte
     result = eps.state / "outputs" / d / "result.txt"
     assert result.read_bytes() == b"HELLO FROM THE DATA FILE\n" * 1000
-    rc, out, err = eps("pull", d, "--to", str(tmp_path / "again"))
+    # a piece of it: the last lines, or bytes from an offset, as MCP's logs tool gives them
+    rc, out, err = eps("logs", d, "--tail", "3")
+    assert (rc, out) == (0, "\n".join(lines[-3:]) + "\n"), err
+    assert out.startswith("line 99999\nsecret seen: True\n")
+    rc, out, err = eps("logs", d, "--max-bytes", "100", "--json")
     assert rc == 0, err
+    [first] = _valid("logs", out)["logs"]
+    assert (first["offset"], first["next_offset"], first["text"]) == (0, 100, log[:100])
+    rc, out, err = eps("logs", d, "--offset", "100", "--max-bytes", "50", "--json")
+    [more] = _valid("logs", out)["logs"]
+    assert (more["offset"], more["text"], more["size"]) == (100, log[100:150], len(log.encode()))
+    rc, out, err = eps("logs", d, "--tail", "2", "-f")
+    assert rc == 2 and "choose one" in err and len(err.strip().splitlines()) == 1
+    rc, out, err = eps("pull", d, "--to", str(tmp_path / "again"), "--json")
+    assert rc == 0, err
+    assert [p["dispatch"] for p in _valid("pull", out)["pulled"]] == [d]
     assert hashlib.sha256((tmp_path / "again" / "result.txt").read_bytes()).digest() == hashlib.sha256(
         result.read_bytes()
     ).digest()
@@ -137,6 +161,10 @@ def test_wait_and_logs_and_ssh_on_a_running_job(eps: Any) -> None:
         (["logs", "enosuch000"], {}, "no dispatch"),
         (["pull", "enosuch000"], {}, "no dispatch"),
         (["ssh", "enosuch000"], {}, "no dispatch"),
+        (["logs", "enosuch000", "--tail", "0"], {}, "--tail"),
+        (["logs", "enosuch000", "--offset", "-3"], {}, "--offset"),
+        (["logs", "enosuch000", "--max-bytes", "99999999"], {}, "--max-bytes"),
+        (["logs", "enosuch000", "--json", "-f"], {}, "no dispatch"),
     ],
 )
 def test_bad_lifecycle_input_is_one_line_and_changes_nothing(
