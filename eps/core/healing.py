@@ -31,8 +31,6 @@ reach over ssh for ``wedge_s`` while its job should run is released and handled 
 interruption (its attempt ``gone``, outcome ``wedged``: a lost machine, boot loops count it).
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import NamedTuple

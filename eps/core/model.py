@@ -7,9 +7,11 @@ records are on the path of every ``eps plan``, and defining them costs ~1 ms
 less per class, and the attrs import (~30 ms) not at all (issue 2's 100 ms bar).
 Modified copies: :func:`evolve` (``_replace``).  Closed sets of values are ``StrEnum``s so that the
 shell can ``match`` on them and their ``.value`` is what JSON shows.
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: with it every field's annotation is a
+string that ``NamedTuple`` turns into a ``ForwardRef``, compiling it (150 compiles, about
+5 ms of every ``eps plan``); without it the types are already objects.
+"""
 
 from enum import StrEnum
 from typing import Any, NamedTuple, TypeVar
@@ -251,7 +253,7 @@ class VmCapacity(NamedTuple):
     free_disk_gb: float | None = None
 
     @classmethod
-    def measured(cls, vcpus: int | None, mem_available_bytes: int | None, disk_free_bytes: int | None) -> VmCapacity:
+    def measured(cls, vcpus: int | None, mem_available_bytes: int | None, disk_free_bytes: int | None) -> "VmCapacity":
         """The VM's capacity from what the shell measures (``None`` where it could not).
 
         What to measure (the shell's part, in ``eps execute``): ``vcpus`` =
@@ -266,7 +268,7 @@ class VmCapacity(NamedTuple):
             free_disk_gb=None if disk_free_bytes is None else round(disk_free_bytes / GB, 2),
         )
 
-    def over(self, default: VmCapacity) -> VmCapacity:
+    def over(self, default: "VmCapacity") -> "VmCapacity":
         """This capacity, with ``default``'s value wherever this one is unknown."""
         return VmCapacity(
             vcpus=default.vcpus if self.vcpus is None else self.vcpus,

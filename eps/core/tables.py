@@ -31,8 +31,6 @@ code path limits or refuses work by dollars).  Sources, checked 2026-11:
 - fellows QoS: ``sacctmgr show qos`` on the cluster (see DEFAULT_FELLOWS_GRANTS).
 """
 
-from __future__ import annotations
-
 from eps.core.model import (
     ClusterConfig,
     GcpMachine,

@@ -10,8 +10,6 @@ puts the same facts into the snapshot (``unavailable``), so ``plan()`` skips tho
 ends with ``no_usable_lane`` instead of claiming exhaustion.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 from typing import NamedTuple
 

@@ -7,8 +7,6 @@ here: ``RUNPOD_API_KEY`` and GCP Application Default Credentials come from the
 environment and the providers' standard files.
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Mapping
 from typing import NamedTuple

@@ -7,27 +7,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from executor_support import KEY, PROJECT, Eps, gcp_fake, runpod_fake, ssh_support
+from executor_support import Eps, fakes, ssh_support
 
 
 @pytest.fixture
-def gcp() -> Iterator[Any]:
-    fake = gcp_fake.FakeCompute(PROJECT).start()
-    yield fake
-    fake.stop()
+def both() -> Iterator[tuple[Any, Any]]:
+    yield from fakes()
 
 
 @pytest.fixture
-def runpod() -> Iterator[Any]:
-    fake = runpod_fake.FakeRunpod(api_key=KEY, gets_to_running=1).start()
-    yield fake
-    fake.stop()
-    found = [
-        f"{a.method} {a.path} -> {a.status}: {problem}"
-        for a in list(fake.answers)
-        for problem in runpod_fake.openapi.answer_violations(a.method, a.path, a.status, a.headers, a.body)
-    ]
-    assert found == [], "the RunPod test server answered outside its API document:\n" + "\n".join(found[:20])
+def gcp(both: tuple[Any, Any]) -> Any:
+    return both[0]
+
+
+@pytest.fixture
+def runpod(both: tuple[Any, Any]) -> Any:
+    return both[1]
 
 
 @pytest.fixture(scope="session")

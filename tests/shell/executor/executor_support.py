@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from types import ModuleType
@@ -100,3 +101,19 @@ class Eps:
         assert doc["schema_version"] == 1
         data: list[dict[str, Any]] = doc["dispatches"]
         return data
+
+
+def fakes() -> Iterator[tuple[Any, Any]]:
+    """The GCP and RunPod test servers; after use, every RunPod answer checked against its
+    API document."""
+    gcp = gcp_fake.FakeCompute(PROJECT).start()
+    runpod = runpod_fake.FakeRunpod(api_key=KEY, gets_to_running=1).start()
+    yield gcp, runpod
+    gcp.stop()
+    runpod.stop()
+    found = [
+        f"{a.method} {a.path} -> {a.status}: {problem}"
+        for a in list(runpod.answers)
+        for problem in runpod_fake.openapi.answer_violations(a.method, a.path, a.status, a.headers, a.body)
+    ]
+    assert found == [], "the RunPod test server answered outside its API document:\n" + "\n".join(found[:20])

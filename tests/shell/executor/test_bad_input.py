@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from executor_support import Eps, fakes, ssh_support
 
 from eps.core.model import Job, evolve
 from eps.shell.state.ledger import Ledger
@@ -99,42 +101,65 @@ ENV_CASES: list[tuple[list[str], dict[str, str], str]] = [
 LEDGER_CASES = [["execute", "cpu-small", "--", "true"], ["status"], ["cancel", "--all"], ["reconcile"]]
 
 
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory, sshd: Path) -> Iterator[tuple[Any, RecordingSlurm, Any, Any]]:
+    """One state for every case (made once: it starts a real job on a VM): the bad files, a
+    finished dispatch, and a finished VM that any reconcile would delete."""
+    tmp = tmp_path_factory.mktemp("bad-input")
+    for gcp, runpod in fakes():
+        eps = Eps(tmp, gcp, runpod)
+        slurm = RecordingSlurm()
+        eps.options = evolve(eps.options, slurm_runner=slurm)
+        _bad_files(tmp, eps.config.read_text())
+        led = Ledger(str(eps.state))
+        led.new_dispatch("eexisting01", Job("cpu-small", 60, command=("true",)))
+        led.set_dispatch("eexisting01", "ended")
+        led.close()
+        rc, _, err = eps("execute", "cpu-small", "--duration", "5h", "--", "true")
+        assert rc == 0, err
+        [(zone, name)] = gcp.instances
+        gcp.set_status(zone, name, "TERMINATED")
+        yield eps, slurm, gcp, runpod
+        ssh_support.stop_machine_jobs(tmp)
+
+
 @pytest.fixture
-def recorded(eps: Any, gcp: Any, runpod: Any, tmp_path: Path) -> tuple[Any, RecordingSlurm]:
-    slurm = RecordingSlurm()
-    eps.options = evolve(eps.options, slurm_runner=slurm)
-    (tmp_path / "bad-snapshot.json").write_text('{"gcp": [{"machine": "e2-standard-4", "zone": "z", "state": "?"}]}')
-    (tmp_path / "bad-grants.json").write_text('{"fellows": [{"name": "high-eur", "priority": "top"}]}')
-    (tmp_path / "bad-config.toml").write_text("this = = not toml")
-    (tmp_path / "extra-config.toml").write_text("[gcp]\nbudget_usd = 100\n")
-    (tmp_path / "binary.json").write_bytes(bytes(range(256)) * 4)
-    (tmp_path / "latin1.json").write_bytes('{"runpod": [{"id": "cpu3g", "stock": "\u00e9"}]}'.encode("latin-1"))
-    (tmp_path / "deep.json").write_text("[" * 50_000 + "]" * 50_000)
-    huge = "9" * 5000
-    (tmp_path / "huge-int.json").write_text('{"queues": [{"cluster": "f", "qos": "q", "free_gpus": ' + huge + "}]}")
-    os.mkfifo(tmp_path / "fifo.json")
-    (tmp_path / "not-bool.json").write_text('{"clusters": [{"cluster": "fellows", "reachable": "no"}]}')
-    (tmp_path / "str-int.json").write_text('{"queues": [{"cluster": "fellows", "qos": "high-eur", "free_gpus": "7"}]}')
-    base = eps.config.read_text()
-    (tmp_path / "string-bool.toml").write_text(base + '[[clusters]]\nname = "fellows"\ndev_qos_for_debug = "false"\n')
-    zones = base.replace('zones = ["us-central1-a", "us-central1-b"]', 'zones = "us-central1-a"')
-    (tmp_path / "string-zones.toml").write_text(zones)
-    (tmp_path / "inf-poll.toml").write_text(base + "poll_interval_s = inf\n")
-    (tmp_path / "neg-poll.toml").write_text(base.replace("[runpod]", "poll_interval_s = -1\n[runpod]"))
-    (tmp_path / "huge-concurrency.toml").write_text(base + "concurrency = 100000\n")
-    (tmp_path / "plain-http.toml").write_text(base.replace("[runpod]", "[fanout]\n[runpod]").replace(
-        "base_url = \"http://127.0.0.1", "base_url = \"http://runpod.example.com"))
-    led = Ledger(str(eps.state))
-    led.new_dispatch("eexisting01", Job("cpu-small", 60, command=("true",)))
-    led.set_dispatch("eexisting01", "ended")
-    led.close()
-    # A finished VM that any reconcile would delete: a bad command must leave it alone.
-    rc, _, err = eps("execute", "cpu-small", "--duration", "5h", "--", "true")
-    assert rc == 0, err
-    [(zone, name)] = gcp.instances
-    gcp.set_status(zone, name, "TERMINATED")
+def recorded(seeded: tuple[Any, RecordingSlurm, Any, Any]) -> Iterator[tuple[Any, RecordingSlurm, Any, Any]]:
+    """The shared state as it was before this case (its ledger restored after it: some cases
+    break it on purpose), with what the providers had seen so far."""
+    eps, slurm, gcp, runpod = seeded
+    assert len(gcp.instances) == 1  # the finished VM of the seed: no case may have reconciled it away
+    kept = {p.name: p.read_bytes() for p in eps.state.glob("ledger.sqlite3*")}
+    slurm.calls.clear()
     eps.seeded = (dict(gcp.instances), len(gcp.requests), len(runpod.requests))
-    return eps, slurm
+    yield seeded
+    for p in eps.state.glob("ledger.sqlite3*"):
+        p.unlink()
+    for name, data in kept.items():
+        (eps.state / name).write_bytes(data)
+
+
+def _bad_files(tmp: Path, base: str) -> None:
+    (tmp / "bad-snapshot.json").write_text('{"gcp": [{"machine": "e2-standard-4", "zone": "z", "state": "?"}]}')
+    (tmp / "bad-grants.json").write_text('{"fellows": [{"name": "high-eur", "priority": "top"}]}')
+    (tmp / "bad-config.toml").write_text("this = = not toml")
+    (tmp / "extra-config.toml").write_text("[gcp]\nbudget_usd = 100\n")
+    (tmp / "binary.json").write_bytes(bytes(range(256)) * 4)
+    (tmp / "latin1.json").write_bytes('{"runpod": [{"id": "cpu3g", "stock": "\u00e9"}]}'.encode("latin-1"))
+    (tmp / "deep.json").write_text("[" * 50_000 + "]" * 50_000)
+    huge = "9" * 5000
+    (tmp / "huge-int.json").write_text('{"queues": [{"cluster": "f", "qos": "q", "free_gpus": ' + huge + "}]}")
+    os.mkfifo(tmp / "fifo.json")
+    (tmp / "not-bool.json").write_text('{"clusters": [{"cluster": "fellows", "reachable": "no"}]}')
+    (tmp / "str-int.json").write_text('{"queues": [{"cluster": "fellows", "qos": "high-eur", "free_gpus": "7"}]}')
+    (tmp / "string-bool.toml").write_text(base + '[[clusters]]\nname = "fellows"\ndev_qos_for_debug = "false"\n')
+    zones = base.replace('zones = ["us-central1-a", "us-central1-b"]', 'zones = "us-central1-a"')
+    (tmp / "string-zones.toml").write_text(zones)
+    (tmp / "inf-poll.toml").write_text(base + "poll_interval_s = inf\n")
+    (tmp / "neg-poll.toml").write_text(base.replace("[runpod]", "poll_interval_s = -1\n[runpod]"))
+    (tmp / "huge-concurrency.toml").write_text(base + "concurrency = 100000\n")
+    (tmp / "plain-http.toml").write_text(base.replace("[runpod]", "[fanout]\n[runpod]").replace(
+        "base_url = \"http://127.0.0.1", "base_url = \"http://runpod.example.com"))  # fmt: skip
 
 
 def _subst(argv: list[str], tmp: Path) -> list[str]:
@@ -166,28 +191,26 @@ def _one_line(rc: int, out: str, err: str) -> None:
 
 
 @pytest.mark.parametrize(("argv", "needle"), CASES, ids=[" ".join(a) for a, _ in CASES])
-def test_bad_input(recorded: Any, gcp: Any, runpod: Any, tmp_path: Path, argv: list[str], needle: str) -> None:
-    eps, slurm = recorded
-    rc, out, err = eps(*_subst(argv, tmp_path))
+def test_bad_input(recorded: Any, argv: list[str], needle: str) -> None:
+    eps, slurm, gcp, runpod = recorded
+    rc, out, err = eps(*_subst(argv, eps.tmp))
     _one_line(rc, out, err)
     assert needle in err, err
     _nothing_submitted(eps, slurm, gcp, runpod)
 
 
 @pytest.mark.parametrize(("argv", "env", "needle"), ENV_CASES, ids=[f"{a[0]} {e}" for a, e, _ in ENV_CASES])
-def test_bad_settings(
-    recorded: Any, gcp: Any, runpod: Any, tmp_path: Path, argv: list[str], env: dict[str, str], needle: str
-) -> None:
-    eps, slurm = recorded
-    rc, out, err = eps(*argv, env={k: _subst([v], tmp_path)[0] for k, v in env.items()})
+def test_bad_settings(recorded: Any, argv: list[str], env: dict[str, str], needle: str) -> None:
+    eps, slurm, gcp, runpod = recorded
+    rc, out, err = eps(*argv, env={k: _subst([v], eps.tmp)[0] for k, v in env.items()})
     _one_line(rc, out, err)
     assert needle in err, err
     _nothing_submitted(eps, slurm, gcp, runpod)
 
 
 @pytest.mark.parametrize("argv", LEDGER_CASES, ids=[" ".join(a) for a in LEDGER_CASES])
-def test_corrupt_ledger(recorded: Any, gcp: Any, runpod: Any, argv: list[str]) -> None:
-    eps, slurm = recorded
+def test_corrupt_ledger(recorded: Any, argv: list[str]) -> None:
+    eps, slurm, gcp, runpod = recorded
     (eps.state / "ledger.sqlite3").write_bytes(b"\x00garbage" * 512)
     for extra in ("-wal", "-shm"):
         (eps.state / f"ledger.sqlite3{extra}").unlink(missing_ok=True)
@@ -197,8 +220,8 @@ def test_corrupt_ledger(recorded: Any, gcp: Any, runpod: Any, argv: list[str]) -
     _nothing_submitted(eps, slurm, gcp, runpod)
 
 
-def test_ledger_from_a_newer_eps(recorded: Any, gcp: Any, runpod: Any) -> None:
-    eps, slurm = recorded
+def test_ledger_from_a_newer_eps(recorded: Any) -> None:
+    eps, slurm, gcp, runpod = recorded
     with sqlite3.connect(eps.state / "ledger.sqlite3") as db:
         db.execute("PRAGMA user_version = 99")
     rc, out, err = eps("execute", "cpu-small", "--", "true")
@@ -207,8 +230,8 @@ def test_ledger_from_a_newer_eps(recorded: Any, gcp: Any, runpod: Any) -> None:
     _nothing_submitted(eps, slurm, gcp, runpod)
 
 
-def test_state_dir_is_a_file(recorded: Any, gcp: Any, runpod: Any, tmp_path: Path) -> None:
-    eps, slurm = recorded
+def test_state_dir_is_a_file(recorded: Any, tmp_path: Path) -> None:
+    eps, slurm, gcp, runpod = recorded
     f = tmp_path / "plain-file"
     f.write_text("")
     for argv in (["execute", "cpu-small", "--", "true"], ["status"]):
