@@ -318,10 +318,7 @@ class Ledger:
         """Walk ``dispatch`` again as ``job`` (its restart count raised): back to walking, its
         end and handle cleared; ``None`` when it was cancelled meanwhile."""
         with self._tx() as db:
-            row = db.execute("SELECT state FROM dispatches WHERE id=?", (dispatch,)).fetchone()
-            if row is None:
-                raise LedgerError(f"no dispatch {dispatch!r} in the ledger")
-            if move_dispatch(dispatch, DispatchState(row[0]), DispatchState.WALKING) is None:
+            if _move(db, dispatch, DispatchState.WALKING) is None:
                 return None
             db.execute(
                 "UPDATE dispatches SET state=?, job=?, message=?, handle=NULL, exit_code=NULL, job_status=NULL,"
@@ -333,10 +330,7 @@ class Ledger:
     def wait_for_capacity(self, dispatch: str, next_try_at: float, message: str) -> DispatchState | None:
         """No capacity: ``dispatch`` waits until ``next_try_at``; ``None`` if cancelled meanwhile."""
         with self._tx() as db:
-            row = db.execute("SELECT state FROM dispatches WHERE id=?", (dispatch,)).fetchone()
-            if row is None:
-                raise LedgerError(f"no dispatch {dispatch!r} in the ledger")
-            if move_dispatch(dispatch, DispatchState(row[0]), DispatchState.WAITING) is None:
+            if _move(db, dispatch, DispatchState.WAITING) is None:
                 return None
             db.execute(
                 "UPDATE dispatches SET state=?, message=?, next_try_at=?, capacity_waits=capacity_waits+1,"
@@ -358,10 +352,7 @@ class Ledger:
         was dropped (the dispatch was cancelled meanwhile: cancel is final)."""
         state = DispatchState(state)
         with self._tx() as db:
-            row = db.execute("SELECT state FROM dispatches WHERE id=?", (dispatch,)).fetchone()
-            if row is None:
-                raise LedgerError(f"no dispatch {dispatch!r} in the ledger")
-            applied = move_dispatch(dispatch, DispatchState(row[0]), state)
+            applied = _move(db, dispatch, state)
             if applied is None:
                 return None
             now = self._clock()
@@ -559,6 +550,15 @@ def _why(exc: sqlite3.DatabaseError) -> str:
 _FAILED_RETRYING = (
     "job_status IS NOT NULL AND job_status != 'cancelled' AND coalesce(exit_code, 1) != 0 AND job LIKE '%\"error\"%'"
 )
+
+
+def _move(db: sqlite3.Connection, dispatch: str, to: DispatchState) -> DispatchState | None:
+    """The state ``dispatch`` may move to from the one it is in (:func:`move_dispatch`), read
+    inside the caller's transaction; ``None`` when the move is dropped (cancel is final)."""
+    row = db.execute("SELECT state FROM dispatches WHERE id=?", (dispatch,)).fetchone()
+    if row is None:
+        raise LedgerError(f"no dispatch {dispatch!r} in the ledger")
+    return move_dispatch(dispatch, DispatchState(row[0]), to)
 
 
 def _dispatch_row(r: sqlite3.Row) -> DispatchRow:
