@@ -81,6 +81,19 @@ def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, interv
         time.sleep(interval_s)
 
 
+def wait_synced(path: Path, at_least: int, timeout_s: float = 60.0) -> None:
+    """Wait until the checkpoint file ``path`` (pulled by eps's sync) holds a count of at
+    least ``at_least``."""
+
+    def counted() -> bool:
+        try:
+            return int(path.read_text()) >= at_least
+        except (OSError, ValueError):
+            return False
+
+    wait_until(counted, timeout_s, f"a synced checkpoint of {at_least} at {path}")
+
+
 def _proc_state(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat") as fh:

@@ -31,6 +31,7 @@ from faults_support import (
     assert_no_orphans,
     gcp_fake,
     ssh_support,
+    wait_synced,
     wait_until,
 )
 
@@ -61,14 +62,7 @@ def test_a_preempted_restartable_job_resumes_elsewhere_from_its_synced_checkpoin
                       "--restartable", "--pin", "gcp", "--sync-every", "1s", "--", COUNTER)  # fmt: skip
     child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
     synced = eps.state / "outputs" / d / "ckpt"
-
-    def counted() -> bool:
-        try:
-            return int(synced.read_text()) >= 3
-        except (OSError, ValueError):
-            return False
-
-    wait_until(counted, 60, "a synced checkpoint")
+    wait_synced(synced, 3)
     [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
     assert gtrap.fake.instances[(zone, name)]["scheduling"]["provisioningModel"] == "SPOT"
     gtrap.fake.preempt(zone, name)  # DELETE: the VM and its disk are gone

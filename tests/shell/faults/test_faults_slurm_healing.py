@@ -12,7 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_support import COUNTER, Eps, GcpTrap, RunpodTrap, assert_no_orphans, scancel_names, squeue, wait_until
+from faults_support import (
+    COUNTER,
+    Eps,
+    GcpTrap,
+    RunpodTrap,
+    assert_no_orphans,
+    scancel_names,
+    squeue,
+    wait_synced,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -54,14 +64,7 @@ def test_a_slurm_run_whose_node_failed_is_relaunched_from_its_synced_checkpoint(
     started = child.wait_event(lambda e: e.get("event") == "started", 90, "the job to start on the cluster")
     job_id = started["handle"]["id"]
     synced = heps.state / "outputs" / d / "ckpt"
-
-    def counted() -> bool:
-        try:
-            return int(synced.read_text()) >= 3
-        except (OSError, ValueError):
-            return False
-
-    wait_until(counted, 60, "a synced checkpoint")
+    wait_synced(synced, 3)
     node = _node()
     try:
         _scontrol(f"nodename={node}", "state=down", "reason=eps-faults-node-failure")
