@@ -189,7 +189,8 @@ def render_healing(facts: PolicyFacts) -> list[str]:
         ("`--retry-for` (from submission)", f"{format_duration(h.retry_for_s)} unless given"),
         ("outputs synced while the job runs (`--sync-every`)", f"every {h.sync_every_s} s unless given or "
          "`[jobs] sync_every_s` says (0: never)"),
-        ("`--retry no-capacity`: every rung exhausted", f"waits {h.capacity_wait_first_s} s, doubling up to "
+        ("`--retry no-capacity`: every rung exhausted", f"waits {h.capacity_wait_first_s} s "
+         "(`[jobs] capacity_wait_s`), doubling up to "
          f"{h.capacity_wait_max_s} s, then plans again from the top, until `--retry-for`; then the exhausted "
          "terminal"),
         ("a boot loop (skip code `boot_loop`)", f"{h.boot_loop_deaths} machines of a rung lost within "

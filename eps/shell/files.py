@@ -234,6 +234,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "jobs.wait_poll_s": (0, 3600, True),
     "jobs.sync_every_s": (0, 7 * 86_400, False),
     "jobs.wedge_s": (0, 7 * 86_400, True),
+    "jobs.capacity_wait_s": (1, 86_400, False),
     "vm.vcpus": (0, 10**5, False),
     "vm.mem_gb": (0, 10**7, False),
     "vm.free_disk_gb": (0, 10**9, False),
@@ -366,6 +367,7 @@ class _JobsDoc:
     max_time_limit: str | int | None = None
     sync_every_s: int | None = None
     wedge_s: int | None = None
+    capacity_wait_s: int | None = None
 
 
 @frozen
@@ -531,7 +533,8 @@ def _jobs(jobs: Any, doc: _JobsDoc, source: str) -> Any:
     if doc.supervisor_idle_s is not None and not 0 < doc.supervisor_idle_s <= 86400:
         raise ConfigError(f"{source}: supervisor_idle_s must be in (0, 86400] @ $.jobs.supervisor_idle_s")
     return _set(jobs, linger_s=doc.linger_s, wait_poll_s=doc.wait_poll_s, supervise=doc.supervise, wedge_s=doc.wedge_s,
-                supervisor_idle_s=doc.supervisor_idle_s, sync_every_s=doc.sync_every_s)  # fmt: skip
+                supervisor_idle_s=doc.supervisor_idle_s, sync_every_s=doc.sync_every_s,
+                capacity_wait_s=doc.capacity_wait_s)  # fmt: skip
 
 
 def settings_from_config(data: Any, base: Settings, source: str) -> Settings:

@@ -74,10 +74,15 @@ class JobsSettings(NamedTuple):
     sync_every_s: int = HEALING.sync_every_s
     #: a machine the provider says runs, unreachable over ssh this long while its job runs, is released
     wedge_s: int = HEALING.wedge_s
+    #: a dispatch waiting for capacity (`--retry no-capacity`) tries again after this long, doubling each time
+    capacity_wait_s: int = HEALING.capacity_wait_first_s
 
     def healing(self) -> Healing:
-        """The healing table with this config's numbers in it (what ``policy_of`` and ``wedged`` read)."""
-        return HEALING._replace(sync_every_s=self.sync_every_s, wedge_s=self.wedge_s)
+        """The healing table with this config's numbers in it (what ``policy_of``, ``wedged``
+        and ``after_no_capacity`` read)."""
+        return HEALING._replace(sync_every_s=self.sync_every_s, wedge_s=self.wedge_s,
+                                capacity_wait_first_s=self.capacity_wait_s,
+                                capacity_wait_max_s=max(HEALING.capacity_wait_max_s, self.capacity_wait_s))  # fmt: skip
 
 
 class Settings(NamedTuple):

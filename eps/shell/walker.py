@@ -462,7 +462,8 @@ class Walker:
         since = row.next_try_at or 0.0  # this round's attempts: what the last wait forgot is not evidence
         if not no_capacity(step.terminal, (a.outcome for a in self.ledger.attempts(dispatch) if a.started_at >= since)):
             return None
-        got = after_no_capacity(row.job, waits=row.capacity_waits, elapsed_s=self.wall() - row.created_at)
+        got = after_no_capacity(row.job, waits=row.capacity_waits, elapsed_s=self.wall() - row.created_at,
+                                table=self.lanes.settings.jobs.healing())  # fmt: skip
         if not isinstance(got, WaitThenPlan):
             return None
         at = self.wall() + got.seconds

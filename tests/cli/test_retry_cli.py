@@ -220,6 +220,30 @@ def test_a_bad_jobs_wedge_s_is_one_line(tmp_path: Path, value: str, says: str) -
     assert says in text and "$.jobs.wedge_s" in text and "\n" not in text
 
 
+def test_jobs_capacity_wait_s_is_the_first_wait_for_capacity(tmp_path: Path) -> None:
+    from eps.core.healing import WaitThenPlan, after_no_capacity
+    from eps.core.model import Job
+
+    job = Job("cpu-small", 600, retry=("no-capacity",))
+    healing = load_settings(_config(tmp_path, "[jobs]\ncapacity_wait_s = 5\n")).jobs.healing()
+    got = [after_no_capacity(job, waits=n, elapsed_s=0, table=healing) for n in range(4)]
+    assert [g.seconds for g in got if isinstance(g, WaitThenPlan)] == [5, 10, 20, 40]
+    assert load_settings(bare_env(tmp_path)).jobs.healing().capacity_wait_first_s == HEALING.capacity_wait_first_s
+    big = load_settings(_config(tmp_path, "[jobs]\ncapacity_wait_s = 3600\n")).jobs.healing()
+    assert after_no_capacity(job, waits=0, elapsed_s=0, table=big) == WaitThenPlan(
+        3600, "no capacity now; planning again in 3600 s (round 1)")  # the maximum is never below the first wait
+
+
+@pytest.mark.parametrize(
+    ("value", "says"), [("0", "at least 1"), ("100000", "at most 86400"), ('"1m"', "expected int")]
+)
+def test_a_bad_jobs_capacity_wait_s_is_one_line(tmp_path: Path, value: str, says: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(_config(tmp_path, f"[jobs]\ncapacity_wait_s = {value}\n"))
+    text = str(info.value)
+    assert says in text and "$.jobs.capacity_wait_s" in text and "\n" not in text
+
+
 # --- eps plan -------------------------------------------------------------------------------
 
 

@@ -107,7 +107,12 @@ NOWHERE = "127.0.0.9"
 
 def _wedge_s(eps: Eps, seconds: int) -> None:
     """``[jobs] wedge_s`` for this test (before the first command starts the supervisor)."""
-    eps.config.write_text(eps.config.read_text().replace("[jobs]\n", f"[jobs]\nwedge_s = {seconds}\n", 1))
+    _jobs_setting(eps, "wedge_s", seconds)
+
+
+def _jobs_setting(eps: Eps, key: str, value: int) -> None:
+    """``[jobs] key = value`` for this test (before the first command starts the supervisor)."""
+    eps.config.write_text(eps.config.read_text().replace("[jobs]\n", f"[jobs]\n{key} = {value}\n", 1))
 
 
 def _ssh_at(gtrap: GcpTrap, zone: str, name: str, ip: str) -> None:
@@ -209,6 +214,7 @@ def test_no_capacity_waits_and_starts_without_a_command_when_capacity_is_back(
     dispatch waits (exit 75, nothing live); its supervisor is SIGKILLed and revived by eps
     status; capacity comes back; within one retry interval the supervisor plans again from
     the top and the job runs to its end."""
+    _jobs_setting(eps, "capacity_wait_s", 4)  # the first wait (30 s unless set)
     _no_capacity_anywhere(gtrap, rtrap)
     d = "f" + uuid.uuid4().hex[:10]
     rc, out, err = eps.run("execute", "--dispatch-id", d, "cpu-small", "--duration", "10m", "--retry",
@@ -240,11 +246,12 @@ def test_no_capacity_waits_and_starts_without_a_command_when_capacity_is_back(
 
 
 def test_no_capacity_ever_ends_exhausted_when_retry_for_has_passed(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
+    _jobs_setting(eps, "capacity_wait_s", 3)  # waits of 3, 6, 12 s...
     _no_capacity_anywhere(gtrap, rtrap)
     d = "f" + uuid.uuid4().hex[:10]
     began = time.monotonic()
     rc, out, err = eps.run("execute", "--json", "--wait", "--dispatch-id", d, "cpu-small", "--duration", "10m",
-                           "--retry", "no-capacity", "--retry-for", "40s", "--", "true", timeout_s=180)  # fmt: skip
+                           "--retry", "no-capacity", "--retry-for", "15s", "--", "true", timeout_s=180)  # fmt: skip
     took = time.monotonic() - began
     assert rc == 1, (out, err)
     events = [json.loads(line) for line in out.splitlines()]
@@ -253,7 +260,8 @@ def test_no_capacity_ever_ends_exhausted_when_retry_for_has_passed(eps: Eps, gtr
     assert kinds[-1] == "terminal" and events[-1]["terminal"] == "cpu_exhausted"
     row = eps.dispatch(d)
     assert row["state"] == "failed" and row["terminal"] == "cpu_exhausted"
-    assert 40 <= took < 120, took
+    assert events[kinds.index("waiting")]["seconds"] == 3  # [jobs] capacity_wait_s
+    assert 15 <= took < 100, took
     assert gtrap.live(d) == [] and rtrap.live(d) == []
 
 
