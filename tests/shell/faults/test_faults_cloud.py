@@ -31,6 +31,7 @@ from faults_support import (
     tmpfs,
     wait_until,
 )
+from procs import live
 
 CPU = ("cpu-small", "--duration", "30m")
 A_SPOT = f"gcp/e2-standard-4/{ZONES[0]}/spot"
@@ -190,20 +191,9 @@ def test_kill_after_the_pod_is_created_before_running_is_recorded(eps: Eps, gtra
 
 
 def _vm_processes(d: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                env = fh.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if f"EPS_DISPATCH={d}".encode() in env and fields[0] != "Z" and int(fields[3]) == int(entry):
-            found.append(int(entry))
-    return found
+    """The process groups (their leaders) of the jobs of dispatch ``d`` on the VM lane."""
+    mark = f"EPS_DISPATCH={d}".encode()
+    return [p.pid for p in live(lambda p: p.leads_its_group and mark in p.environ())]
 
 
 def test_kill_after_the_vm_process_started_before_it_is_recorded(

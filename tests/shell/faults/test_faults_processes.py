@@ -10,24 +10,12 @@ import signal
 from pathlib import Path
 
 from faults_support import Eps, GcpTrap, RunpodTrap, wait_until
+from procs import live
 
 
 def _running(needle: str) -> list[str]:
     """Command lines of the live (not zombie) processes that mention ``needle``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat") as fh:
-                state = fh.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if needle in cmd and state != "Z":
-            found.append(f"{entry}: {cmd}")
-    return found
+    return [f"{p.pid}: {p.cmdline}" for p in live(lambda p: needle in p.cmdline)]
 
 
 def test_sigterm_of_logs_follow_ends_ssh_and_the_remote_tail(
