@@ -95,6 +95,7 @@ class SkipCode(StrEnum):
     ATTEMPTED = "attempted"  # the executor already tried it and it failed
     LADDER_PASSED = "ladder_passed"  # P7: above a tier this dispatch already reached; never walks back up
     BOOT_LOOP = "boot_loop"  # its machines died soon after coming up, twice within a day (eps.core.healing)
+    NOT_IN_LANE_ORDER = "not_in_lane_order"  # a configured lane the lane order ([lanes]) leaves out: --pin only
 
 
 class Terminal(StrEnum):

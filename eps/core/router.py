@@ -333,7 +333,7 @@ def _lanes(
         if "runpod" not in natural:
             skipped.append(Skip("runpod", SkipCode.RUNPOD_GPU_NEEDS_PIN, "P6: RunPod takes GPU work only when pinned"))
     if job.pin is None:
-        return natural, skipped
+        return natural, [*skipped, *_out_of_order(natural, skipped, intent, index)]
 
     pin = job.pin
     kind = index.lane_kinds.get(pin)
@@ -352,6 +352,21 @@ def _lanes(
         if lane != pin and _applies(lane, intent, index):
             skipped.append(Skip(lane, SkipCode.NOT_PINNED, f"P10: pinned to {pin}"))
     return [pin], skipped
+
+
+def _out_of_order(natural: list[str], skipped: list[Skip], intent: Intent, index: PolicyIndex) -> list[Skip]:
+    """The lanes this intent could use that the lane order leaves out (``[lanes]``) and
+    nothing else explains: named, never dropped in silence (``--pin`` still reaches them)."""
+    policy = index.policy
+    said = {s.lane for s in skipped}
+    order, key = (policy.gpu_lane_order, "gpu") if intent.resource is Resource.GPU else (policy.cpu_lane_order, "cpu")
+    lanes = [c.name for c in policy.clusters] + ["gcp"] if key == "gpu" else ["gcp", "runpod"]
+    return [
+        Skip(lane, SkipCode.NOT_IN_LANE_ORDER, f"{lane} is in no {key.upper()} lane order ({', '.join(order)}): "
+             f"add it to [lanes] {key}, or --pin {lane}")
+        for lane in lanes
+        if lane not in natural and lane not in said and _applies(lane, intent, index)
+    ]
 
 
 def _vm_misfit(job: Job, intent: Intent, room: VmCapacity, margin_gb: int) -> str | None:

@@ -68,7 +68,7 @@ def runpod_key_source(env: Mapping[str, str], given: str | None = None) -> tuple
     return None, None
 
 
-def _fix_config(settings: Settings, what: str) -> str:
+def fix_config(settings: Settings, what: str) -> str:
     where = settings.config_path or "~/.config/eps/config.toml (or $EPS_CONFIG)"
     return f"add {what} to {where}"
 
@@ -93,7 +93,7 @@ def slurm_down(
     if settings.cluster_access(name).login or runner_given:
         return None
     if not _on_path("sbatch", env.get("PATH", os.defpath)):
-        fix = _fix_config(settings, f'[[clusters]] name = "{name}" with login = ["ssh", "LOGIN-HOST"]')
+        fix = fix_config(settings, f'[[clusters]] name = "{name}" with login = ["ssh", "LOGIN-HOST"]')
         return LaneDown(
             name,
             f"no SLURM client here (sbatch) and no login prefix for {name}",
@@ -109,7 +109,7 @@ def gcp_down(settings: Settings, env: Mapping[str, str], name: str, **_: object)
             name,
             "no GCP project configured",
             DownCode.NOT_CONFIGURED,
-            _fix_config(settings, '[gcp] project = "YOUR-PROJECT"'),
+            fix_config(settings, '[gcp] project = "YOUR-PROJECT"'),
         )
     found, words = gcp_credentials(settings, env)
     if found is None:

@@ -91,7 +91,7 @@ def _is_sequence(t: Any) -> bool:
 def _converter() -> cattrs.Converter:
     # The records are written with postponed annotations; resolve them so cattrs
     # sees real types instead of strings.
-    for cls in (_ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _JobsDoc, _ConfigDoc):
+    for cls in (_ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _JobsDoc, _LanesDoc, _ConfigDoc):
         attrs.resolve_types(cls)
     conv = cattrs.Converter(forbid_extra_keys=True)
     # The core's records are NamedTuples: structure them from dicts, strictly, too.
@@ -327,6 +327,12 @@ class _ClusterDoc:
 
 
 @frozen
+class _LanesDoc:
+    gpu: list[str] | None = None
+    cpu: list[str] | None = None
+
+
+@frozen
 class _GcpDoc:
     project: str | None = None
     zones: list[str] | None = None
@@ -384,6 +390,7 @@ class _ConfigDoc:
     runpod: _RunpodDoc | None = None
     vm: _VmDoc | None = None
     clusters: list[_ClusterDoc] | None = None
+    lanes: _LanesDoc | None = None
 
 
 def _set(obj: Any, **changes: Any) -> Any:
@@ -572,6 +579,10 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
     access = list(base.access)
     if doc.clusters is not None:
         policy, access = _clusters(policy, access, doc.clusters, source)
+    if doc.lanes is not None:  # after the clusters: the orders name them
+        from eps.shell import lane_orders
+
+        policy = lane_orders.apply(policy, doc.lanes.gpu, doc.lanes.cpu, source)
     return evolve(
         base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout, jobs=jobs,
         notes=notes,

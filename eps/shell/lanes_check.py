@@ -101,7 +101,25 @@ def gather(settings: Settings, env: dict[str, str], options: Any, timeout_s: flo
         "cpu": [n for n in settings.policy.cpu_lane_order if any(r["lane"] == n and r["usable"] for r in rows)],
         "gpu": [n for n in settings.policy.gpu_lane_order if any(r["lane"] == n and r["usable"] for r in rows)],
     }
-    return {"schema_version": SCHEMA_VERSION, "lanes": rows, "usable": usable, "ok": all(usable.values())}
+    return {"schema_version": SCHEMA_VERSION, "lanes": rows, "usable": usable, "ok": all(usable.values()),
+            "left_out": _left_out(settings)}  # fmt: skip
+
+
+def _left_out(settings: Settings) -> list[dict[str, str]]:
+    """The configured clusters no lane order names (``eps plan`` skips them), with the fix."""
+    from eps.shell.availability import fix_config
+    from eps.shell.lane_orders import left_out
+
+    order = settings.policy.gpu_lane_order
+    out = []
+    for name in left_out(settings.policy):
+        paid = [x for x in order if x == "gcp"]
+        with_it = ", ".join(f'"{x}"' for x in [*(x for x in order if x != "gcp"), name, *paid])
+        out.append({"lane": name, "code": "not_in_lane_order",
+                    "text": f"{name} is in no GPU lane order ({', '.join(order)}): eps plan skips it; "
+                            f"only --pin {name} reaches it",
+                    "fix": fix_config(settings, f"[lanes] gpu = [{with_it}]")})  # fmt: skip
+    return out
 
 
 def _resources(settings: Settings, name: str) -> list[str]:

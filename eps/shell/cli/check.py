@@ -50,6 +50,8 @@ def _print(doc: dict[str, Any], env: dict[str, str]) -> None:
         out.write("to fix:\n")
         for r in fixes:
             out.write(f"  {r['lane']}: {r['fix']}\n")
+    for r in doc["left_out"]:
+        out.write(f"{r['lane']}: {r['code']}: {r['text']}\n  fix: {r['fix']}\n")
     for kind in ("cpu", "gpu"):
         found = doc["usable"][kind]
         out.write(f"{kind.upper()} jobs: {' -> '.join(found) if found else 'no usable lane here'}\n")

@@ -1,0 +1,111 @@
+"""Issue 23 (item 1): the lane orders are settings (``[lanes] gpu`` / ``cpu``), checked
+strictly; a configured cluster that no order names is skipped with a code by ``eps plan``
+and named by ``eps check``, never dropped in silence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_usability import bare_env, run, valid
+
+from eps.core.model import CapacitySnapshot, Job
+from eps.core.router import plan
+from eps.core.tables import CPU_LANE_ORDER, DEFAULT_AUTO_LANE_ORDER, DEFAULT_GRANTS
+from eps.shell.config import load_settings
+from eps.shell.settings import ConfigError
+
+NIBI = '[[clusters]]\nname = "nibi"\nlogin = ["ssh", "nibi-login"]\n'
+
+
+def _env(tmp_path: Path, text: str) -> dict[str, str]:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[[clusters]]\nname = "fellows"\nlogin = ["ssh", "login"]\n' + text)
+    return bare_env(tmp_path, EPS_CONFIG=str(cfg))
+
+
+def _skips(doc: dict[str, object], code: str) -> list[str]:
+    return [s["lane"] for s in doc["skipped"] if s["reason"]["code"] == code]  # type: ignore[attr-defined, index]
+
+
+def test_the_defaults_are_the_tables(tmp_path: Path) -> None:
+    policy = load_settings(bare_env(tmp_path)).policy
+    assert (policy.gpu_lane_order, policy.cpu_lane_order) == (DEFAULT_AUTO_LANE_ORDER, CPU_LANE_ORDER)
+
+
+def test_a_second_cluster_in_no_order_is_skipped_with_a_code_and_named_by_check(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    env = _env(tmp_path, NIBI)
+    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "3h", "--json"], env)
+    doc = json.loads(out)
+    valid(doc, "plan")
+    assert rc == 0 and _skips(doc, "not_in_lane_order") == ["nibi"]
+    assert not [r for r in doc["rungs"] if r["lane"] == "nibi"]
+    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "3h", "--pin", "nibi", "--json"], env)
+    assert [r["lane"] for r in json.loads(out)["rungs"]] == ["nibi"]  # a pin still reaches it
+    rc, out, _ = run(capsys, ["check", "--json", "--timeout", "1"], env)
+    doc = json.loads(out)
+    valid(doc, "check")
+    [left] = doc["left_out"]
+    assert left["lane"] == "nibi" and left["code"] == "not_in_lane_order"
+    assert '[lanes] gpu = ["fellows", "nibi", "gcp"]' in left["fix"] and env["EPS_CONFIG"] in left["fix"]
+    rc, out, _ = run(capsys, ["check", "--timeout", "1"], env)
+    assert "nibi: not_in_lane_order:" in out
+
+
+def test_an_order_that_names_the_second_cluster_walks_it_before_gcp(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    env = _env(tmp_path, NIBI + '[lanes]\ngpu = ["fellows", "nibi", "gcp"]\n')
+    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "3h", "--json"], env)
+    lanes = list(dict.fromkeys(r["lane"] for r in json.loads(out)["rungs"]))
+    assert lanes == ["fellows", "nibi", "gcp"]
+    assert _skips(json.loads(out), "not_in_lane_order") == []
+    rc, out, _ = run(capsys, ["check", "--json", "--timeout", "1"], env)
+    assert rc in (0, 1) and json.loads(out)["left_out"] == []
+
+
+def test_a_cpu_order_without_runpod_names_runpod_in_the_skips(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    env = _env(tmp_path, '[lanes]\ncpu = ["gcp"]\n')
+    rc, out, _ = run(capsys, ["plan", "cpu-small", "--duration", "3h", "--json"], env)
+    doc = json.loads(out)
+    assert rc == 0 and _skips(doc, "not_in_lane_order") == ["runpod"]
+    assert {r["lane"] for r in doc["rungs"]} == {"gcp"}
+
+
+@pytest.mark.parametrize(
+    ("lanes", "says", "where"),
+    [
+        ('gpu = ["fellows", "runpod"]', "P6: RunPod takes GPU work only when pinned", "$.lanes.gpu[1]"),
+        ('gpu = ["fellows", "fellows"]', "'fellows' is listed twice", "$.lanes.gpu[1]"),
+        ('gpu = ["fellow"]', "unknown lane 'fellow'; did you mean fellows?", "$.lanes.gpu[0]"),
+        ("gpu = []", "needs at least one lane", "$.lanes.gpu"),
+        ('gpu = ["vm"]', "the vm lane has no GPU", "$.lanes.gpu[0]"),
+        ('cpu = ["fellows"]', "P1: CPU work never holds a GPU", "$.lanes.cpu[0]"),
+        ('cpu = ["vm", "gcp"]', "takes trivial ops by P2", "$.lanes.cpu[0]"),
+        ('cpu = ["gcp", "aws"]', "unknown lane 'aws'", "$.lanes.cpu[1]"),
+        ('gpu = "fellows"', "expected", "lanes"),
+        ('order = ["gcp"]', "order", "lanes"),
+    ],
+)
+def test_a_bad_lane_order_is_one_line_naming_the_setting(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, lanes: str, says: str, where: str
+) -> None:
+    env = _env(tmp_path, f"[lanes]\n{lanes}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(env)
+    text = str(info.value)
+    assert says in text and where in text and "\n" not in text, text
+    rc, out, err = run(capsys, ["plan", "gpu-1", "--duration", "3h"], env)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_the_core_skips_a_lane_the_order_leaves_out(tmp_path: Path) -> None:
+    """Pure: the same policy object the shell builds, planned directly."""
+    policy = load_settings(_env(tmp_path, NIBI)).policy
+    route = plan(Job("gpu-1", 3600), CapacitySnapshot(), DEFAULT_GRANTS, None, policy=policy)
+    assert [s.lane for s in route.skipped if s.code.value == "not_in_lane_order"] == ["nibi"]
