@@ -220,6 +220,18 @@ class ClusterConfig(NamedTuple):
     gpus_per_node: int = 8
     gpu_model: str = "H200"
     max_nodes: int = 1
+    #: A ladder tier's own partition / account, ``(qos, value)`` pairs (``low-eur`` on
+    #: ``general,overflow``); every other tier takes the cluster's.
+    tier_partitions: tuple[tuple[str, str], ...] = ()
+    tier_accounts: tuple[tuple[str, str], ...] = ()
+
+    def partition_for(self, qos: str | None) -> str | None:
+        """The partition a job under ``qos`` is submitted to."""
+        return dict(self.tier_partitions).get(qos or "", self.partition)
+
+    def account_for(self, qos: str | None) -> str | None:
+        """The account a job under ``qos`` is charged to."""
+        return dict(self.tier_accounts).get(qos or "", self.account)
 
     @property
     def later_park_cap_s(self) -> int:

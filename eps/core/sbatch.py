@@ -74,7 +74,8 @@ def render_sbatch(
     ``--qos`` only when the rung names one; ``--gres=gpu:N`` only when it has
     GPUs; ``--time`` from ``time_s`` or else the job's duration (``D-HH:MM:SS``,
     whole minutes, rounded up); ``--output`` when given; ``--account`` and ``--partition`` when
-    the cluster configures them.  Then ``export`` lines for ``env`` (sorted by
+    the cluster configures them (a tier's own when it has one: ``tier_accounts``,
+    ``tier_partitions``).  Then ``export`` lines for ``env`` (sorted by
     name), then the command.
 
     Raises :class:`SbatchRenderError` for a value that cannot be rendered safely,
@@ -99,10 +100,10 @@ def render_sbatch(
     options.append(("time", format_slurm_time(limit)))
     if output is not None:
         options.append(("output", output))
-    if cluster.account is not None:
-        options.append(("account", cluster.account))
-    if cluster.partition is not None:
-        options.append(("partition", cluster.partition))
+    if (account := cluster.account_for(rung.qos)) is not None:
+        options.append(("account", account))
+    if (partition := cluster.partition_for(rung.qos)) is not None:
+        options.append(("partition", partition))
 
     lines = ["#!/bin/bash", "#SBATCH --no-requeue"]  # a second run is eps's to start (its retry policy)
     for name, value in options:

@@ -40,6 +40,7 @@ from eps.core.model import (
     VmCapacity,
     evolve,
 )
+from eps.shell import lane_settings
 from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings, duration_setting
 
 #: The largest user file eps reads (a snapshot of every zone is a few hundred KiB).
@@ -324,6 +325,8 @@ class _ClusterDoc:
     advance_on_self_cap: bool | None = None
     gpus_per_node: int | None = None
     gpu_model: str | None = None
+    tier_partition: dict[str, str] | None = None
+    tier_account: dict[str, str] | None = None
 
 
 @frozen
@@ -525,6 +528,7 @@ def _clusters(
             gpus_per_node=c.gpus_per_node,
             gpu_model=c.gpu_model,
         )
+        updated = lane_settings.per_tier(updated, c.tier_partition, c.tier_account, f"clusters[{i}]", source)
         if existing is None:
             clusters.append(updated)
         else:
@@ -580,9 +584,7 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
     if doc.clusters is not None:
         policy, access = _clusters(policy, access, doc.clusters, source)
     if doc.lanes is not None:  # after the clusters: the orders name them
-        from eps.shell import lane_orders
-
-        policy = lane_orders.apply(policy, doc.lanes.gpu, doc.lanes.cpu, source)
+        policy = lane_settings.apply(policy, doc.lanes.gpu, doc.lanes.cpu, source)
     return evolve(
         base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout, jobs=jobs,
         notes=notes,

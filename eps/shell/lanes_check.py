@@ -108,7 +108,7 @@ def gather(settings: Settings, env: dict[str, str], options: Any, timeout_s: flo
 def _left_out(settings: Settings) -> list[dict[str, str]]:
     """The configured clusters no lane order names (``eps plan`` skips them), with the fix."""
     from eps.shell.availability import fix_config
-    from eps.shell.lane_orders import left_out
+    from eps.shell.lane_settings import left_out
 
     order = settings.policy.gpu_lane_order
     out = []

@@ -34,6 +34,24 @@ def test_fellows_tier(snapshot, qos: str) -> None:
     assert script == snapshot
 
 
+#: Fellows as the seed project ran it: low-eur on another partition (and account) than the other tiers.
+SPLIT = evolve(FELLOWS, tier_partitions=(("low-eur", "general,overflow"),), tier_accounts=(("low-eur", "fellows-low"),))
+
+
+def test_a_tier_with_its_own_partition_and_account(snapshot) -> None:
+    script = render_sbatch(TRAIN, SPLIT, slurm_rung(SPLIT, "low-eur", 2), dispatch_id="d0001", output="eps-%j.out")
+    assert "#SBATCH --partition=general,overflow\n" in script and "#SBATCH --account=fellows-low\n" in script
+    assert script == snapshot
+
+
+@pytest.mark.parametrize("qos", ["high-eur", "normal-eur", "dev-eur", None])
+def test_every_other_tier_renders_byte_for_byte_as_before(qos: str | None) -> None:
+    """P13: a tier's own partition changes only that tier's render."""
+    rung = slurm_rung(SPLIT, qos, 2)
+    split, plain = (render_sbatch(TRAIN, c, rung, dispatch_id="d0001") for c in (SPLIT, FELLOWS))
+    assert split == plain
+
+
 def test_no_ladder_cluster(snapshot) -> None:
     script = render_sbatch(TRAIN, LAB, slurm_rung(LAB, None, 2), dispatch_id="d0002", output="eps-%j.out")
     assert "--qos" not in script

@@ -1,15 +1,18 @@
-"""``[lanes] gpu`` and ``[lanes] cpu``: the automatic lane orders as settings (defaults: the
-tables' ``DEFAULT_AUTO_LANE_ORDER`` and ``CPU_LANE_ORDER``), checked strictly against the
-lanes the config has.  A wrong name, a duplicate, RunPod in the automatic GPU order (P6), a
-cluster in the CPU order (P1) or the VM in either (P2 chooses it) is one line naming the
-setting.  A configured cluster left out of the GPU order is not dropped in silence: ``eps
-plan`` skips it with ``not_in_lane_order`` and ``eps check`` names it."""
+"""The lane settings that name other settings, checked against them, one line each.
+
+``[[clusters]] tier_partition`` / ``tier_account``: a ladder tier's own partition and
+account (each key a tier of that cluster).  ``[lanes] gpu`` and ``[lanes] cpu``: the
+automatic lane orders (defaults: the tables' ``DEFAULT_AUTO_LANE_ORDER`` and
+``CPU_LANE_ORDER``).  A wrong name, a duplicate, RunPod in the automatic GPU order (P6), a
+cluster in the CPU order (P1) or the VM in either (P2 chooses it) is refused.  A configured
+cluster left out of the GPU order is not dropped in silence: ``eps plan`` skips it with
+``not_in_lane_order`` and ``eps check`` names it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from eps.core.model import Policy, evolve
+from eps.core.model import ClusterConfig, Policy, evolve
 from eps.core.router import did_you_mean
 from eps.shell.settings import ConfigError
 
@@ -55,3 +58,24 @@ def apply(policy: Policy, gpu: list[str] | None, cpu: list[str] | None, source: 
 def left_out(policy: Policy) -> list[str]:
     """The configured clusters that are in no lane order (reached only with ``--pin``)."""
     return [c.name for c in policy.clusters if c.name not in policy.gpu_lane_order]
+
+
+def per_tier(
+    cluster: ClusterConfig, partitions: dict[str, str] | None, accounts: dict[str, str] | None, where: str, source: str
+) -> ClusterConfig:
+    """``cluster`` with its tiers' own partitions and accounts (``tier_partition = {
+    "low-eur" = "general,overflow" }``): each key a tier of its ladder (or its dev QoS),
+    each value a non-empty name."""
+    tiers = [*cluster.qos_ladder, *([cluster.dev_qos] if cluster.dev_qos else [])]
+    got = {}
+    for key, table in (("tier_partition", partitions), ("tier_account", accounts)):
+        for qos, value in (table or {}).items():
+            what = f"@ $.{where}.{key}.{qos}"
+            if qos not in tiers:
+                known = ", ".join(tiers) or "none: the cluster has no QoS ladder"
+                raise ConfigError(f"{source}: {qos!r} is not a tier of {cluster.name} (tiers: {known}) {what}")
+            if not value.strip():
+                raise ConfigError(f"{source}: the {key.removeprefix('tier_')} of {qos} is empty {what}")
+        if table is not None:
+            got["tier_partitions" if key == "tier_partition" else "tier_accounts"] = tuple(sorted(table.items()))
+    return evolve(cluster, **got) if got else cluster

@@ -109,3 +109,33 @@ def test_the_core_skips_a_lane_the_order_leaves_out(tmp_path: Path) -> None:
     policy = load_settings(_env(tmp_path, NIBI)).policy
     route = plan(Job("gpu-1", 3600), CapacitySnapshot(), DEFAULT_GRANTS, None, policy=policy)
     assert [s.lane for s in route.skipped if s.code.value == "not_in_lane_order"] == ["nibi"]
+
+
+# --- a tier's own partition and account (item 3) ------------------------------------------------
+
+LADDER = '[[clusters]]\nname = "fellows"\n'
+
+
+def test_a_tier_takes_its_own_partition_and_account_from_the_config(tmp_path: Path) -> None:
+    env = _env(tmp_path, LADDER + 'partition = "general"\ntier_partition = { "low-eur" = "general,overflow" }\n'
+                                  'tier_account = { "low-eur" = "fellows-low" }\n')  # fmt: skip
+    fellows = load_settings(env).policy.cluster("fellows")
+    assert fellows is not None
+    assert [fellows.partition_for(q) for q in ("high-eur", "normal-eur", "low-eur", None)] == [
+        "general", "general", "general,overflow", "general"]  # fmt: skip
+    assert fellows.account_for("low-eur") == "fellows-low" and fellows.account_for("high-eur") == fellows.account
+
+
+@pytest.mark.parametrize(
+    ("table", "says", "where"),
+    [
+        ('tier_partition = { "top-eur" = "x" }', "'top-eur' is not a tier of fellows", ".tier_partition.top-eur"),
+        ('tier_account = { "low-eur" = " " }', "the account of low-eur is empty", ".tier_account.low-eur"),
+        ('tier_partition = { "low-eur" = 3 }', "expected", "tier_partition"),
+    ],
+)
+def test_a_bad_tier_setting_is_one_line(tmp_path: Path, table: str, says: str, where: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env(tmp_path, LADDER + table + "\n"))
+    text = str(info.value)
+    assert says in text and where in text and "\n" not in text, text
