@@ -394,8 +394,13 @@ class QueueState(NamedTuple):
 
 
 class ClusterState(NamedTuple):
+    """What is known about one SLURM cluster now.  ``start_estimate_s``: how long until the
+    job would start there, by the cluster's own estimate (``sbatch --test-only``): a hint
+    that ranks consecutive clusters of a lane order, never a gate."""
+
     cluster: str
     reachable: bool = True
+    start_estimate_s: int | None = None
 
 
 class GcpState(NamedTuple):

@@ -110,6 +110,8 @@ def plan(
     index = policy_index(policy)
     intent, notes = _resolve(job, index)
     lanes, skipped = _lanes(job, intent, index, capacity_snapshot.vm, notes)
+    if job.pin is None:
+        lanes = _by_start_estimate(lanes, capacity_snapshot, index, notes)
     if intent.resource is Resource.CPU and job.count > 1:
         notes.append(_fan_out_note(job.count, lanes, index))
     facts = Facts.of(capacity_snapshot)
@@ -367,6 +369,32 @@ def _out_of_order(natural: list[str], skipped: list[Skip], intent: Intent, index
         for lane in lanes
         if lane not in natural and lane not in said and _applies(lane, intent, index)
     ]
+
+
+def _by_start_estimate(lanes: list[str], snap: CapacitySnapshot, index: PolicyIndex, notes: list[str]) -> list[str]:
+    """Each run of consecutive clusters in ``lanes``, sorted by the clusters' own start
+    estimates for this job (soonest first; unknown last; ties keep the order).  A hint: the
+    first cluster is parked and capped as any first choice."""
+    est = {c.cluster: c.start_estimate_s for c in snap.clusters if c.start_estimate_s is not None}
+    if not est:
+        return lanes
+    out: list[str] = []
+    i = 0
+    while i < len(lanes):
+        j = i
+        while j < len(lanes) and index.lane_kinds.get(lanes[j]) is LaneKind.SLURM:
+            j += 1
+        if j - i < 2:
+            out.append(lanes[i])
+            i += 1
+            continue
+        group = lanes[i:j]
+        ranked = sorted(group, key=lambda n: (est.get(n) is None, est.get(n) or 0))
+        said = ", ".join(f"{n} in {est[n]} s" if n in est else f"{n} unknown" for n in ranked)
+        notes.append(f"clusters ranked by their start estimates (sbatch --test-only): {said}")
+        out.extend(ranked)
+        i = j
+    return out
 
 
 def _vm_misfit(job: Job, intent: Intent, room: VmCapacity, margin_gb: int) -> str | None:

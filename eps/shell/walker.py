@@ -156,7 +156,7 @@ class Walker:
         ids = self.record(job, parent)
         self.ledger.acquire(parent)
         if ids == [parent]:
-            return [self._guarded(parent, job, ResumeFrom(Walk(job, self.snapshot, self.grants)))]
+            return [self._guarded(parent, job, ResumeFrom(Walk(job, self._estimated(job, parent), self.grants)))]
         self.reporter.emit("fanout", dispatch=parent, children=ids)
         return self.walk_copies(parent, ids)
 
@@ -197,7 +197,14 @@ class Walker:
                         self.reporter.emit("stopped", dispatch=dispatch, message=message,
                                            reason={"code": "workdir", "text": message})  # fmt: skip
                         return WalkResult(dispatch, None, failure=message)
-        return self._guarded(dispatch, job, ResumeFrom(Walk(job, self.snapshot, self.grants)))
+        return self._guarded(dispatch, job, ResumeFrom(Walk(job, self._estimated(job, dispatch), self.grants)))
+
+    def _estimated(self, job: Job, dispatch: str) -> CapacitySnapshot:
+        """The snapshot with the clusters' own start estimates for ``job``, when two or more
+        clusters follow each other in the lane order (a hint that ranks them)."""
+        from eps.shell.lanes.slurm.estimates import estimated
+
+        return estimated(self.lanes, self.settings.policy, job, dispatch, self.snapshot, self.grants)
 
     def resume(self, dispatch: str) -> WalkResult:
         row = self.ledger.dispatch(dispatch)

@@ -13,6 +13,7 @@ PENDING job is a state, not a failure.
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import time
@@ -129,6 +130,14 @@ class SlurmClient:
                 return Success(job_id)
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"sbatch printed no job id: {out.strip()!r}"))
         return Failure(classify(rc, err or out, "sbatch"))
+
+    def start_estimate(self, script: str) -> int | None:
+        """Seconds until ``script`` would start, by the cluster's own estimate (``sbatch
+        --test-only``, nothing submitted), against the cluster's own clock (its local time,
+        printed by the same shell); ``None`` when it gives none."""
+        line = "sbatch --test-only 2>&1; echo; date +%Y-%m-%dT%H:%M:%S"
+        _, out, err = self._run(["bash", "-c", line], script)
+        return start_estimate_s(out + err)
 
     def poll(self, job_id: str) -> Result[JobStatus, LaneFailure]:
         """The job's state and pending reason from ``squeue``; once it has left squeue,
@@ -269,6 +278,22 @@ def parse_grants(assoc_out: str, qos_out: str) -> QosGrants:
         found.sort(key=lambda t: (-t.priority, t.name))
         clusters.append((cluster, tuple(found)))
     return QosGrants(clusters=tuple(clusters))
+
+
+_WILL_START = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
+_NOW = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\s*$", re.MULTILINE)
+
+
+def start_estimate_s(text: str) -> int | None:
+    """``sbatch --test-only``'s start time less the cluster's time after it (both its local
+    time), in whole seconds, at least 0; ``None`` when either is missing."""
+    from datetime import datetime
+
+    start, now = _WILL_START.search(text), _NOW.findall(text)
+    if start is None or not now:
+        return None
+    seconds = (datetime.fromisoformat(start[1]) - datetime.fromisoformat(now[-1])).total_seconds()
+    return max(0, int(seconds))
 
 
 def gpu_cap(max_tres: str) -> int | None:

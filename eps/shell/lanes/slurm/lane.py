@@ -120,6 +120,16 @@ class SlurmLane:
         submitted = self.client.submit(script, options)
         return submitted.map(lambda job_id: evolve(queued, id=job_id, state=HandleState.PENDING))
 
+    def start_estimate(self, job: Job, rung: Rung, dispatch: str) -> int | None:
+        """How long until ``job`` would start on ``rung`` here, by the cluster's estimate
+        (``None``: it gives none); nothing is shipped or submitted."""
+        probe = evolve(on_rung(job, rung), command=("true",))
+        try:
+            script = render_sbatch(probe, self.cluster, rung, dispatch_id=dispatch, time_s=batch_time_s(probe))
+        except SbatchRenderError:
+            return None
+        return self.client.start_estimate(script)
+
     def _with(self, handle: Handle, status: JobStatus) -> Handle:
         state = handle_state(status.state)
         return evolve(handle, state=state, reason=status.reason if state is HandleState.PENDING else status.state)
