@@ -127,6 +127,7 @@ class DownCode(StrEnum):
     NOT_CONFIGURED = "not_configured"  # e.g. no GCP project, no SLURM client or login prefix
     NO_CREDENTIALS = "no_credentials"  # e.g. no RunPod key, no GCP Application Default Credentials
     LANE_DOWN = "lane_down"  # configured, but it did not answer or refused the credentials
+    NO_MASTER = "no_master"  # a login usable only through the user's own ssh master, which is not open
 
 
 class ParkAction(StrEnum):

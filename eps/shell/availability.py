@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 
 from eps.core.model import DownCode, LaneDown, LaneKind
 from eps.shell.secrets import secret_problem
-from eps.shell.settings import Settings
+from eps.shell.settings import ClusterAccess, Settings
 
 #: Where Linux tells it runs on Compute Engine (google-auth reads the same file to decide
 #: whether to ask the metadata server for credentials).
@@ -87,10 +87,34 @@ def _on_path(name: str, path: str) -> bool:
     return False
 
 
+def _master_down(access: ClusterAccess, master: str) -> LaneDown | None:
+    """A login reached only through the user's own ssh master: down (``no_master``) unless
+    the master answers ``ssh -O check`` (a local socket, no connection is made).  No socket
+    at all: not even that is run."""
+    host = next((w for w in access.login[1:] if not w.startswith("-")), "LOGIN-HOST")
+    opening = f"ssh -M -S {master} -o ControlPersist=yes -fN {host}"
+    why = (f"{access.name} is reached only through your ssh master ({master}), which is not open: "
+           f"eps opens no connection of its own to a login that asks for a second factor")  # fmt: skip
+    if not os.path.exists(master):
+        return LaneDown(access.name, why, DownCode.NO_MASTER, f"open it: {opening}")
+    import subprocess
+
+    check = [access.login[0], "-S", master, "-O", "check", host]
+    try:
+        done = subprocess.run(check, capture_output=True, timeout=5, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return LaneDown(access.name, why, DownCode.NO_MASTER, f"open it again: {opening}")
+    ok = done.returncode == 0
+    return None if ok else LaneDown(access.name, why, DownCode.NO_MASTER, f"open it again: {opening}")
+
+
 def slurm_down(
     settings: Settings, env: Mapping[str, str], name: str, *, runner_given: bool = False, **_: object
 ) -> LaneDown | None:
-    if settings.cluster_access(name).login or runner_given:
+    access = settings.cluster_access(name)
+    if access.master and not runner_given:
+        return _master_down(access, access.master)
+    if access.login or runner_given:
         return None
     if not _on_path("sbatch", env.get("PATH", os.defpath)):
         fix = fix_config(settings, f'[[clusters]] name = "{name}" with login = ["ssh", "LOGIN-HOST"]')

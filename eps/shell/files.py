@@ -327,6 +327,7 @@ class _ClusterDoc:
     gpu_model: str | None = None
     tier_partition: dict[str, str] | None = None
     tier_account: dict[str, str] | None = None
+    login_master: str | None = None
 
 
 @frozen
@@ -533,8 +534,12 @@ def _clusters(
             clusters.append(updated)
         else:
             clusters[existing] = updated
+        before = next((a for a in access if a.name == c.name), None)
         access = [a for a in access if a.name != c.name]
-        access.append(ClusterAccess(c.name, tuple(c.login or ()), c.user, c.work_root))
+        master = c.login_master if c.login_master is not None else before.master if before else None
+        login = tuple(c.login or ())
+        access.append(ClusterAccess(c.name, login, c.user, c.work_root,
+                                    lane_settings.master(login, master, f"clusters[{i}]", source)))  # fmt: skip
     return evolve(policy, clusters=tuple(clusters)), access
 
 

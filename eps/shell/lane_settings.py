@@ -10,6 +10,7 @@ cluster left out of the GPU order is not dropped in silence: ``eps plan`` skips 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from eps.core.model import ClusterConfig, Policy, evolve
@@ -79,3 +80,17 @@ def per_tier(
         if table is not None:
             got["tier_partitions" if key == "tier_partition" else "tier_accounts"] = tuple(sorted(table.items()))
     return evolve(cluster, **got) if got else cluster
+
+
+def master(login: tuple[str, ...], path: str | None, where: str, source: str) -> str | None:
+    """``login_master``: the ControlPath (``~`` expanded) of the ssh master the user opens to
+    a login that asks for a second factor; it needs an ssh login prefix."""
+    if path is None:
+        return None
+    if not path.strip():
+        raise ConfigError(f"{source}: login_master is empty @ $.{where}.login_master")
+    if not login or os.path.basename(login[0]) != "ssh":
+        raise ConfigError(f'{source}: login_master needs login = ["ssh", "LOGIN-HOST"] @ $.{where}.login_master')
+    if "%" in path:
+        raise ConfigError(f"{source}: login_master is a path, without ssh's % tokens @ $.{where}.login_master")
+    return os.path.expanduser(path)

@@ -21,12 +21,24 @@ class ConfigError(ValueError):
 
 
 class ClusterAccess(NamedTuple):
-    """How the shell reaches a SLURM cluster: a command prefix (``["ssh", "login"]``) and the user."""
+    """How the shell reaches a SLURM cluster: a command prefix (``["ssh", "login"]``) and the
+    user.  ``master``: the ControlPath of an ssh master connection the user opens (a login
+    that asks for a second factor); then eps reaches the login only through it."""
 
     name: str
     login: tuple[str, ...] = ()
     user: str | None = None
     work_root: str | None = None  # where dispatch roots go, on the filesystem the nodes share
+    master: str | None = None
+
+    @property
+    def prefix(self) -> tuple[str, ...]:
+        """The login prefix eps runs: with a ``master``, ssh never connects on its own and
+        never prompts (``ControlMaster=no``, ``BatchMode=yes``)."""
+        if not self.master or not self.login:
+            return self.login
+        only = ("-o", f"ControlPath={self.master}", "-o", "ControlMaster=no", "-o", "BatchMode=yes")
+        return (self.login[0], *only, *self.login[1:])
 
 
 class GcpSettings(NamedTuple):

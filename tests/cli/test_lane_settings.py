@@ -139,3 +139,75 @@ def test_a_bad_tier_setting_is_one_line(tmp_path: Path, table: str, says: str, w
         load_settings(_env(tmp_path, LADDER + table + "\n"))
     text = str(info.value)
     assert says in text and where in text and "\n" not in text, text
+
+
+# --- a login usable only through the user's own ssh master (item 4) -------------------------------
+
+FAKE_SSH = """#!/bin/sh
+echo "$*" >> "{log}"
+case "$*" in *"-O check"*) exit {check_rc};; esac
+echo "the fake ssh was asked to connect" >&2
+exit 255
+"""
+
+
+def _master_env(tmp_path: Path, *, check_rc: int = 0) -> tuple[dict[str, str], Path, Path]:
+    (tmp_path / "fakebin").mkdir()
+    ssh, log = tmp_path / "fakebin" / "ssh", tmp_path / "ssh.log"
+    ssh.write_text(FAKE_SSH.format(log=log, check_rc=check_rc))
+    ssh.chmod(0o755)
+    master = tmp_path / "cm-nibi"
+    env = _env(tmp_path, f'[[clusters]]\nname = "nibi"\nlogin = ["{ssh}", "nibi-login"]\nlogin_master = "{master}"\n'
+                         '[lanes]\ngpu = ["fellows", "nibi", "gcp"]\n')  # fmt: skip
+    return env, log, master
+
+
+def test_a_master_only_login_without_its_master_is_skipped_and_never_connected_to(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    env, log, master = _master_env(tmp_path)
+    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "3h", "--json"], env)
+    doc = json.loads(out)
+    valid(doc, "plan")
+    [nibi] = [r for r in doc["rungs"] if r["lane"] == "nibi"]
+    assert nibi["runnable"] is False and nibi["not_runnable"]["code"] == "no_master"
+    rc, out, _ = run(capsys, ["check", "--json", "--timeout", "2"], env)
+    doc = json.loads(out)
+    valid(doc, "check")
+    [row] = [r for r in doc["lanes"] if r["lane"] == "nibi"]
+    opening = f"ssh -M -S {master} -o ControlPersist=yes -fN nibi-login"
+    assert row["problem"]["code"] == "no_master" and opening in row["fix"]
+    rc, out, err = run(capsys, ["execute", "gpu-1", "--duration", "1h", "--pin", "nibi", "--", "true"], env)
+    assert rc == 1 and "no_usable_lane" in out + err and "ssh master" in out + err
+    assert not log.exists()  # not one ssh: not even a check, with no socket there
+
+
+def test_a_stale_master_is_checked_locally_and_a_live_one_is_the_only_way_in(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    env, log, master = _master_env(tmp_path, check_rc=255)
+    master.write_text("")  # a socket left behind by a master that died
+    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "3h", "--pin", "nibi", "--json"], env)
+    [nibi] = json.loads(out)["rungs"]
+    assert rc == 0 and nibi["not_runnable"]["code"] == "no_master" and "open it again" in nibi["not_runnable"]["fix"]
+    assert log.read_text().splitlines() == [f"-S {master} -O check nibi-login"]  # local: no connection
+    from eps.shell.config import load_settings as settings_of
+
+    access = settings_of(env).cluster_access("nibi")
+    assert access.prefix[1:] == ("-o", f"ControlPath={master}", "-o", "ControlMaster=no", "-o", "BatchMode=yes",
+                                 "nibi-login")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cluster", "says"),
+    [
+        ('login = ["nibi-wrapper"]\nlogin_master = "/tmp/cm"', 'login_master needs login = ["ssh", "LOGIN-HOST"]'),
+        ('login = ["ssh", "nibi"]\nlogin_master = "~/.ssh/cm-%h"', "without ssh's % tokens"),
+        ('login = ["ssh", "nibi"]\nlogin_master = " "', "login_master is empty"),
+    ],
+)
+def test_a_bad_login_master_is_one_line(tmp_path: Path, cluster: str, says: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env(tmp_path, f'[[clusters]]\nname = "nibi"\n{cluster}\n'))
+    text = str(info.value)
+    assert says in text and "login_master" in text and "\n" not in text, text

@@ -40,8 +40,8 @@ def _slurm(lanes: Lanes, name: str) -> Lane:
     opts = lanes.options
     return SlurmLane(
         cluster,
-        SlurmClient(runner=opts.slurm_runner or subprocess_runner, prefix=access.login),
-        login=access.login,
+        SlurmClient(runner=opts.slurm_runner or subprocess_runner, prefix=access.prefix),
+        login=access.prefix,
         work_root=access.work_root,
         cancel_timeout_s=opts.slurm_cancel_timeout_s,
         clock=lanes.clock,
