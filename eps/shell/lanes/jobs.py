@@ -29,6 +29,7 @@ from eps.core.lifecycle import job_spec
 from eps.core.model import Job
 from eps.core.outcome import FailureKind, LaneFailure
 from eps.core.states import SETTLED_DISPATCH_STATES
+from eps.shell.remote import mux
 from eps.shell.remote.errors import RemoteFailure
 from eps.shell.remote.ignore import Workdir, select_workdir
 from eps.shell.remote.job import (
@@ -166,6 +167,13 @@ def reap(site: Site) -> Result[None, LaneFailure]:
 def cancel(site: Site) -> Result[None, LaneFailure]:
     """Ask the job to stop (``eps cancel``): its wrapper records ``cancelled``."""
     return cancel_job(site.remote, site.root).alt(_lane)
+
+
+def hang_up(site: Site) -> None:
+    """eps is done with the site's machine for now (its dispatch settled, the machine kept for
+    a later pull): its shared ssh master connection is closed rather than left to time out."""
+    if site.remote.control_path is not None:
+        mux.close(site.remote.control_path)
 
 
 def pull(site: Site, out_dir: str, log_path: str) -> Result[None, LaneFailure]:

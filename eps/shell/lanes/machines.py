@@ -31,6 +31,7 @@ from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.watcher import WatchSpec, render_watch_start, render_watcher
 from eps.shell.lanes.jobs import JobFiles, Site, launch, probe, site_root, stage
 from eps.shell.polling import poll_until
+from eps.shell.remote import mux
 from eps.shell.remote.errors import RemoteErrorKind
 from eps.shell.remote.keys import KNOWN_HOSTS_NAME, KeyPair, ensure_key, forget_host, key_dir, load_key
 from eps.shell.remote.ssh import FRESH_MACHINE, Patience, Remote, check_remote
@@ -76,7 +77,9 @@ class MachineAccess(NamedTuple):
         return self.key(make=False).bind(lambda k: address.bind(lambda a: self.site(a, k, dispatch, job, machine)))
 
     def forget(self, machine: str) -> None:
-        """The machine is gone: its host key goes from eps's known_hosts."""
+        """The machine is gone (or stopped, or made anew): its ssh master connection is closed and
+        its host key goes from eps's known_hosts."""
+        mux.close_machine(key_dir(self.state_dir), machine)
         forget_host(os.path.join(key_dir(self.state_dir), KNOWN_HOSTS_NAME), machine)
 
     def watch(self, dispatch: str, job: Job, halt: str, park: str = "") -> WatchSpec:
@@ -104,6 +107,7 @@ def start_on(
     failure the machine is released again, and the failure says whether it is gone."""
     up = launch_again(access, key, handle, address, job, dispatch, files, halt=halt, park=park, fresh=True)
     if isinstance(up, Failure):
+        mux.close_machine(key_dir(access.state_dir), handle.id)  # whatever the release does, eps is done with it
         return Failure(released_after(up.failure(), release(), f"{what} {handle.id}"))
     return up
 

@@ -5,6 +5,8 @@
   options, through a login prefix, or between two local directories.  rsync's
   quick check (size + mtime) makes a second upload of an unchanged tree cost
   one file-list exchange.
+- rsync's ssh is eps's own (:func:`~eps.shell.remote.ssh.ssh_options`): it shares the
+  machine's master connection like every other command.
 - The destination directory is made on the far side in the same connection
   (``--rsync-path='mkdir -p -- DIR && rsync'``).
 - A small file (the env file, the wrapper) travels on ssh's stdin into
@@ -43,6 +45,7 @@ from eps.shell.remote.ssh import (
     last_line,
     retrying,
     ssh_options,
+    through_master,
 )
 
 #: rsync: "Partial transfer due to vanished source files".
@@ -240,7 +243,7 @@ def _transfer(
     def attempt() -> Result[Completed, RemoteFailure]:
         return _classify_rsync(remote, runner(argv, stdin=stdin, timeout_s=timeout_s), what, timeout_s)
 
-    return retrying(attempt, patience, sleep=sleep).map(lambda _: None)
+    return retrying(through_master(remote, attempt, runner), patience, sleep=sleep).map(lambda _: None)
 
 
 def _classify_rsync(
