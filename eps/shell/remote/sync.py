@@ -12,6 +12,10 @@
 - A small file (the env file, the wrapper) travels on ssh's stdin into
   ``umask 077; cat > tmp; mv tmp file``: its content is never an argument, so it
   shows up in no process listing, no log and no error message.
+- Several small files at once (a job's wrapper, env file and watcher) travel as one tar
+  archive on ssh's stdin into :func:`unpack_line`: extracted under ``umask 077`` into a
+  fresh private directory beside them, given their modes, then each renamed into place;
+  one command instead of one per file, and still nothing of their content in an argument.
 - rsync exit 24 (a source file vanished while it was being sent) counts as done:
   a workdir or an output directory may change under us.
 - Sparse files stay sparse both ways (``--sparse``); no transfer recreates a device
@@ -25,12 +29,14 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shlex
 import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from returns.result import Failure, Result, Success
 
@@ -210,6 +216,49 @@ def put_file(
         remote, command, f"writing {remote_path}", stdin=content, patience=patience, runner=runner, sleep=sleep
     )
     return written.map(lambda _: None)
+
+
+class Packed(NamedTuple):
+    """Small files for one command: their names (relative, in the target directory), modes and
+    the tar archive that carries them (on stdin)."""
+
+    names: tuple[tuple[str, int], ...]
+    archive: bytes
+
+
+def pack(files: Sequence[tuple[str, bytes, int]]) -> Packed:
+    """A tar archive of ``(name, content, mode)`` (plain names: no directory, no ``..``)."""
+    import tarfile
+
+    buffer = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, content, mode in files:
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"not a plain file name: {name!r}")
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(content), mode & 0o777, now
+            tar.addfile(info, io.BytesIO(content))
+    return Packed(tuple((name, mode) for name, _, mode in files), buffer.getvalue())
+
+
+def unpack_line(directory: str, packed: Packed) -> str:
+    """The shell line that puts the files of ``packed`` (its archive on stdin) into
+    ``directory`` (made, private): extracted into a fresh ``.eps-stage.*`` directory there,
+    each given its mode and renamed into place (a reader never sees half a file); the stage
+    goes whatever happened.  Prints nothing; fails when any file could not be put."""
+    d = directory.rstrip("/") or "/"
+    d = d if d.startswith(("/", "./")) else f"./{d}"  # never an option to mkdir or mktemp
+    where = shlex.quote(d)
+    moves = " && ".join(
+        f'chmod {mode:o} "$_eps_s"/{q} && mv -f -- "$_eps_s"/{q} {where}/{q}'
+        for q, mode in ((shlex.quote(name), mode) for name, mode in packed.names)
+    )
+    stage = shlex.quote(f"{d}/.eps-stage.XXXXXX")
+    return (
+        f"umask 077 && mkdir -p -- {where} && _eps_s=$(mktemp -d {stage}) && "
+        f'{{ tar -xof - -C "$_eps_s" && {moves}; _eps_e=$?; rm -rf -- "$_eps_s"; [ "$_eps_e" = 0 ]; }}'
+    )
 
 
 def _put_local(path: str, content: bytes, mode: int) -> Result[None, RemoteFailure]:
