@@ -182,3 +182,8 @@ def test_every_way_eps_reaches_a_machine_names_its_master(eps_key: KeyPair) -> N
 @pytest.fixture(autouse=True)
 def _sshd_up(sshd: Path) -> None:
     """Every test here talks to the real test sshd."""
+
+
+def test_the_docs_state_the_idle_time_of_a_master() -> None:
+    claude = (Path(__file__).parents[3] / "CLAUDE.md").read_text(encoding="utf-8")
+    assert f"ends by itself after {mux.PERSIST_S} s" in " ".join(claude.split())
