@@ -187,3 +187,38 @@ def _sshd_up(sshd: Path) -> None:
 def test_the_docs_state_the_idle_time_of_a_master() -> None:
     claude = (Path(__file__).parents[3] / "CLAUDE.md").read_text(encoding="utf-8")
     assert f"ends by itself after {mux.PERSIST_S} s" in " ".join(claude.split())
+
+
+def test_releasing_a_machine_closes_its_master(eps_key: KeyPair, eps_state: Path) -> None:
+    from eps.shell.lanes.machines import MachineAccess
+
+    remote = machine_target(eps_key)
+    assert check_remote(remote, "true", "contact") == Success("")
+    pid = master(remote)
+    assert pid is not None
+    MachineAccess(str(eps_state), USER, "runs", 0).forget(remote.host_key_alias or "")
+    assert mux.wait_gone([pid]) == []
+    assert not mux.has_socket(remote.control_path or "")
+
+
+def test_files_and_start_in_one_command_start_nothing_when_the_files_fail(
+    eps_key: KeyPair, tmp_path: Path
+) -> None:
+    """The merged bring-up: files unpacked from stdin, then the start, guarded by ``&&``."""
+    from eps.core.jobscript import JobSpec, render_cancel
+    from eps.shell.remote.job import job_root_files, probe_job, start_job
+    from eps.shell.remote.sync import pack, unpack_line
+
+    remote = machine_target(eps_key)
+    root = str(tmp_path / "root")
+    packed = pack(job_root_files(JobSpec(("sleep 30",), "dmerged", 60), {"TOKEN": "s3cret"}))
+    broken = packed._replace(archive=packed.archive[:100])  # a transfer cut short
+    failed = start_job(remote, root, guard=unpack_line(root, broken), stdin=broken.archive)
+    assert not isinstance(failed, Success)
+    assert not (tmp_path / "root" / "run.sh").exists() and not (tmp_path / "root" / "pid").exists()
+    assert [p.name for p in (tmp_path / "root").iterdir()] == []  # no stage left behind
+    pid = start_job(remote, root, guard=unpack_line(root, packed), stdin=packed.archive).unwrap()
+    assert probe_job(remote, root).unwrap().pid == pid
+    assert oct((tmp_path / "root" / "env").stat().st_mode & 0o777) == "0o600"
+    assert "s3cret" not in " ".join(remote_argv(remote, unpack_line(root, packed)))
+    check_remote(remote, render_cancel(root), "stop")
