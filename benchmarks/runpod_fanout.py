@@ -43,6 +43,21 @@ def fingerprint(public: Path) -> str:
     return out.stdout.split()[1]
 
 
+def stop_supervisor(state: Path) -> None:
+    """End the supervisor the run started for its state dir (its pods are never released
+    here, so it would not go idle by itself; it would reopen the masters closed below)."""
+    import signal
+
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 4 and argv[2].startswith(b"from eps.shell.supervisor import main") and argv[3] == bytes(state):
+            os.kill(int(name), signal.SIGKILL)
+
+
 def close_masters(state: Path) -> None:
     """End the ssh master connections eps left to the run's machines (they would end by
     themselves after their idle time; the pods are never released here)."""
@@ -108,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 if "Accepted publickey" in line and mark in line
             )  # fmt: skip
             ssh_support.stop_machine_jobs(Path(tmp))
+            stop_supervisor(Path(tmp) / "state")
             close_masters(Path(tmp) / "state")
             ssh_support.revoke(key.public_key)
     finally:
