@@ -7,7 +7,9 @@ walker, the ledger, the RunPod lane), against the local RunPod test server
 (tests/shell/runpod/fake_server.py) in another process, whose pods' ssh address is the
 test sshd (tests/shell/ssh/sshd.sh, root): every copy's job is shipped and launched over
 ssh for real.  Printed: wall time until every copy's job runs, the eps process's peak
-RSS, and the floor the concurrency allows for the API part:
+RSS, the ssh handshakes per machine (the test sshd's ``Accepted publickey`` lines for the
+run's key during the run: one per machine when every step shares the machine's master
+connection), and the floor the concurrency allows for the API part:
 ``ceil(N / concurrency) x requests per machine x latency`` (create + the GETs until
 RUNNING; poll waits and the ssh launches are on top of the floor).  Asserts nothing.
 """
@@ -30,7 +32,42 @@ SERVER = ROOT / "tests" / "shell" / "runpod" / "fake_server.py"
 sys.path.insert(0, str(ROOT / "tests" / "shell" / "ssh"))
 import ssh_support  # noqa: E402  (the test sshd: the pods' ssh address)
 
+from eps.shell.remote.keys import ensure_key  # noqa: E402
+
 KEY = "bench-key-not-a-secret"
+
+
+def fingerprint(public: Path) -> str:
+    """The key's SHA256 fingerprint, as the sshd logs it on each login."""
+    out = subprocess.run(["ssh-keygen", "-lf", str(public)], capture_output=True, text=True, check=True)
+    return out.stdout.split()[1]
+
+
+def stop_supervisor(state: Path) -> None:
+    """End the supervisor the run started for its state dir (its pods are never released
+    here, so it would not go idle by itself; it would reopen the masters closed below)."""
+    import signal
+
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 4 and argv[2].startswith(b"from eps.shell.supervisor import main") and argv[3] == bytes(state):
+            os.kill(int(name), signal.SIGKILL)
+
+
+def close_masters(state: Path) -> None:
+    """End the ssh master connections eps left to the run's machines (they would end by
+    themselves after their idle time; the pods are never released here)."""
+    try:
+        from eps.shell.remote import mux
+    except ImportError:  # an eps from before connection sharing
+        return
+    directory = mux.control_dir(str(state / "ssh"))
+    for path in set(mux.masters_under([directory] if directory else []).values()):
+        mux.close(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +98,11 @@ def main(argv: list[str] | None = None) -> int:
                 f'poll_interval_s = {args.poll_interval}\nwork_root = "{tmp}/runpod-runs"\n'
                 f"[fanout]\nconcurrency = {args.concurrency}\n[jobs]\nkeeper = false\n"
             )
-            ssh_support.give_key(Path(tmp) / "state")
+            # a key of this run's own (not the tests' shared one), so the sshd's log lines are this run's
+            key = ensure_key(str(Path(tmp) / "state")).unwrap()
+            ssh_support.authorize(key.public_key)
+            mark = fingerprint(Path(key.public_path))
+            log_offset = ssh_support.sshd_log_size()
             env = {
                 **os.environ,
                 "EPS_CONFIG": str(config),
@@ -77,7 +118,14 @@ def main(argv: list[str] | None = None) -> int:
             proc = subprocess.run(argv_eps, env=env, capture_output=True, text=True, check=False)
             wall = time.perf_counter() - began
             rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+            accepted = sum(
+                1 for line in ssh_support.sshd_log_since(log_offset).splitlines()
+                if "Accepted publickey" in line and mark in line
+            )  # fmt: skip
             ssh_support.stop_machine_jobs(Path(tmp))
+            stop_supervisor(Path(tmp) / "state")
+            close_masters(Path(tmp) / "state")
+            ssh_support.revoke(key.public_key)
     finally:
         if server.stdin is not None:
             server.stdin.close()
@@ -97,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
           f" the rest is the ssh launches: {max(0.0, wall - floor - polls) / max(1, running) * args.concurrency:.2f} s"
           f" per launch at {args.concurrency} at once")  # fmt: skip
     print(f"peak RSS of the eps process: {rss_mb:.1f} MB")
+    print(f"ssh handshakes: {accepted} for {running} machines ({accepted / max(1, running):.2f} per machine)")
     if proc.returncode != 0:
         print(proc.stderr[-2000:])
     return 0

@@ -5,6 +5,11 @@ a test does not wait for that: after the test, each supervisor that was not ther
 is ended.  One that still owned an unsettled dispatch (a job the test left running) fails
 the test: a test that leaves a detached process with work behind is a bug.
 
+Every test: no ssh master connection (eps.shell.remote.mux) of this session's state dirs
+outlives it.  A master ends by itself after its idle time; a test does not wait for that:
+each one left (a machine the test did not release) is closed after the test, and one that
+would not go fails it.
+
 Every job's ``bash -l`` on this machine may run ``pyenv init``, whose rehash takes a lock
 file and waits up to ``PYENV_REHASH_TIMEOUT`` (60 s unless set) for it.  The tests kill
 jobs on purpose, sometimes mid-rehash, and a rehash killed that way leaves its lock
@@ -95,3 +100,34 @@ def _no_supervisor_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
             busy[pid] = (state_dir, work)
     if busy:
         pytest.fail(f"the test left supervisors with unsettled dispatches: {busy}")
+
+
+def _control_dirs(base: str) -> list[str]:
+    """This session's masters' socket directories: under its state dirs, or the short private
+    ones (``/tmp/eps-<uid>/*``) whose ``owner`` file names one of its state dirs."""
+    from eps.shell.remote import mux
+
+    dirs = [base]
+    short = os.path.join(mux.SHORT_BASE, f"eps-{os.geteuid()}")
+    for name in sorted(os.listdir(short)) if os.path.isdir(short) else []:
+        try:
+            with open(os.path.join(short, name, mux.OWNER_FILE)) as fh:
+                owner = fh.read().strip()
+        except OSError:
+            continue
+        if owner.startswith(base):
+            dirs.append(os.path.join(short, name))
+    return dirs
+
+
+@pytest.fixture(autouse=True)
+def _no_ssh_master_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    yield
+    from eps.shell.remote import mux
+
+    left = mux.masters_under(_control_dirs(str(tmp_path_factory.getbasetemp())))
+    for path in sorted(set(left.values())):
+        mux.close(path)
+    stuck = mux.wait_gone(left)
+    if stuck:
+        pytest.fail(f"ssh masters of this test would not end: {[left[p] for p in stuck]}")

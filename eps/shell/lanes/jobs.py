@@ -29,11 +29,13 @@ from eps.core.lifecycle import job_spec
 from eps.core.model import Job
 from eps.core.outcome import FailureKind, LaneFailure
 from eps.core.states import SETTLED_DISPATCH_STATES
+from eps.shell.remote import mux
 from eps.shell.remote.errors import RemoteFailure
 from eps.shell.remote.ignore import Workdir, select_workdir
 from eps.shell.remote.job import (
     cancel_job,
     follow_log,
+    job_root_files,
     probe_job,
     pull_log,
     pull_outputs,
@@ -114,21 +116,54 @@ def _readable(path: str) -> bool:
     return True
 
 
+def job_env(job: Job, files: JobFiles) -> Result[dict[str, str] | None, LaneFailure]:
+    """The values of the job's ``--env`` names (None: it has none); a name without a value is refused."""
+    if not job.env_names:
+        return Success(None)
+    env = dict(files.env or {})
+    missing = [n for n in job.env_names if n not in env]
+    if missing:
+        return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"no value for --env {', '.join(missing)}"))
+    return Success({n: env[n] for n in job.env_names})
+
+
 def stage(
     site: Site, job: Job, dispatch: str, files: JobFiles, *, patience: Patience = BRIEF
 ) -> Result[None, LaneFailure]:
     """Ship the wrapper, the env file and the workdir to the site (idempotent: rsync)."""
     spec = job_spec(job, dispatch)
-    env = dict(files.env or {}) if job.env_names else None
-    if env is not None:
-        missing = [n for n in job.env_names if n not in env]
-        if missing:
-            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"no value for --env {', '.join(missing)}"))
-        env = {n: env[n] for n in job.env_names}
+    match job_env(job, files):
+        case Failure(f):
+            return Failure(f)
+        case Success(env):
+            pass
     done = stage_job(site.remote, site.root, spec, workdir=files.workdir, env=env, patience=patience)
     if isinstance(done, Success) and files.outputs is not None and os.path.isdir(files.outputs):
         return seed_outputs(site, files.outputs, patience=patience)
     return done.alt(_lane)
+
+
+def wrapper_files(job: Job, dispatch: str, files: JobFiles) -> Result[list[tuple[str, bytes, int]], LaneFailure]:
+    """The small files of the job's dispatch root, as ``(name, content, mode)``: the wrapper
+    (0644) and, when the job has ``--env`` names, its env file (0600)."""
+    return job_env(job, files).map(lambda env: job_root_files(job_spec(job, dispatch), env))
+
+
+def trees_to_ship(files: JobFiles) -> bool:
+    """Whether :func:`ship_trees` has anything to send (a workdir, or a relaunch's outputs)."""
+    return files.workdir is not None or (files.outputs is not None and os.path.isdir(files.outputs))
+
+
+def ship_trees(site: Site, files: JobFiles, *, patience: Patience = BRIEF) -> Result[None, LaneFailure]:
+    """The workdir into ``work/`` and a relaunch's outputs back into ``out/`` (rsync)."""
+    if files.workdir is not None:
+        w = files.workdir
+        sent = upload_files(site.remote, w.root, w.files, LAYOUT.under(site.root).workdir, patience=patience)
+        if isinstance(sent, Failure):
+            return sent.alt(_lane)
+    if files.outputs is not None and os.path.isdir(files.outputs):
+        return seed_outputs(site, files.outputs, patience=patience)
+    return Success(None)
 
 
 def seed_outputs(site: Site, local: str, *, patience: Patience = BRIEF) -> Result[None, LaneFailure]:
@@ -144,10 +179,19 @@ def seed_outputs(site: Site, local: str, *, patience: Patience = BRIEF) -> Resul
     return sent.alt(_lane)
 
 
-def launch(site: Site, *, before: str | None = None) -> Result[int, LaneFailure]:
+def launch(
+    site: Site,
+    *,
+    before: str | None = None,
+    guard: str | None = None,
+    stdin: bytes | None = None,
+    patience: Patience = BRIEF,
+) -> Result[int, LaneFailure]:
     """Start the staged job detached; the wrapper's pid.  Twice starts it once.  ``before``:
-    a quiet shell line run first, in the same connection (the machine's watcher)."""
-    return start_job(site.remote, site.root, before=before).alt(_lane)
+    a quiet shell line run first, in the same connection (the machine's watcher); ``guard``:
+    one that must succeed first (it puts the files in place, ``stdin`` its data), else
+    nothing starts."""
+    return start_job(site.remote, site.root, before=before, guard=guard, stdin=stdin, patience=patience).alt(_lane)
 
 
 def probe(site: Site) -> Result[JobProgress, LaneFailure]:
@@ -166,6 +210,13 @@ def reap(site: Site) -> Result[None, LaneFailure]:
 def cancel(site: Site) -> Result[None, LaneFailure]:
     """Ask the job to stop (``eps cancel``): its wrapper records ``cancelled``."""
     return cancel_job(site.remote, site.root).alt(_lane)
+
+
+def hang_up(site: Site) -> None:
+    """eps is done with the site's machine for now (its dispatch settled, the machine kept for
+    a later pull): its shared ssh master connection is closed rather than left to time out."""
+    if site.remote.control_path is not None:
+        mux.close(site.remote.control_path)
 
 
 def pull(site: Site, out_dir: str, log_path: str) -> Result[None, LaneFailure]:

@@ -4,13 +4,15 @@ own key once it is up, given what the job wrapper needs, then the job shipped an
 The order, and why:
 
 1. wait until sshd answers and accepts eps's key (a fresh machine: minutes, see
-   :data:`~eps.shell.remote.ssh.FRESH_MACHINE`), and in the same command make sure
-   ``rsync`` is there (installed with the machine's package manager when it is not; a
-   machine where it cannot be is refused with that reason);
-2. ship the wrapper, the env file and the workdir;
-3. put the machine's watcher there when the lane brings it over ssh (RunPod; on GCP it
-   is the startup script and already runs);
-4. start the watcher, then the job detached, in one command.
+   :data:`~eps.shell.remote.ssh.FRESH_MACHINE`); that first connection becomes the
+   machine's ssh master, which every later step shares (:mod:`eps.shell.remote.mux`);
+2. in the same command, make sure ``rsync`` is there (installed with the machine's package
+   manager when it is not; a machine where it cannot be is refused with that reason) and
+   put the wrapper, the env file and the machine's watcher (when the lane brings it over
+   ssh: RunPod; on GCP it is the startup script and already runs) in place;
+3. send the workdir (and a relaunch's outputs) with rsync;
+4. start the watcher, then the job detached, in one command; with nothing for step 3,
+   steps 1-4 are one command, and the start runs only once every file is in place.
 
 Any failure after the machine was made is the lane's to clean up: it releases the
 machine (a job that could not start must not leave a paid machine behind).
@@ -29,12 +31,13 @@ from eps.core.lifecycle import time_limit_s
 from eps.core.model import Job, Policy, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.watcher import WatchSpec, render_watch_start, render_watcher
-from eps.shell.lanes.jobs import JobFiles, Site, launch, probe, site_root, stage
+from eps.shell.lanes.jobs import JobFiles, Site, launch, probe, ship_trees, site_root, trees_to_ship, wrapper_files
 from eps.shell.polling import poll_until
+from eps.shell.remote import mux
 from eps.shell.remote.errors import RemoteErrorKind
 from eps.shell.remote.keys import KNOWN_HOSTS_NAME, KeyPair, ensure_key, forget_host, key_dir, load_key
 from eps.shell.remote.ssh import FRESH_MACHINE, Patience, Remote, check_remote
-from eps.shell.remote.sync import put_file
+from eps.shell.remote.sync import pack, unpack_line
 
 
 class MachineAccess(NamedTuple):
@@ -76,7 +79,9 @@ class MachineAccess(NamedTuple):
         return self.key(make=False).bind(lambda k: address.bind(lambda a: self.site(a, k, dispatch, job, machine)))
 
     def forget(self, machine: str) -> None:
-        """The machine is gone: its host key goes from eps's known_hosts."""
+        """The machine is gone (or stopped, or made anew): its ssh master connection is closed and
+        its host key goes from eps's known_hosts."""
+        mux.close_machine(key_dir(self.state_dir), machine)
         forget_host(os.path.join(key_dir(self.state_dir), KNOWN_HOSTS_NAME), machine)
 
     def watch(self, dispatch: str, job: Job, halt: str, park: str = "") -> WatchSpec:
@@ -104,6 +109,7 @@ def start_on(
     failure the machine is released again, and the failure says whether it is gone."""
     up = launch_again(access, key, handle, address, job, dispatch, files, halt=halt, park=park, fresh=True)
     if isinstance(up, Failure):
+        mux.close_machine(key_dir(access.state_dir), handle.id)  # whatever the release does, eps is done with it
         return Failure(released_after(up.failure(), release(), f"{what} {handle.id}"))
     return up
 
@@ -197,36 +203,46 @@ def bring_up(
     watcher: WatchSpec | None = None,
     patience: Patience = FRESH_MACHINE,
 ) -> Result[int, LaneFailure]:
-    """Reach the fresh machine and make sure it has rsync (one command, retried while the
-    machine is not up yet), ship the job, then start the watcher (when given) and the job
-    (one command).  The wrapper's pid."""
-    remote = site.remote
-    ready = check_remote(remote, ENSURE_RSYNC, "making sure rsync is installed", timeout_s=600, patience=patience)
-    if isinstance(ready, Failure):
-        failure = ready.failure().lane_failure()
-        if ready.failure().kind in (RemoteErrorKind.UNREACHABLE, RemoteErrorKind.AUTH, RemoteErrorKind.HOST_KEY):
-            return Failure(evolve(failure, message=f"the machine never let eps in: {failure.message}"))
-        return Failure(failure)
-    staged = stage(site, job, dispatch, files)
-    if isinstance(staged, Failure):
-        return staged
-    before = None
+    """Reach the fresh machine and launch the job in as few commands as are safe.  The first
+    (retried while the machine is not up yet) makes sure rsync is there and puts the wrapper,
+    the env file and the watcher in place (one archive on stdin); the workdir (and a
+    relaunch's outputs) follow by rsync; the last starts the watcher and the job.  With no
+    tree to send, the first and the last are one command, in which the start runs only once
+    every file is in place (``&&``): a half-shipped root never starts.  The wrapper's pid."""
+    small = wrapper_files(job, dispatch, files)
+    if isinstance(small, Failure):
+        return small
+    entries = small.unwrap()
     if watcher is not None:
-        put = put_watcher(site, watcher)
-        if isinstance(put, Failure):
-            return put
-        before = render_watch_start(site.root)
+        try:
+            entries.append((WATCHER_SCRIPT, render_watcher(watcher).encode(), 0o700))
+        except JobScriptError as exc:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, str(exc), code="watcher_render"))
+    packed = pack(entries)
+    prepare = f"( {ENSURE_RSYNC} ) </dev/null && {unpack_line(site.root, packed)}"
+    before = render_watch_start(site.root) if watcher is not None else None
+    if not trees_to_ship(files):
+        one = launch(site, before=before, guard=prepare, stdin=packed.archive, patience=patience)
+        return one.alt(_first_contact)
+    ready = check_remote(site.remote, prepare, "preparing the machine", stdin=packed.archive, timeout_s=600,
+                         patience=patience)  # fmt: skip
+    if isinstance(ready, Failure):
+        return Failure(_first_contact(ready.failure().lane_failure()))
+    shipped = ship_trees(site, files)
+    if isinstance(shipped, Failure):
+        return shipped
     return launch(site, before=before)
 
 
-def put_watcher(site: Site, watcher: WatchSpec) -> Result[None, LaneFailure]:
-    """Put ``watch.sh`` in the dispatch root (started with the job, :func:`bring_up`)."""
-    try:
-        text = render_watcher(watcher)
-    except JobScriptError as exc:
-        return Failure(LaneFailure(FailureKind.INVALID_REQUEST, str(exc), code="watcher_render"))
-    put = put_file(site.remote, f"{site.root}/watch.sh", text.encode(), mode=0o700)
-    return put.alt(lambda f: f.lane_failure())
+#: The machine's watcher, in the dispatch root (started with the job, :func:`bring_up`).
+WATCHER_SCRIPT = "watch.sh"
+
+
+def _first_contact(failure: LaneFailure) -> LaneFailure:
+    """A failure to get in at all says so (a machine that never answered, or refused eps's key)."""
+    if failure.code in (RemoteErrorKind.UNREACHABLE.value, RemoteErrorKind.AUTH.value, RemoteErrorKind.HOST_KEY.value):
+        return evolve(failure, message=f"the machine never let eps in: {failure.message}")
+    return failure
 
 
 def released_after(failure: LaneFailure, released: Result[object, LaneFailure], what: str) -> LaneFailure:

@@ -34,6 +34,15 @@ from eps.shell.remote.ssh import BRIEF, Patience, Remote, check_remote, shell_ar
 from eps.shell.remote.sync import download_dir, download_file, put_file, upload_files
 
 
+def job_root_files(spec: JobSpec, env: Mapping[str, str] | None = None) -> list[tuple[str, bytes, int]]:
+    """The wrapper (``run.sh``, 0644) and, when ``env`` is given, the env file (0600), as
+    ``(name, content, mode)`` in the dispatch root."""
+    files = [(LAYOUT.script, render_jobscript(spec).encode(), 0o644)]
+    if env is not None:
+        files.append((LAYOUT.env, render_env_file(env).encode(), 0o600))
+    return files
+
+
 def stage_job(
     remote: Remote,
     root: str,
@@ -47,44 +56,39 @@ def stage_job(
 ) -> Result[None, RemoteFailure]:
     """Put the wrapper (``run.sh``), the env file (0600, only when ``env`` is given)
     and the workdir's files (into ``work/``) under ``root`` on ``remote``."""
-    lay = LAYOUT.under(root)
-    steps: list[Callable[[], Result[None, RemoteFailure]]] = [
-        lambda: put_file(
-            remote,
-            lay.script,
-            render_jobscript(spec).encode(),
-            mode=0o644,
-            patience=patience,
-            runner=runner,
-            sleep=sleep,
-        )
-    ]
-    if env is not None:
-        content = render_env_file(env).encode()
-        steps.append(
-            lambda: put_file(remote, lay.env, content, mode=0o600, patience=patience, runner=runner, sleep=sleep)
-        )
+    for name, content, mode in job_root_files(spec, env):
+        path = root.rstrip("/") + "/" + name if root.rstrip("/") else "/" + name  # as LAYOUT.under joins
+        put = put_file(remote, path, content, mode=mode, patience=patience, runner=runner, sleep=sleep)
+        if isinstance(put, Failure):
+            return put
     if workdir is not None:
-        steps.append(
-            lambda: upload_files(
-                remote, workdir.root, workdir.files, lay.workdir, patience=patience, runner=runner, sleep=sleep
-            )
+        workdir_dir = LAYOUT.under(root).workdir
+        return upload_files(
+            remote, workdir.root, workdir.files, workdir_dir, patience=patience, runner=runner, sleep=sleep
         )
-    for step in steps:
-        done = step()
-        if isinstance(done, Failure):
-            return done
     return Success(None)
 
 
 def start_job(
-    remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process, before: str | None = None
+    remote: Remote,
+    root: str,
+    *,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    before: str | None = None,
+    guard: str | None = None,
+    stdin: bytes | None = None,
 ) -> Result[int, RemoteFailure]:
     """Start the staged job detached; its wrapper's pid once it has recorded its start.
     Starting twice starts it once (the second call answers with the first pid's probe).
-    ``before``: a shell line run first in the same connection (one that prints nothing)."""
+    ``before``: a shell line run first in the same connection (one that prints nothing).
+    ``guard``: a quiet shell line that must succeed before anything starts (one that puts
+    the job's files in place from ``stdin``, :func:`~eps.shell.remote.sync.unpack_line`):
+    when it fails, nothing was started and the command fails."""
     line = render_start(root) if before is None else f"{before}; {render_start(root)}"
-    started = check_remote(remote, line, f"starting the job in {root}", patience=patience, runner=runner)
+    if guard is not None:
+        line = f"{guard} && {{ {line}; }}"
+    started = check_remote(remote, line, f"starting the job in {root}", stdin=stdin, patience=patience, runner=runner)
     match started:
         case Success(text) if text.strip().isdigit():
             return Success(int(text.strip()))

@@ -16,6 +16,10 @@ Rules of this module:
   (``HostKeyAlias``): a new machine that got an address an earlier one had is a
   new machine, trusted on first use; its entry is forgotten when it is released
   (:func:`eps.shell.remote.keys.forget_host`).  A login prefix is the user's own ssh setup and is used as given.
+- One master connection per machine eps made (:mod:`eps.shell.remote.mux`): every ssh and
+  rsync to it shares it.  A command that failed in transport through a master closes that
+  master and is tried once more at once (connecting afresh), whatever the patience: a dead
+  master never fails a step.
 - ssh exits 255 for its own failures; those are classified by its stderr into
   unreachable / auth / host key.  An unreachable host (a fresh machine whose
   sshd is not up yet) is retried with backoff while :class:`Patience` allows;
@@ -35,6 +39,7 @@ from typing import NamedTuple
 from attrs import frozen
 from returns.result import Failure, Result, Success
 
+from eps.shell.remote import mux
 from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
 from eps.shell.remote.keys import KeyPair
 from eps.shell.remote.process import NOT_FOUND, Completed, Runner, Streamer, run_process, stream_process
@@ -97,6 +102,7 @@ class Remote:
     login: tuple[str, ...] = ()
     connect_timeout_s: int = CONNECT_TIMEOUT_S
     host_key_alias: str | None = None  # the machine's id: its known_hosts entry is keyed by it
+    control_path: str | None = None  # the socket of the machine's shared master connection (mux)
 
     def __attrs_post_init__(self) -> None:
         if self.host is not None and self.login:
@@ -120,9 +126,10 @@ class Remote:
             raise ValueError(f"not a user name: {user!r}")
         if not 0 < port < 65536:
             raise ValueError(f"not a port: {port}")
+        shared = mux.control_path(os.path.dirname(key.private_path), machine or host, user, host, port)
         return cls(
             host=host, port=port, user=user, key_path=key.private_path, known_hosts=key.known_hosts,
-            host_key_alias=machine,
+            host_key_alias=machine, control_path=shared,
         )  # fmt: skip
 
     @classmethod
@@ -174,6 +181,8 @@ def ssh_options(remote: Remote) -> list[str]:
         "-o", "ForwardX11=no",
         "-o", "LogLevel=ERROR",
     ]  # fmt: skip
+    if remote.control_path is not None:
+        opts += mux.master_options(remote.control_path)
     return opts
 
 
@@ -215,12 +224,10 @@ def run_remote(
     whatever its exit code; Failure is a transport failure (unreachable, auth, host
     key, no ssh here), after the retries ``patience`` allows."""
     argv = remote_argv(remote, command)
-    return retrying(
-        lambda: _classified(remote, runner(argv, stdin=stdin, timeout_s=timeout_s), timeout_s),
-        patience,
-        sleep=sleep,
-        clock=clock,
+    attempt = through_master(
+        remote, lambda: _classified(remote, runner(argv, stdin=stdin, timeout_s=timeout_s), timeout_s), runner
     )
+    return retrying(attempt, patience, sleep=sleep, clock=clock)
 
 
 def check_remote(
@@ -266,8 +273,32 @@ def stream_remote(
     if code == NOT_FOUND and not remote.is_local:
         return Failure(RemoteFailure.of(RemoteErrorKind.MISSING_TOOL, f"cannot run {remote_argv(remote, '')[0]}"))
     if code == SSH_FAILED and remote.host is not None:
+        if remote.control_path is not None:
+            mux.reset(remote.control_path)  # the next command connects afresh
         return Failure(RemoteFailure.of(RemoteErrorKind.UNREACHABLE, f"lost the connection to {remote.describe()}"))
     return Success(code)
+
+
+def through_master(
+    remote: Remote, attempt: Callable[[], Result[Completed, RemoteFailure]], runner: Runner = run_process
+) -> Callable[[], Result[Completed, RemoteFailure]]:
+    """``attempt`` (one ssh or rsync to ``remote``), and when it failed in transport while the
+    machine's master was there, that master closed and ``attempt`` once more at once: a master
+    that died (or hangs) is replaced by a fresh connection instead of failing the step."""
+    path = remote.control_path
+    if path is None:
+        return attempt
+
+    def shared() -> Result[Completed, RemoteFailure]:
+        had_master = mux.has_socket(path)
+        result = attempt()
+        match result:
+            case Failure(failure) if failure.kind is RemoteErrorKind.UNREACHABLE and had_master:
+                mux.reset(path, runner=runner)
+                return attempt()
+        return result
+
+    return shared
 
 
 def retrying(

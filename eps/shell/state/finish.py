@@ -183,6 +183,7 @@ class Finisher:
         note = got.note
         if got.kept:
             note += f"; its machine is kept: eps pull {row.id} brings them back, then releases it"
+            self.hang_up(row)
         elif row.handle is not None:
             released = self.lanes.get(row.handle.lane).release(row.handle)
             if isinstance(released, Failure):
@@ -194,6 +195,12 @@ class Finisher:
         self.ledger.set_dispatch(row.id, DispatchState.ENDED, message=note)
         J.drop_env_values(self.state_dir, row.id)
         return note
+
+    def hang_up(self, row: DispatchRow) -> None:
+        """Its machine is kept (outputs not pulled yet): its ssh master connection is closed now,
+        not left to end after its idle time (``eps pull`` opens a new one)."""
+        if row.handle is not None:
+            self.site(row).map(J.hang_up)
 
     def stop(self, row: DispatchRow, *, within_s: float = STOP_WAIT_S) -> JobProgress | None:
         """Ask a running job to stop (``eps cancel``: its wrapper TERMs everything, KILLs it

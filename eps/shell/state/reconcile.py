@@ -270,8 +270,10 @@ class Reconciler:
             case Verdict.FINISHED:
                 # Outputs and log first, then the machine: nothing is lost before it is pulled.
                 handle = s.release[0].handle if s.release else row.handle
-                got = Finisher(self.ledger, self.lanes).collect(evolve(row, handle=handle), wake=self.wake)
+                finisher = Finisher(self.ledger, self.lanes)
+                got = finisher.collect(evolve(row, handle=handle), wake=self.wake)
                 if got.kept:  # a pull that failed keeps the machine for the next eps pull
+                    finisher.hang_up(evolve(row, handle=handle))
                     self._ended(view, f"{got.note}; its machine is kept: eps pull {row.id}", Outcome.KEPT)
                 else:
                     self._ended(view, got.note)  # the job's story is "ended"; releasing its machine is upkeep
@@ -461,6 +463,7 @@ def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, repor
         message = f"cancelled by eps cancel; {got.note}"
         if got.kept:
             message += f"; its machine is kept: eps pull {row.id} brings them back, then releases it"
+            finisher.hang_up(fresh)
             for a in ledger.attempts(row.id):
                 if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
                     ledger.update_attempt(a.id, AttemptState.ENDED, outcome=Outcome.KEPT.value, reason=message)

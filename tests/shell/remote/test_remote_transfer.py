@@ -14,7 +14,7 @@ from returns.result import Success
 from eps.shell.remote.errors import RemoteErrorKind
 from eps.shell.remote.ignore import list_workdir, select_workdir
 from eps.shell.remote.process import Completed
-from eps.shell.remote.ssh import ONCE, Remote, ssh_options
+from eps.shell.remote.ssh import ONCE, Remote, check_remote, ssh_options
 from eps.shell.remote.sync import (
     download_dir,
     download_file,
@@ -178,3 +178,16 @@ def test_upload_argv_names_no_file() -> None:
     assert argv[:4] == ["rsync", "-a", "--no-owner", "--no-group"]
     assert "--files-from=-" in argv and "--from0" in argv
     assert argv[-2:] == ["/src/", "/dst/"]
+
+
+def test_a_file_rewritten_within_the_second_of_a_pull_is_pulled_again(vm_target: Remote, tmp_path: Path) -> None:
+    """rsync's quick check at whole seconds would call it unchanged (same size, same second)."""
+    remote = vm_target
+    out = tmp_path / "out"
+    out.mkdir()
+    write = "echo {n} > {out}/ckpt.tmp && touch -d @1700000000.{ns} {out}/ckpt.tmp && mv {out}/ckpt.tmp {out}/ckpt"
+    assert check_remote(remote, write.format(n=15, ns=1, out=out), "write") == Success("")
+    assert download_dir(remote, str(out), str(tmp_path / "back")) == Success(None)
+    assert check_remote(remote, write.format(n=16, ns=6, out=out), "rewrite") == Success("")
+    assert download_dir(remote, str(out), str(tmp_path / "back")) == Success(None)
+    assert (tmp_path / "back" / "ckpt").read_text() == "16\n"
