@@ -219,7 +219,11 @@ class _Dispatch:
 
 
 def _canonical(waits: Iterable[Wait]) -> list[Wait]:
-    return sorted(set(waits), key=lambda w: (w.submit_s, w.job_id, w.tier, w.wait_s, w.started, w.gpus))
+    def key(w: Wait) -> tuple[object, ...]:  # every field: equal keys are equal waits
+        return (w.submit_s, w.job_id, w.tier, w.wait_s, w.started, w.gpus, w.dispatch is None, w.dispatch or "",
+                w.run_s is None, w.run_s or 0)  # fmt: skip
+
+    return sorted(set(waits), key=key)
 
 
 def _dispatches(waits: Sequence[Wait], ladder: tuple[str, ...], all_jobs: bool) -> list[_Dispatch]:
@@ -275,7 +279,7 @@ def _uniform(seed: int, key: str, tier: str, round_: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
-def replay(d: _Dispatch, caps: Caps, ladder: tuple[str, ...], history: _History, seed: int, round_: int) -> Outcome:
+def _replay(d: _Dispatch, caps: Caps, ladder: tuple[str, ...], history: _History, seed: int, round_: int) -> Outcome:
     """One dispatch walked down the ladder under ``caps`` (the rules in the module docstring)."""
     own = dict(d.own)
     t = 0
@@ -315,7 +319,7 @@ def _setting(
     caps: Caps, ds: Sequence[_Dispatch], ladder: tuple[str, ...], history: _History, seed: int, rounds: int,
     price_per_gpu_hour: float,
 ) -> SettingResult:  # fmt: skip
-    outcomes = [replay(d, caps, ladder, history, seed, r) for r in range(rounds) for d in ds]
+    outcomes = [_replay(d, caps, ladder, history, seed, r) for r in range(rounds) for d in ds]
     starts = [math.inf if o.start_s is None else float(o.start_s) for o in outcomes]
     n = len(outcomes)
     paid = [o for o in outcomes if o.lane == Lane.PAID]
