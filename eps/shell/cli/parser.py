@@ -53,7 +53,6 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "supervise": ("eps supervise", "eps supervise --json"),
     "ssh": ("eps ssh e1a2b3c4d5", "eps ssh e1a2b3c4d5 -- nvidia-smi"),
     "simulate": (
-        "eps simulate",
         "eps simulate --since 7d --caps 600,300 --caps 300,120 --caps 900,300",
         "eps simulate --sacct sacct.txt --json",
         "eps simulate --sacct sacct.txt --all-jobs --plot caps.png",
