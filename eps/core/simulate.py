@@ -36,12 +36,13 @@ Pure: no clock, no I/O; the shell reads ``sacct`` and the ledger and hands in :c
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
-from attrs import frozen
+from attrs import field, frozen
 
 #: The estimator, as the output states it.
 ESTIMATOR = (
@@ -116,6 +117,10 @@ class Survival:
 
     times: tuple[int, ...]
     surv: tuple[float, ...]
+    _neg: tuple[float, ...] = field(init=False, eq=False, repr=False)  # -surv, rising: for bisect
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_neg", tuple(-s for s in self.surv))
 
     @classmethod
     def of(cls, waits: Iterable[tuple[int, bool]]) -> Survival:
@@ -141,21 +146,18 @@ class Survival:
 
     def at(self, t: int) -> float:
         """P(W > t)."""
-        s = 1.0
-        for ti, si in zip(self.times, self.surv, strict=True):
-            if ti > t:
-                break
-            s = si
-        return s
+        k = bisect.bisect_right(self.times, t)
+        return self.surv[k - 1] if k else 1.0
 
     def draw(self, u: float, above: int | None = None) -> int | None:
         """The wait at quantile ``u`` (0 <= u < 1), given W > ``above``; ``None`` in the tail."""
         s0 = 1.0 if above is None else self.at(above)
         target = s0 * (1.0 - u)
-        for t, s in zip(self.times, self.surv, strict=True):
-            if (above is None or t > above) and s <= target:
-                return t
-        return None
+        # surv never rises: the times at or under the target are a suffix; the first of it after ``above``
+        k = bisect.bisect_left(self._neg, -target)
+        if above is not None:
+            k = max(k, bisect.bisect_right(self.times, above))
+        return self.times[k] if k < len(self.times) else None
 
 
 @frozen
@@ -214,7 +216,7 @@ class _Dispatch:
     key: str
     gpus: int
     part: int
-    own: tuple[tuple[str, Wait], ...]  # tier -> its first wait there
+    own: dict[str, Wait]  # tier -> its first wait there
     run_s: int | None
 
 
@@ -244,7 +246,7 @@ def _dispatches(waits: Sequence[Wait], ladder: tuple[str, ...], all_jobs: bool) 
         ran = [w.run_s for w in ws if w.started and w.run_s is not None]
         first = ws[0]
         part = (first.submit_s % 86_400) // DAY_PART_S
-        out.append(_Dispatch(key, first.gpus, part, tuple(sorted(own.items())), ran[0] if ran else None))
+        out.append(_Dispatch(key, first.gpus, part, own, ran[0] if ran else None))
     return out
 
 
@@ -279,16 +281,16 @@ def _uniform(seed: int, key: str, tier: str, round_: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
-def _replay(d: _Dispatch, caps: Caps, ladder: tuple[str, ...], history: _History, seed: int, round_: int) -> Outcome:
-    """One dispatch walked down the ladder under ``caps`` (the rules in the module docstring)."""
-    own = dict(d.own)
+def _replay(
+    d: _Dispatch, caps: Sequence[int | None], ladder: tuple[str, ...], history: _History, seed: int, round_: int
+) -> Outcome:
+    """One dispatch walked down the ladder under ``caps`` (one per rung; the rules in the module docstring)."""
     t = 0
     drawn = False
-    for i, tier in enumerate(ladder):
-        cap = caps.cap(i)
+    for tier, cap in zip(ladder, caps, strict=True):
         if cap == 0:
             continue
-        seen = own.get(tier)
+        seen = d.own.get(tier)
         wait: int | None
         if seen is not None and seen.started:
             wait = seen.wait_s
@@ -319,7 +321,13 @@ def _setting(
     caps: Caps, ds: Sequence[_Dispatch], ladder: tuple[str, ...], history: _History, seed: int, rounds: int,
     price_per_gpu_hour: float,
 ) -> SettingResult:  # fmt: skip
-    outcomes = [_replay(d, caps, ladder, history, seed, r) for r in range(rounds) for d in ds]
+    per_rung = [caps.cap(i) for i in range(len(ladder))]
+    first = [_replay(d, per_rung, ladder, history, seed, 0) for d in ds]
+    outcomes = list(first)
+    for r in range(1, rounds):  # a dispatch that drew nothing in round 0 replays the same every round
+        outcomes.extend(
+            _replay(d, per_rung, ladder, history, seed, r) if o.drawn else o for d, o in zip(ds, first, strict=True)
+        )
     starts = [math.inf if o.start_s is None else float(o.start_s) for o in outcomes]
     n = len(outcomes)
     paid = [o for o in outcomes if o.lane == Lane.PAID]
@@ -343,7 +351,7 @@ def _setting(
         paid_unknown_runs=sum(1 for o in paid if o.run_s is None),
         paid_list_usd=round(gpu_hours * price_per_gpu_hour, 2),
         lanes=tuple((lane, counts.get(lane, 0) / n if n else 0.0) for lane in order),
-        first_round=tuple(outcomes[: len(ds)]),
+        first_round=tuple(first),
     )
 
 
@@ -365,7 +373,7 @@ def simulate(
     settings: Sequence[Caps],
     *,
     seed: int = 0,
-    rounds: int = 100,
+    rounds: int = 50,
     all_jobs: bool = False,
     price_per_gpu_hour: float = 0.0,
 ) -> Simulation:

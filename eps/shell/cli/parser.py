@@ -393,7 +393,7 @@ def build() -> _Parser:  # noqa: PLR0915  (one statement per option: the parser 
     si.add_argument("--ledger", action=argparse.BooleanOptionalAction,
                     help="add the ledger's parks that sacct does not hold (default: on, off with --sacct)")  # fmt: skip
     si.add_argument("--seed", type=int, default=0, help="the seed of the draws (0): same seed, same figures")
-    si.add_argument("--rounds", type=_rounds, default=100, help="replays of each dispatch (100)")
+    si.add_argument("--rounds", type=_rounds, default=50, help="replays of each dispatch that needs a draw (50)")
     si.add_argument("--plot", metavar="FILE.png", help="draw the time-to-start distributions (needs eps[plot])")
     _json(si)
     _wide(si)

@@ -163,7 +163,7 @@ def text_of(sim: Simulation, source: Mapping[str, Any], recorded: Caps, price: f
                      f"${s.paid_list_usd:,.2f}", where_ or "-"])  # fmt: skip
     out = "\n".join(lines) + "\n\n" + render(cols, rows, width) + "\n"
     hist = ", ".join(f"{t.tier}: {t.waits} waits ({t.censored} censored)" for t in sim.tiers)
-    out += f"history: {hist}; {sim.other_qos_jobs} jobs on other QoS not used\n"
+    out += f"history: {hist}; {sim.other_qos_jobs} jobs on QoS outside the ladder left out\n"
     out += f"estimator: {sim.estimator}\n"
     out += f"list price: ${price:.2f} per GPU-hour on the paid lane ({PRICE_MACHINE} on-demand), information only\n"
     if sim.warning:
