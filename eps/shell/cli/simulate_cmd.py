@@ -67,8 +67,14 @@ def run_simulate(ns: argparse.Namespace, settings: Settings, env: Mapping[str, s
     except history.HistoryError as exc:
         raise UsageError(f"eps simulate: {exc}") from None
     from_sacct = len(waits)
-    if ns.ledger if ns.ledger is not None else not ns.sacct:  # the ledger joins a file only when asked
-        waits = history.merge(waits, history.read_ledger(settings.state_dir, settings.policy, name, since))
+    use_ledger = ns.ledger if ns.ledger is not None else not ns.sacct  # it joins a file only when asked
+    if use_ledger:
+        from eps.shell.state.ledger import LedgerError
+
+        try:
+            waits = history.merge(waits, history.read_ledger(settings.state_dir, settings.policy, name, since))
+        except LedgerError as exc:
+            raise UsageError(f"eps simulate: {exc} (--no-ledger leaves it out)") from None
     source["ledger_waits"] = len(waits) - from_sacct
     caps = tuple(ns.caps) if ns.caps else default_settings(cluster.first_park_cap_s, cluster.next_park_cap_s)
     machine = settings.policy.gcp_machine(PRICE_MACHINE)
@@ -189,6 +195,10 @@ def _plot(sim: Simulation, path: str) -> str:
     ax.set_ylabel("share of dispatches started")
     ax.set_title(f"eps simulate: {sim.dispatches} dispatches, round 0 of {sim.rounds}")
     ax.legend(title="caps first/next (s)")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=100)
+    except OSError as exc:
+        raise UsageError(f"eps simulate --plot {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
     return path
