@@ -152,14 +152,19 @@ def _s(v: int | None) -> str:
 
 
 def text_of(sim: Simulation, source: Mapping[str, Any], recorded: Caps, price: float, width: int | None) -> str:
+    import textwrap
+
     from eps.shell.cli.table import Column, render
 
+    def para(text: str) -> str:
+        return (textwrap.fill(text, width, subsequent_indent="  ") if width else text) + "\n"
+
     where = source.get("path") or f"sacct on {source['cluster']}"
-    lines = [f"eps simulate: {sim.dispatches} dispatches from {where}, replayed {sim.rounds} times each "
-             f"down {' -> '.join(sim.ladder)}"]  # fmt: skip
-    cols = [Column("caps (s)", keep=True), Column("worst case", right=True), Column("median start", right=True),
-            Column("p90 start", right=True), Column("paid share", right=True), Column("paid GPU-h", right=True),
-            Column("list price", right=True), Column("where they start", flex=True)]  # fmt: skip
+    out = para(f"eps simulate: {sim.dispatches} dispatches from {where} down {' -> '.join(sim.ladder)}, "
+               f"{sim.rounds} rounds of draws (seed {sim.seed})") + "\n"  # fmt: skip
+    cols = [Column("caps (s)", keep=True), Column("worst", right=True), Column("median", right=True),
+            Column("p90", right=True), Column("paid", right=True), Column("paid GPU-h", right=True),
+            Column("list price", right=True), Column("starts on", flex=True)]  # fmt: skip
     rows = []
     for s in sim.settings:
         mark = " (now)" if s.caps == recorded else ""
@@ -167,13 +172,14 @@ def text_of(sim: Simulation, source: Mapping[str, Any], recorded: Caps, price: f
         rows.append([s.caps.label() + mark, _s(s.worst_case_s) if s.worst_case_s is not None else "unbounded",
                      _s(s.median_start_s), _s(s.p90_start_s), f"{s.paid_share:.1%}", f"{s.paid_gpu_hours:g}",
                      f"${s.paid_list_usd:,.2f}", where_ or "-"])  # fmt: skip
-    out = "\n".join(lines) + "\n\n" + render(cols, rows, width) + "\n"
-    hist = ", ".join(f"{t.tier}: {t.waits} waits ({t.censored} censored)" for t in sim.tiers)
-    out += f"history: {hist}; {sim.other_qos_jobs} jobs on QoS outside the ladder left out\n"
-    out += f"estimator: {sim.estimator}\n"
-    out += f"list price: ${price:.2f} per GPU-hour on the paid lane ({PRICE_MACHINE} on-demand), information only\n"
+    out += render(cols, rows, width) + "\n"
+    hist = ", ".join(f"{t.tier} {t.waits} waits ({t.censored} censored)" for t in sim.tiers)
+    out += para(f"history: {hist}; {sim.other_qos_jobs} jobs on QoS outside the ladder left out")
+    out += para(f"estimator: {sim.estimator}")
+    out += para(f"list price: ${price:.2f} per GPU-hour on the paid lane ({PRICE_MACHINE} on-demand), "
+                "information only")  # fmt: skip
     if sim.warning:
-        out += f"warning: {sim.warning}\n"
+        out += para(f"warning: {sim.warning}")
     return out
 
 

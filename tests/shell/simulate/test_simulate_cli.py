@@ -112,7 +112,7 @@ def test_the_recorded_dump_runs_offline_and_is_deterministic(
         assert sum(s["lanes"].values()) == pytest.approx(1.0, abs=1e-3)
     assert json.loads(run(capsys, [*argv, "--json"], env_for(tmp_path))[1]) == doc
     rc, text, _ = run(capsys, argv, env_for(tmp_path, COLUMNS="140"))
-    assert rc == 0 and "600/300 (now)" in text and "history: high-eur: 269 waits (85 censored)" in text
+    assert rc == 0 and "600/300 (now)" in text and "history: high-eur 269 waits (85 censored)" in text
     assert "estimator: Kaplan-Meier" in text
 
 
