@@ -159,6 +159,10 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
         except ImportError as exc:
             raise UsageError(f"eps mcp needs the MCP SDK ({exc}): pip install 'eps[mcp]'") from None
         return serve(env, lane_options)
+    if ns.cmd == "simulate":
+        from eps.shell.cli.simulate_cmd import run_simulate
+
+        return run_simulate(ns, settings, env, lane_options)
     if ns.cmd == "check":
         from eps.shell.cli.check import run_check
 

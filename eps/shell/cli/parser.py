@@ -54,6 +54,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "attach": ("eps attach e1a2b3c4d5", "eps attach e1a2b3c4d5 --timeout 2m"),
     "supervise": ("eps supervise", "eps supervise --json"),
     "ssh": ("eps ssh e1a2b3c4d5", "eps ssh e1a2b3c4d5 -- nvidia-smi"),
+    "simulate": (
+        "eps simulate --since 7d --caps 600,300 --caps 300,120 --caps 900,300",
+        "eps simulate --sacct sacct.txt --json",
+        "eps simulate --sacct sacct.txt --all-jobs --plot caps.png",
+    ),
     "schema": ("eps schema", "eps schema plan"),
     "mcp": ("eps mcp", "eps mcp --tools"),
     "guide": ("eps guide", "eps guide > AGENTS.md"),
@@ -73,6 +78,14 @@ MCP_NOTE = (
     "document of the command (eps schema NAME).  execute always detaches; wait waits at most its timeout\n"
     "(default 50 s, at most 600 s); logs returns at most max_bytes from an offset.  An MCP client runs\n"
     "it as the command `eps` with the argument `mcp` (e.g. claude mcp add eps -- eps mcp).\n"
+)
+
+SIMULATE_NOTE = (
+    "Each dispatch of the history (the jobs named eps-<dispatch>) walks the ladder again under each cap\n"
+    "setting: it starts on a tier when its wait there is at most the cap, else moves on, then to the paid\n"
+    "lanes.  Waits history does not hold are drawn (seeded) from the tier's Kaplan-Meier curve for similar\n"
+    "jobs; censored waits count as lower bounds.  --sacct FILE: the output of\n"
+    "  sacct -X -P -o JobID,JobName,QOS,Submit,Start,End,State,ReqTRES   (with its header line)\n"
 )
 
 #: Shell completion hooks (shtab reads ``action.complete``): functions of the preamble in
@@ -228,6 +241,21 @@ def _footprint(text: str) -> float:
 def _limit(text: str) -> int:
     if not text.isdigit() or not 0 <= int(text) <= 100_000:
         raise argparse.ArgumentTypeError(f"limit must be a whole number 0..100000, got {text!r}")
+    return int(text)
+
+
+def _caps(text: str) -> Any:
+    from eps.core.simulate import parse_caps
+
+    try:
+        return parse_caps(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _rounds(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 10_000:
+        raise argparse.ArgumentTypeError(f"rounds must be a whole number 1..10000, got {text!r}")
     return int(text)
 
 
@@ -406,6 +434,29 @@ def build() -> _Parser:  # noqa: PLR0915  (one statement per option: the parser 
     m.add_argument("--tools", action="store_true", help="list the tools and exit (no server)")
 
     _sub(sub, "guide", "the agent guide: which intent, how to dispatch and follow without blocking, exit codes")
+
+    si = _sub(sub, "simulate", "replay the cluster's own queue history against other park caps (P8)",
+              note=SIMULATE_NOTE)  # fmt: skip
+    si.add_argument("--sacct", metavar="FILE", help="read the history from a sacct dump instead of the cluster")
+    si.add_argument(
+        "--caps", type=_caps, action="append", metavar="FIRST,NEXT",
+        help="a park-cap setting in seconds: rung 1, rungs 2+ (inf: unbounded; repeat it); "
+        "default: today's setting and a small grid around it",
+    )  # fmt: skip
+    si.add_argument("--since", type=_duration, default=30 * 86_400, metavar="DURATION",
+                    help="history this far back, read from the cluster (30d)")  # fmt: skip
+    a = si.add_argument("--cluster", metavar="NAME", help="which SLURM cluster (default: the first with a ladder)")
+    a.complete = _COMPLETE["lanes"]  # type: ignore[attr-defined]
+    si.add_argument("--all-users", action="store_true", help="every user's jobs on the cluster, not only yours")
+    si.add_argument("--all-jobs", action="store_true",
+                    help="replay every job on a ladder tier, not only eps's dispatches")  # fmt: skip
+    si.add_argument("--ledger", action=argparse.BooleanOptionalAction,
+                    help="add the ledger's parks that sacct does not hold (default: on, off with --sacct)")  # fmt: skip
+    si.add_argument("--seed", type=int, default=0, help="the seed of the draws (0): same seed, same figures")
+    si.add_argument("--rounds", type=_rounds, default=50, help="replays of each dispatch that needs a draw (50)")
+    si.add_argument("--plot", metavar="FILE.png", help="draw the time-to-start distributions (needs eps[plot])")
+    _json(si)
+    _wide(si)
 
     sc = _sub(sub, "schema", "the JSON Schema of a --json output (plan, intents, status, events, check, ...)")
     a = sc.add_argument("name", nargs="?", help="which schema (none: list them)")

@@ -180,6 +180,13 @@ class SlurmClient:
                 found.append(JobStatus(parts[0], parts[1].split(" ")[0] or GONE, None, qos, name))
         return Success(tuple(found))
 
+    def accounting(self, options: Sequence[str]) -> Result[str, LaneFailure]:
+        """``sacct OPTIONS``'s output as it printed it (``eps simulate`` reads the history)."""
+        rc, out, err = self._run(["sacct", *options])
+        if rc != 0:
+            return Failure(classify(rc, err or out, "sacct"))
+        return Success(out)
+
     def cancel(self, job_id: str, *, pending_only: bool = False) -> Result[None, LaneFailure]:
         """``scancel``; a job the controller no longer knows counts as cancelled.
 
