@@ -125,9 +125,12 @@ def _no_ssh_master_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
     yield
     from eps.shell.remote import mux
 
-    left = mux.masters_under(_control_dirs(str(tmp_path_factory.getbasetemp())))
+    dirs = _control_dirs(str(tmp_path_factory.getbasetemp()))
+    left = mux.masters_under(dirs)
     for path in sorted(set(left.values())):
         mux.close(path)
     stuck = mux.wait_gone(left)
+    for d in dirs[1:]:  # the short private ones: gone with their last socket
+        mux.tidy(d)
     if stuck:
         pytest.fail(f"ssh masters of this test would not end: {[left[p] for p in stuck]}")

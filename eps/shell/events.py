@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -56,6 +55,8 @@ class EventLog:
         os.makedirs(events_dir(state_dir), mode=0o700, exist_ok=True)
         self.path = log_path(state_dir, dispatch)
         self.also = also
+        import threading  # here, not at the top: eps plan imports this module for SCHEMA_VERSION
+
         self._lock = threading.Lock()
 
     def emit(self, event: str, **fields: Any) -> None:

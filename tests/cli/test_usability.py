@@ -312,3 +312,18 @@ def test_bash_completion_completes_subcommands_intents_lanes_and_dispatches(
     assert complete("status", "eabc") == ["eabc0000001"]
     rc, zsh, _ = run(capsys, ["completion", "zsh"], env)
     assert rc == 0 and "_eps_complete_dispatches" in zsh and "#compdef eps" in zsh
+
+
+def test_a_run_builds_only_its_subcommand_and_parses_as_the_whole_parser_does() -> None:
+    """``build(only=)`` (what ``eps plan`` costs) knows every subcommand the whole parser
+    knows, and parses each one's arguments the same."""
+    import argparse
+
+    from eps.shell.cli.parser import SUBCOMMANDS, build
+
+    [sub] = [a for a in build()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert sorted(SUBCOMMANDS) == sorted(sub.choices)
+    for argv in (["plan", "gpu-1", "--duration", "3h", "--json"], ["execute", "cpu-small", "--wait", "--pin", "gcp"],
+                 ["logs", "e1", "--tail", "5"], ["status", "--active"], ["simulate", "--caps", "600,300"],
+                 ["schema", "plan"], ["guide"], ["wait", "e1", "--timeout", "5m"]):  # fmt: skip
+        assert vars(build(argv[0]).parse_args(argv)) == vars(build().parse_args(argv)), argv

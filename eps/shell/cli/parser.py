@@ -68,6 +68,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
 }
 
+#: The subcommands (each has its examples above; a test holds this to the parser's own list).
+SUBCOMMANDS: tuple[str, ...] = tuple(EXAMPLES)
+
 EXECUTE_NOTE = (
     "One argument after -- is a shell line, run through bash -lc (pipes, &&, globs work);\n"
     "several arguments are an argv, run as is.  The job writes its results to $EPS_OUTPUT_DIR.\n"
@@ -151,6 +154,29 @@ def _suggest_choice(message: str) -> str:
 
 def _epilog(cmd: str, note: str = "") -> str:
     return note + "examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[cmd])
+
+
+class _Unused:
+    """Stands in for the parser of a subcommand this run does not parse (``build(only=)``):
+    what is added to it goes nowhere."""
+
+    def add_argument(self, *_args: Any, **_kwargs: Any) -> Any:
+        import types
+
+        return types.SimpleNamespace()
+
+
+class _Subcommands:
+    """``root.add_subparsers()``, making only the subcommand ``only`` for real (every one
+    when ``only`` is None): argparse spends about a millisecond on each parser it makes."""
+
+    def __init__(self, real: Any, only: str | None) -> None:
+        self.real, self.only = real, only
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if self.only is not None and name != self.only:
+            return _Unused()
+        return self.real.add_parser(name, **kwargs)
 
 
 def _sub(sub: Any, name: str, help_: str, *, note: str = "", usage: str | None = None) -> argparse.ArgumentParser:
@@ -340,8 +366,10 @@ def _dispatch_arg(p: argparse.ArgumentParser, help_: str, *, optional: bool = Fa
     a.complete = _COMPLETE["dispatches"]  # type: ignore[attr-defined]
 
 
-def build() -> _Parser:  # noqa: PLR0915  (one statement per option: the parser is a table)
-    """The whole ``eps`` parser."""
+def build(only: str | None = None) -> _Parser:  # noqa: PLR0915  (one statement per option: the parser is a table)
+    """The whole ``eps`` parser; with ``only`` (one of :data:`SUBCOMMANDS`), the root and
+    that subcommand alone (what a run of it parses; ``eps --help`` and a misspelt
+    subcommand get the whole parser)."""
     root = _Parser(
         prog="eps",
         description="Plan and run research compute jobs on the right lane.",
@@ -349,7 +377,7 @@ def build() -> _Parser:  # noqa: PLR0915  (one statement per option: the parser 
     )
     root.add_argument("--version", action="store_true", help="print the version and exit")
     root.add_argument("--list-intents", action="store_true", help="same as `eps intents`")
-    sub = root.add_subparsers(dest="cmd", parser_class=_Parser, metavar="SUBCOMMAND")
+    sub = _Subcommands(root.add_subparsers(dest="cmd", parser_class=_Parser, metavar="SUBCOMMAND"), only)
 
     p = _sub(sub, "plan", "dry run: the route plan for a job, and what this machine can run of it")
     add_job_options(p)

@@ -149,6 +149,20 @@ def close_machine(key_dir: str, machine: str, *, runner: Runner = run_process) -
         return
     for path in sorted(glob.glob(os.path.join(glob.escape(directory), f"{_machine_part(machine)}-*"))):
         close(path, runner=runner)
+    tidy(directory)
+
+
+def tidy(directory: str) -> None:
+    """Remove a short private socket directory (``/tmp/eps-<uid>/<hash>``) that holds no
+    socket any more, its ``owner`` file with it; the state dir's own is kept.  A master that
+    binds meanwhile keeps it (``rmdir`` fails on a directory that is not empty)."""
+    if os.path.basename(directory) == CONTROL_DIR or not directory.startswith(SHORT_BASE + os.sep):
+        return
+    with contextlib.suppress(OSError):
+        if set(os.listdir(directory)) <= {OWNER_FILE}:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(directory, OWNER_FILE))
+            os.rmdir(directory)
 
 
 def masters_at(paths: Iterable[str]) -> list[int]:

@@ -169,6 +169,35 @@ def test_the_socket_path_fits_the_unix_limit_whatever_the_state_dir(tmp_path: Pa
         shutil.rmtree(short_state)
 
 
+def test_a_short_socket_directory_goes_with_its_last_master(tmp_path: Path) -> None:
+    """The /tmp fallback leaves nothing behind: once a machine of its state dir is closed and
+    no socket is left, the directory goes with its owner file; one with a socket stays; the
+    state dir's own directory always stays."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "state"
+    key = ensure_key(str(deep)).unwrap()
+    path = Remote.ssh(VM_IP, key, user=USER, machine="m-tidy").control_path
+    assert path is not None
+    short = os.path.dirname(path)
+    assert os.path.isdir(short) and short.startswith(mux.SHORT_BASE + "/")
+    other = os.path.join(short, mux.socket_name("m-other", USER, VM_IP, 22))
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as live:  # another machine's master is still there
+        live.bind(other)
+        mux.close_machine(str(deep / "ssh"), "m-tidy")
+        assert os.path.isdir(short)
+    os.unlink(other)
+    mux.close_machine(str(deep / "ssh"), "m-tidy")
+    assert not os.path.exists(short)
+    near = tempfile.mkdtemp(prefix="eps-s", dir="/tmp")
+    try:
+        ensure_key(near).unwrap()
+        mux.close_machine(os.path.join(near, "ssh"), "m-none")
+        assert os.path.isdir(os.path.join(near, "ssh", mux.CONTROL_DIR))
+    finally:
+        shutil.rmtree(near)
+
+
 def test_every_way_eps_reaches_a_machine_names_its_master(eps_key: KeyPair) -> None:
     remote = machine_target(eps_key)
     option = f"ControlPath={remote.control_path}"
