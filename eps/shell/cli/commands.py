@@ -65,6 +65,11 @@ def _dispatch_command(
             raise JobError("unknown_dispatch", f"no dispatch {named!r} in the ledger", None)
     if getattr(ns, "dispatch_id", None) and ledger.dispatch(ns.dispatch_id) is not None:
         raise JobError("dispatch_exists", f"dispatch {ns.dispatch_id} already exists", None)
+    if ns.cmd in ("logs", "pull", "wait", "attach") and command:
+        raise JobError("usage", f"eps {ns.cmd} takes no command after --", None)
+    if ns.cmd == "logs" and ns.follow and _piece(ns):
+        raise JobError("usage", "eps logs: -f streams the whole log; --tail/--offset/--max-bytes/--json read "
+                                "a piece of it (choose one)", None)  # fmt: skip
     detached = settings.jobs.supervise == "detached"
     if detached and ns.cmd in ("status", "wait", "attach", "logs", "reconcile", "supervise"):
         from eps.shell import supervision as supervisor
@@ -113,15 +118,9 @@ def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporte
     from eps.shell.cli import lifecycle as life
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
-    if ns.cmd != "ssh" and command:
-        raise JobError("usage", f"eps {ns.cmd} takes no command after --", None)
     if ns.cmd == "logs":
-        piece = ns.json or ns.tail is not None or ns.offset is not None or ns.max_bytes is not None
-        if not piece:
+        if not _piece(ns):
             return life.logs(ledger, lanes, ns.dispatch, follow=ns.follow)
-        if ns.follow:
-            raise JobError("usage", "eps logs: -f streams the whole log; --tail/--offset/--max-bytes/--json read "
-                                    "a piece of it (choose one)", None)  # fmt: skip
         got = service.logs(ctx, ns.dispatch, offset=ns.offset or 0, tail_lines=ns.tail,
                            max_bytes=ns.max_bytes or service.LOGS_DEFAULT_BYTES)  # fmt: skip
         if ns.json:
@@ -152,6 +151,11 @@ def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporte
     if not sys.stdin.isatty() and not command:
         raise JobError("usage", "eps ssh: an interactive shell needs a terminal (or give -- COMMAND)", None)
     return subprocess_call(argv)
+
+
+def _piece(ns: argparse.Namespace) -> bool:
+    """``eps logs`` reads a bounded piece (the MCP tool's) rather than streaming the log."""
+    return bool(ns.json or ns.tail is not None or ns.offset is not None or ns.max_bytes is not None)
 
 
 def subprocess_call(argv: Sequence[str]) -> int:
