@@ -56,6 +56,9 @@ or, on machine types sold as spot/flex-start only, flex-start (up to 7d);
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import groupby
+
 from eps.core.durations import format_duration
 from eps.core.healing import boot_loop_evidence, boot_loop_lasts_s, boot_looped
 from eps.core.indexes import Facts, PolicyIndex, policy_index
@@ -90,7 +93,7 @@ from eps.core.tables import (
     lane_time_limit_s,
 )
 
-__all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "did_you_mean", "plan", "unknown_intent"]
+__all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "did_you_mean", "lane_runs", "plan", "unknown_intent"]
 
 
 def plan(
@@ -379,22 +382,23 @@ def _by_start_estimate(lanes: list[str], snap: CapacitySnapshot, index: PolicyIn
     if not est:
         return lanes
     out: list[str] = []
-    i = 0
-    while i < len(lanes):
-        j = i
-        while j < len(lanes) and index.lane_kinds.get(lanes[j]) is LaneKind.SLURM:
-            j += 1
-        if j - i < 2:
-            out.append(lanes[i])
-            i += 1
-            continue
-        group = lanes[i:j]
-        ranked = sorted(group, key=lambda n: (est.get(n) is None, est.get(n) or 0))
-        said = ", ".join(f"{n} in {est[n]} s" if n in est else f"{n} unknown" for n in ranked)
-        notes.append(f"clusters ranked by their start estimates (sbatch --test-only): {said}")
+    for ranks, run in lane_runs(lanes, index.policy):
+        ranked = sorted(run, key=lambda n: (est.get(n) is None, est.get(n) or 0)) if ranks else run
+        if ranks:
+            said = ", ".join(f"{n} in {est[n]} s" if n in est else f"{n} unknown" for n in ranked)
+            notes.append(f"clusters ranked by their start estimates (sbatch --test-only): {said}")
         out.extend(ranked)
-        i = j
     return out
+
+
+def lane_runs(lanes: Sequence[str], policy: Policy) -> list[tuple[bool, list[str]]]:
+    """``lanes`` cut into runs: each run of two or more consecutive clusters (``True``: the
+    start estimates rank it), and every other lane on its own (``False``)."""
+    runs: list[tuple[bool, list[str]]] = []
+    for slurm, group in groupby(lanes, key=lambda lane: policy.lane_kind(lane) is LaneKind.SLURM):
+        names = list(group)
+        runs.extend([(True, names)] if slurm and len(names) > 1 else [(False, [n]) for n in names])
+    return runs
 
 
 def _vm_misfit(job: Job, intent: Intent, room: VmCapacity, margin_gb: int) -> str | None:

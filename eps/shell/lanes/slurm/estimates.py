@@ -11,7 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from eps.core.model import CapacitySnapshot, ClusterState, Job, LaneKind, Policy, QosGrants, Resource, Rung, evolve
+from eps.core.model import CapacitySnapshot, ClusterState, Job, Policy, QosGrants, Resource, Rung, evolve
 
 if TYPE_CHECKING:
     from eps.shell.lanes import Lanes
@@ -23,14 +23,10 @@ ESTIMATE_TIMEOUT_S = 5.0
 def to_ask(policy: Policy, snapshot: CapacitySnapshot) -> list[str]:
     """The clusters whose estimate would rank them: in a run of 2+ consecutive clusters of
     the GPU order, and not already known (``--snapshot``)."""
+    from eps.core.router import lane_runs
+
     known = {c.cluster for c in snapshot.clusters if c.start_estimate_s is not None or not c.reachable}
-    runs: list[list[str]] = [[]]
-    for lane in policy.gpu_lane_order:
-        if policy.lane_kind(lane) is LaneKind.SLURM:
-            runs[-1].append(lane)
-        else:
-            runs.append([])
-    return [name for run in runs if len(run) > 1 for name in run if name not in known]
+    return [n for ranks, run in lane_runs(policy.gpu_lane_order, policy) if ranks for n in run if n not in known]
 
 
 def estimated(
