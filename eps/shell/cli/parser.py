@@ -198,22 +198,16 @@ def _duration(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _offset(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"a byte offset is a whole number >= 0, got {text!r}")
-    return int(text)
+def _whole(what: str, low: int, high: int | None = None) -> Any:
+    """An argparse type: a whole number from ``low`` (to ``high``), else one line naming ``what``."""
 
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < low or (high is not None and int(text) > high):
+            span = f">= {low}" if high is None else f"{low}..{high}"
+            raise argparse.ArgumentTypeError(f"{what} is a whole number {span}, got {text!r}")
+        return int(text)
 
-def _lines(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"--tail is a whole number of lines >= 1, got {text!r}")
-    return int(text)
-
-
-def _max_bytes(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= LOGS_MAX_BYTES:
-        raise argparse.ArgumentTypeError(f"--max-bytes is 1..{LOGS_MAX_BYTES}, got {text!r}")
-    return int(text)
+    return parse
 
 
 def _count(text: str) -> int:
@@ -429,9 +423,11 @@ def build(only: str | None = None) -> _Parser:  # noqa: PLR0915  (one statement 
     lg = _sub(sub, "logs", "the job's stdout and stderr (live with -f)")
     _dispatch_arg(lg, "the dispatch id")
     lg.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
-    lg.add_argument("--tail", type=_lines, metavar="N", help="only the last N lines (within --max-bytes)")
-    lg.add_argument("--offset", type=_offset, metavar="BYTES", help="from this byte on (a --json next_offset)")
-    lg.add_argument("--max-bytes", type=_max_bytes, metavar="BYTES",
+    lg.add_argument("--tail", type=_whole("a line count", 1), metavar="N",
+                    help="only the last N lines (within --max-bytes)")  # fmt: skip
+    lg.add_argument("--offset", type=_whole("a byte offset", 0), metavar="BYTES",
+                    help="from this byte on (a --json next_offset)")  # fmt: skip
+    lg.add_argument("--max-bytes", type=_whole("a size in bytes", 1, LOGS_MAX_BYTES), metavar="BYTES",
                     help=f"at most this much of each log with --tail/--offset/--json (default {LOGS_DEFAULT_BYTES}, "
                          f"at most {LOGS_MAX_BYTES})")  # fmt: skip
     _json(lg, "piece of each log: text, size, next_offset (the MCP tool logs)")
