@@ -210,16 +210,6 @@ def test_jobs_wedge_s_in_the_config_is_the_wedge_the_supervisor_waits(tmp_path: 
     assert load_settings(_config(tmp_path, "[jobs]\nwedge_s = 5\n")).jobs.healing().wedge_s == 5
 
 
-@pytest.mark.parametrize(
-    ("value", "says"), [("0", "must be more than 0"), ("700000", "at most 604800"), ('"15m"', "expected int")]
-)
-def test_a_bad_jobs_wedge_s_is_one_line(tmp_path: Path, value: str, says: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        load_settings(_config(tmp_path, f"[jobs]\nwedge_s = {value}\n"))
-    text = str(info.value)
-    assert says in text and "$.jobs.wedge_s" in text and "\n" not in text
-
-
 def test_jobs_capacity_wait_s_is_the_first_wait_for_capacity(tmp_path: Path) -> None:
     from eps.core.healing import WaitThenPlan, after_no_capacity
     from eps.core.model import Job
@@ -235,13 +225,21 @@ def test_jobs_capacity_wait_s_is_the_first_wait_for_capacity(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
-    ("value", "says"), [("0", "at least 1"), ("100000", "at most 86400"), ('"1m"', "expected int")]
+    ("key", "value", "says"),
+    [
+        ("wedge_s", "0", "must be more than 0"),
+        ("wedge_s", "700000", "at most 604800"),
+        ("wedge_s", '"15m"', "expected int"),
+        ("capacity_wait_s", "0", "at least 1"),
+        ("capacity_wait_s", "100000", "at most 86400"),
+        ("capacity_wait_s", '"1m"', "expected int"),
+    ],
 )
-def test_a_bad_jobs_capacity_wait_s_is_one_line(tmp_path: Path, value: str, says: str) -> None:
+def test_a_bad_jobs_wait_setting_is_one_line(tmp_path: Path, key: str, value: str, says: str) -> None:
     with pytest.raises(ConfigError) as info:
-        load_settings(_config(tmp_path, f"[jobs]\ncapacity_wait_s = {value}\n"))
+        load_settings(_config(tmp_path, f"[jobs]\n{key} = {value}\n"))
     text = str(info.value)
-    assert says in text and "$.jobs.capacity_wait_s" in text and "\n" not in text
+    assert says in text and f"$.jobs.{key}" in text and "\n" not in text
 
 
 # --- eps plan -------------------------------------------------------------------------------

@@ -13,13 +13,14 @@ import pytest
 from attrs import frozen
 from returns.result import Failure, Result, Success
 
-from eps.core.model import CapacitySnapshot, Job, LaneDown, LaneKind, Policy, QosGrants, Rung
+from eps.core.model import CapacitySnapshot, Job, LaneDown, LaneKind, Policy, Provisioning, QosGrants, Rung
 from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.sbatch import render_sbatch
 from eps.core.settle import LiveItem
 from eps.core.walk import AttemptRecord
 from eps.shell.cli.progress import Reporter
 from eps.shell.lanes import LaneOptions, Lanes
-from eps.shell.lanes.slurm.cli import LIVE_STATES
+from eps.shell.lanes.slurm.cli import LIVE_STATES, SlurmClient
 from eps.shell.settings import ClusterAccess, Settings
 from eps.shell.state.ledger import Ledger
 from eps.shell.walker import Walker, WalkResult
@@ -71,6 +72,18 @@ def live_jobs(name: str | None = None) -> list[tuple[str, str, str]]:
 #: The walker's progress events under the names the ladder tests speak of.
 _KINDS = {"attempt": "submitting", "submitted": "submitted", "parked": "parked", "advanced": "advanced",
           "started": "started", "held": "held", "withdrawn": "withdrawn", "terminal": "terminal", "stopped": "stopped"}
+
+
+def fill_node(client: SlurmClient, policy: Policy, workdir: str, name: str) -> str:
+    """A job eps did not make (dispatch id ``name``) holding all 8 GPUs of the node under
+    low-eur (no per-user cap); returns its id once RUNNING."""
+    cluster = policy.cluster("fellows")
+    assert cluster is not None
+    rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "blocker", qos="low-eur", gpus=8)
+    job = Job(intent="gpu-8", duration_s=600, command=("sleep", "300"))
+    job_id = client.submit(render_sbatch(job, cluster, rung, dispatch_id=name, output=workdir)).unwrap()
+    wait_until(lambda: client.poll(job_id).unwrap().state == "RUNNING", 15, f"blocker {job_id} to run")
+    return job_id
 
 
 @frozen

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from slurm_support import Recorder, ladder, live_jobs, wait_until
+from slurm_support import Recorder, fill_node, ladder, live_jobs
 
 from eps.core.model import ClusterConfig, Job, LaneKind, Policy, Provisioning, QosGrants, Rung, evolve
 from eps.core.sbatch import render_sbatch
@@ -27,17 +27,6 @@ def _two(policy: Policy) -> Policy:
     return evolve(policy, clusters=(*policy.clusters, NIBI), gpu_lane_order=("fellows", "nibi", "gcp"))
 
 
-def _fill(client: SlurmClient, policy: Policy, workdir: str) -> str:
-    """A job outside any dispatch holding all 8 GPUs of the node (low-eur has no per-user cap)."""
-    cluster = policy.cluster("fellows")
-    assert cluster is not None
-    rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "blocker", qos="low-eur", gpus=8)
-    job = Job(intent="gpu-8", duration_s=600, command=SLEEP)
-    job_id = client.submit(render_sbatch(job, cluster, rung, dispatch_id="blockerall", output=workdir)).unwrap()
-    wait_until(lambda: client.poll(job_id).unwrap().state == "RUNNING", 15, f"blocker {job_id} to run")
-    return job_id
-
-
 def _rungs(lad: object, dispatch: str) -> list[str]:
     return [a.rung for a in lad.ledger.attempts(dispatch)]  # type: ignore[attr-defined]
 
@@ -45,7 +34,7 @@ def _rungs(lad: object, dispatch: str) -> list[str]:
 def test_with_the_first_ladder_parked_out_the_walk_goes_to_the_second_cluster_before_gcp(
     client: SlurmClient, grants: QosGrants, policy: Policy, recorder: Recorder, workdir: str
 ) -> None:
-    blocker = _fill(client, policy, workdir)
+    blocker = fill_node(client, policy, workdir, "blockerall")
 
     def hook(record: dict[str, object]) -> None:
         recorder(record)
@@ -92,7 +81,7 @@ def test_the_real_sbatch_test_only_answer_is_the_estimate(
     rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "probe", qos="high-eur", gpus=1)
     probe = render_sbatch(Job(intent="gpu-1", duration_s=600, command=("true",)), cluster, rung, dispatch_id="probe1")
     assert client.start_estimate(probe) == 0  # an idle node: now
-    _fill(client, policy, workdir)
+    fill_node(client, policy, workdir, "blockerall")
     later = client.start_estimate(probe)
     assert later is not None and 60 < later <= 660  # when the blocker's 10-minute limit ends
     assert live_jobs("eps-probe1") == []  # nothing was submitted

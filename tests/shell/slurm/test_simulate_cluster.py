@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_support import ladder, run, wait_until
+from slurm_support import fill_node, ladder, run, wait_until
 
-from eps.core.model import Job, LaneKind, Policy, Provisioning, QosGrants, Rung, evolve
-from eps.core.sbatch import render_sbatch
+from eps.core.model import Job, QosGrants, evolve
 from eps.core.tables import DEFAULT_POLICY, FELLOWS
 from eps.shell.cli import main
 from eps.shell.lanes.slurm.cli import SlurmClient
@@ -29,17 +28,6 @@ pytestmark = pytest.mark.slurm
 
 CAP_S = 8
 SLEEP = ("sleep", "300")
-
-
-def _blocker(client: SlurmClient, policy: Policy, workdir: str) -> str:
-    """Every GPU of the node, held under low-eur by a job eps did not make; returns once RUNNING."""
-    cluster = policy.cluster("fellows")
-    assert cluster is not None
-    rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "blocker", qos="low-eur", gpus=8)
-    job = Job(intent="gpu-8", duration_s=600, command=SLEEP)
-    job_id = client.submit(render_sbatch(job, cluster, rung, dispatch_id="simblocker", output=workdir)).unwrap()
-    wait_until(lambda: client.poll(job_id).unwrap().state == "RUNNING", 15, f"blocker {job_id} to run")
-    return job_id
 
 
 def _release_when_parked(job_id: str, qos: str, after_s: float = 0.0) -> Any:
@@ -74,14 +62,14 @@ def test_simulate_replays_the_recorded_history(
     a, b = ("s" + uuid.uuid4().hex[:10] for _ in range(2))
     job = Job(intent="gpu-1", duration_s=600, command=SLEEP)
 
-    blocker = _blocker(client, policy, workdir)
+    blocker = fill_node(client, policy, workdir, "simblocker")
     walk_a = ladder(state, policy, grants, hook=_release_when_parked(blocker, "normal-eur"), poll_interval_s=0.2)
     got_a = walk_a.walk(job, a)
     assert got_a.handle is not None and got_a.handle.qos == "normal-eur"
     run("scancel", got_a.handle.id)
     assert client.wait_gone(got_a.handle.id, 20)
 
-    blocker = _blocker(client, policy, workdir)
+    blocker = fill_node(client, policy, workdir, "simblocker")
     walk_b = ladder(state, policy, grants, hook=_release_when_parked(blocker, "high-eur", 2.5), poll_interval_s=0.2)
     got_b = walk_b.walk(job, b)
     assert got_b.handle is not None and got_b.handle.qos == "high-eur"
