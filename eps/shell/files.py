@@ -40,8 +40,9 @@ from eps.core.model import (
     VmCapacity,
     evolve,
 )
-from eps.shell import lane_settings
+from eps.shell import lane_settings, ssh_settings
 from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings, duration_setting
+from eps.shell.ssh_settings import SshDoc
 
 #: The largest user file eps reads (a snapshot of every zone is a few hundred KiB).
 MAX_FILE_BYTES = 4 * 2**20
@@ -388,6 +389,7 @@ class _FanoutDoc:
 @frozen
 class _ConfigDoc:
     fanout: _FanoutDoc | None = None
+    ssh: SshDoc | None = None
     jobs: _JobsDoc | None = None
     thresholds: _ThresholdsDoc | None = None
     gcp: _GcpDoc | None = None
@@ -590,7 +592,6 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
         policy, access = _clusters(policy, access, doc.clusters, source)
     if doc.lanes is not None:  # after the clusters: the orders name them
         policy = lane_settings.apply(policy, doc.lanes.gpu, doc.lanes.cpu, source)
-    return evolve(
-        base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout, jobs=jobs,
-        notes=notes,
-    )
+    kex = base.ssh_kex if doc.ssh is None else ssh_settings.key_exchange(doc.ssh.key_exchange, source)
+    return evolve(base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout,
+                  jobs=jobs, notes=notes, ssh_kex=kex)  # fmt: skip

@@ -107,6 +107,7 @@ class Settings(NamedTuple):
     fanout_concurrency: int = 32  # --count N: copies walked at once, on every lane
     jobs: JobsSettings = JobsSettings()
     notes: tuple[str, ...] = ()  # what the config says that eps no longer does (shown by execute)
+    ssh_kex: str = ""  # [ssh] key_exchange: KexAlgorithms for eps's own machines (empty: ssh's default)
 
     def cluster_access(self, name: str) -> ClusterAccess:
         for a in self.access:

@@ -44,7 +44,8 @@ class MachineAccess(NamedTuple):
     """How eps reaches the machines of one lane: its key (in the state dir), the login
     user, where dispatch roots go (relative: under that user's home), the linger the
     machine's watcher keeps, how long a fresh machine may take to let eps in, and the time
-    limit of a job of unknown length resumed on a machine made earlier."""
+    limit of a job of unknown length resumed on a machine made earlier, and the key exchange
+    eps's ssh offers."""
 
     state_dir: str
     user: str
@@ -52,6 +53,7 @@ class MachineAccess(NamedTuple):
     linger_s: int
     patience: Patience = FRESH_MACHINE
     max_time_limit_s: int = Policy._field_defaults["max_time_limit_s"]  # [jobs] max_time_limit
+    kex: str = ""  # [ssh] key_exchange (empty: ssh's default)
 
     def root(self, dispatch: str, job: Job) -> str:
         return site_root(self.work_root, dispatch, job)
@@ -67,7 +69,7 @@ class MachineAccess(NamedTuple):
         """The job's site on ``machine`` (its id keys its host key, whatever its address)."""
         host, port = address
         try:
-            remote = Remote.ssh(host, key, user=self.user, port=port, machine=machine)
+            remote = Remote.ssh(host, key, user=self.user, port=port, machine=machine, kex=self.kex)
         except ValueError as exc:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"the provider gave an unusable address: {exc}"))
         return Success(Site(remote, self.root(dispatch, job), runs_here=True))
@@ -168,7 +170,7 @@ def reach_again(
 
     def answers(key: KeyPair, host: str, port: int) -> Result[Handle, LaneFailure]:
         try:
-            remote = Remote.ssh(host, key, user=access.user, port=port, machine=handle.id)
+            remote = Remote.ssh(host, key, user=access.user, port=port, machine=handle.id, kex=access.kex)
         except ValueError as exc:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"the provider gave an unusable address: {exc}"))
         up = check_remote(remote, "true", "reaching the machine again", timeout_s=60, patience=access.patience)

@@ -56,7 +56,7 @@ def _gcp(lanes: Lanes, name: str) -> Lane:
     g, s = lanes.settings.gcp, lanes.settings
     access = MachineAccess(
         s.state_dir, g.ssh_user, g.work_root, s.jobs.linger_s, **_patience(lanes),
-        max_time_limit_s=s.jobs.max_time_limit_s,
+        max_time_limit_s=s.jobs.max_time_limit_s, kex=s.ssh_kex,
     )  # fmt: skip
     return GcpLane(g, lanes.options.gcp_options, name=name, access=access)
 
@@ -79,7 +79,7 @@ def _runpod(lanes: Lanes, name: str) -> Lane:
     )
     access = MachineAccess(
         lanes.settings.state_dir, "root", s.work_root, lanes.settings.jobs.linger_s, **_patience(lanes),
-        max_time_limit_s=lanes.settings.jobs.max_time_limit_s,
+        max_time_limit_s=lanes.settings.jobs.max_time_limit_s, kex=lanes.settings.ssh_kex,
     )  # fmt: skip
     return RunpodLane(settings, lanes.env, key=lanes.options.runpod_api_key, name=name, access=access)
 

@@ -35,8 +35,6 @@ import stat
 import time
 from collections.abc import Iterable
 
-from eps.shell.remote.process import Runner, run_process
-
 #: A master with no client for this long ends by itself (``ControlPersist``).
 PERSIST_S = 300
 #: The longest socket path every platform binds (BSD/macOS ``sun_path``: 104 bytes, its NUL included).
@@ -47,10 +45,6 @@ CONTROL_DIR = "cm"
 SHORT_BASE = "/tmp"  # noqa: S108  (a private 0700 directory of ours is checked before use)
 OWNER_FILE = "owner"
 _SAFE = re.compile(r"[A-Za-z0-9_./-]+")
-#: ``ssh -O check`` answers ``Master running (pid=N)``.
-_RUNNING = re.compile(r"Master running \(pid=(\d+)\)")
-#: How long eps waits for a master to answer ``-O check`` / ``-O exit``.
-ASK_TIMEOUT_S = 2.0  # a master that is there answers in milliseconds
 
 
 def _digest(text: str, n: int) -> str:
@@ -104,28 +98,25 @@ def master_options(path: str) -> list[str]:
     return ["-o", "ControlMaster=auto", "-o", f"ControlPath={path}", "-o", f"ControlPersist={PERSIST_S}"]
 
 
-def _control_argv(path: str, command: str) -> list[str]:
-    # -O talks to the master's socket only; the host is a placeholder ssh needs on its command line
-    return ["ssh", "-F", "none", "-o", f"ControlPath={path}", "-O", command, "eps-master"]
-
-
-def master_pid(path: str, *, runner: Runner = run_process) -> int | None:
-    """The pid of the master listening at ``path`` (``ssh -O check``), or None: no socket,
-    a stale one, or a master that does not answer."""
+def master_pid(path: str) -> int | None:
+    """The pid of the master listening at ``path`` (the mux protocol's alive check, in this
+    process: :mod:`eps.shell.remote.muxclient`), or None: no socket, a stale one, or a
+    master that does not answer."""
     if not _is_socket(path):
         return None
-    done = runner(_control_argv(path, "check"), timeout_s=ASK_TIMEOUT_S)
-    found = _RUNNING.search(done.stderr) if done.ok else None
-    return int(found.group(1)) if found else None
+    from eps.shell.remote import muxclient
+
+    return muxclient.alive(path)
 
 
-def close(path: str, *, runner: Runner = run_process) -> None:
-    """End the master at ``path`` (``ssh -O exit``); a stale socket is removed, a master that
-    does not answer is killed.  Nothing when there is none."""
+def close(path: str) -> None:
+    """End the master at ``path`` (the mux protocol's terminate request); a stale socket is
+    removed, a master that does not answer is killed.  Nothing when there is none."""
     if not _is_socket(path):
         return
-    done = runner(_control_argv(path, "exit"), timeout_s=ASK_TIMEOUT_S)
-    if done.ok:
+    from eps.shell.remote import muxclient
+
+    if muxclient.terminate(path):
         return
     for pid in masters_at([path]):  # a master that would not answer: it goes all the same
         with contextlib.suppress(OSError):
@@ -135,20 +126,20 @@ def close(path: str, *, runner: Runner = run_process) -> None:
             os.unlink(path)
 
 
-def reset(path: str, *, runner: Runner = run_process) -> None:
+def reset(path: str) -> None:
     """A command through the master at ``path`` failed in transport: close it, so that the next
     try connects afresh (and becomes the new master).  A socket without a master is removed."""
-    close(path, runner=runner)
+    close(path)
 
 
-def close_machine(key_dir: str, machine: str, *, runner: Runner = run_process) -> None:
+def close_machine(key_dir: str, machine: str) -> None:
     """The machine is released (or eps is done with it for now): end each of its masters,
     whatever address it had."""
     directory = control_dir(key_dir)
     if directory is None:
         return
     for path in sorted(glob.glob(os.path.join(glob.escape(directory), f"{_machine_part(machine)}-*"))):
-        close(path, runner=runner)
+        close(path)
     tidy(directory)
 
 

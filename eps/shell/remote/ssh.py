@@ -39,7 +39,7 @@ from typing import NamedTuple
 from attrs import frozen
 from returns.result import Failure, Result, Success
 
-from eps.shell.remote import mux
+from eps.shell.remote import mux, muxclient
 from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
 from eps.shell.remote.keys import KeyPair
 from eps.shell.remote.process import NOT_FOUND, Completed, Runner, Streamer, run_process, stream_process
@@ -103,6 +103,7 @@ class Remote:
     connect_timeout_s: int = CONNECT_TIMEOUT_S
     host_key_alias: str | None = None  # the machine's id: its known_hosts entry is keyed by it
     control_path: str | None = None  # the socket of the machine's shared master connection (mux)
+    kex_algorithms: str | None = None  # ssh's KexAlgorithms ([ssh] key_exchange); None: ssh's default
 
     def __attrs_post_init__(self) -> None:
         if self.host is not None and self.login:
@@ -114,10 +115,12 @@ class Remote:
 
     @classmethod
     def ssh(
-        cls, host: str, key: KeyPair, *, user: str | None = None, port: int = 22, machine: str | None = None
+        cls, host: str, key: KeyPair, *, user: str | None = None, port: int = 22, machine: str | None = None,
+        kex: str = "",
     ) -> Remote:
         """A machine eps made (GCP VM, RunPod pod): eps's key and eps's known_hosts, its host
-        key recorded under ``machine`` (its id) when given, else under its address."""
+        key recorded under ``machine`` (its id) when given, else under its address.  ``kex``:
+        the key exchange algorithms to offer (``[ssh] key_exchange``; empty: ssh's default)."""
         if _HOST.fullmatch(host) is None or host.startswith("-"):
             raise ValueError(f"not a host name or address: {host!r}")
         if machine is not None and (_ALIAS.fullmatch(machine) is None or machine.startswith("-")):
@@ -129,7 +132,7 @@ class Remote:
         shared = mux.control_path(os.path.dirname(key.private_path), machine or host, user, host, port)
         return cls(
             host=host, port=port, user=user, key_path=key.private_path, known_hosts=key.known_hosts,
-            host_key_alias=machine, control_path=shared,
+            host_key_alias=machine, control_path=shared, kex_algorithms=kex or None,
         )  # fmt: skip
 
     @classmethod
@@ -181,6 +184,8 @@ def ssh_options(remote: Remote) -> list[str]:
         "-o", "ForwardX11=no",
         "-o", "LogLevel=ERROR",
     ]  # fmt: skip
+    if remote.kex_algorithms is not None:
+        opts += ["-o", f"KexAlgorithms={remote.kex_algorithms}"]
     if remote.control_path is not None:
         opts += mux.master_options(remote.control_path)
     return opts
@@ -224,9 +229,16 @@ def run_remote(
     whatever its exit code; Failure is a transport failure (unreachable, auth, host
     key, no ssh here), after the retries ``patience`` allows."""
     argv = remote_argv(remote, command)
-    attempt = through_master(
-        remote, lambda: _classified(remote, runner(argv, stdin=stdin, timeout_s=timeout_s), timeout_s), runner
-    )
+    path = remote.control_path if runner is run_process else None
+
+    def once() -> Completed:
+        if path is not None and mux.has_socket(path):  # the master takes it without an ssh process
+            shared = muxclient.run(path, command, stdin=stdin, timeout_s=timeout_s)
+            if shared is not None:
+                return shared
+        return runner(argv, stdin=stdin, timeout_s=timeout_s)
+
+    attempt = through_master(remote, lambda: _classified(remote, once(), timeout_s))
     return retrying(attempt, patience, sleep=sleep, clock=clock)
 
 
@@ -280,7 +292,7 @@ def stream_remote(
 
 
 def through_master(
-    remote: Remote, attempt: Callable[[], Result[Completed, RemoteFailure]], runner: Runner = run_process
+    remote: Remote, attempt: Callable[[], Result[Completed, RemoteFailure]]
 ) -> Callable[[], Result[Completed, RemoteFailure]]:
     """``attempt`` (one ssh or rsync to ``remote``), and when it failed in transport while the
     machine's master was there, that master closed and ``attempt`` once more at once: a master
@@ -294,7 +306,7 @@ def through_master(
         result = attempt()
         match result:
             case Failure(failure) if failure.kind is RemoteErrorKind.UNREACHABLE and had_master:
-                mux.reset(path, runner=runner)
+                mux.reset(path)
                 return attempt()
         return result
 
@@ -347,7 +359,10 @@ def _classified(remote: Remote, done: Completed, timeout_s: float | None) -> Res
     if done.returncode == SSH_FAILED:
         kind = classify_ssh(done.stderr)
         if kind is not None or remote.host is not None:
-            message = last_line(done.stderr) or "ssh failed without a message"
+            message = last_line(done.stderr) or "ssh failed without a message" + (
+                f" (does the machine's sshd offer a key exchange of [ssh] key_exchange, {remote.kex_algorithms}?)"
+                if remote.kex_algorithms else ""
+            )  # ssh logs "no matching key exchange method" below LogLevel=ERROR
             return Failure(RemoteFailure.of(kind or RemoteErrorKind.UNREACHABLE, f"{where}: {message}"))
     return Success(done)
 

@@ -295,7 +295,7 @@ def _transfer(
     def attempt() -> Result[Completed, RemoteFailure]:
         return _classify_rsync(remote, runner(argv, stdin=stdin, timeout_s=timeout_s), what, timeout_s)
 
-    return retrying(through_master(remote, attempt, runner), patience, sleep=sleep).map(lambda _: None)
+    return retrying(through_master(remote, attempt), patience, sleep=sleep).map(lambda _: None)
 
 
 def _classify_rsync(

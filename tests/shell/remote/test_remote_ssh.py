@@ -263,3 +263,19 @@ def test_interactive_shell_starts_in_the_directory(login_target: Remote, tmp_pat
 def test_a_remote_is_a_host_or_a_prefix_not_both() -> None:
     with pytest.raises(ValueError, match="not both"):
         Remote(host="h", login=("ssh", "login"))
+
+
+def test_the_configured_key_exchange_is_what_ssh_offers(eps_key: KeyPair) -> None:
+    """``[ssh] key_exchange`` reaches the real ssh: a classical one the sshd has connects; one it
+    does not offer is refused by the handshake itself, naming the key exchange."""
+    import uuid
+
+    fast = Remote.ssh(VM_IP, eps_key, user=USER, machine=f"m-{uuid.uuid4().hex[:8]}", kex="curve25519-sha256")
+    assert check_remote(fast, "echo in", "contact", patience=ONCE) == Success("in\n")
+    old = Remote.ssh(VM_IP, eps_key, user=USER, machine=f"m-{uuid.uuid4().hex[:8]}", kex="diffie-hellman-group1-sha1")
+    refused = run_remote(old, "true", patience=ONCE)
+    assert isinstance(refused, Failure) and "key exchange" in refused.failure().message
+    from eps.shell.remote import mux
+
+    for remote in (fast, old):
+        mux.close(remote.control_path or "")

@@ -53,9 +53,18 @@ def start_sshd() -> Path:
     return SSHD_SH
 
 
-def authorize(public_key: str) -> None:
-    """Let ``public_key`` log in as root (appended once; safe across concurrent sessions)."""
-    line = public_key.strip()
+#: The key option that makes a login pod-like: bash, run by sshd for a command, reads
+#: ``~/.bashrc`` only as a top-level shell (``SHLVL`` below 2).  This machine's root
+#: ``~/.bashrc`` runs ``pyenv init`` (about 0.1 CPU-s and 100 processes per session); a
+#: pod's or a cloud image's stock ``.bashrc`` returns at once for a shell that is not
+#: interactive.  Login shells (``bash -l``, a job's shell line) still read it.
+PLAIN_LOGIN = 'environment="SHLVL=1" '
+
+
+def authorize(public_key: str, *, plain_login: bool = False) -> None:
+    """Let ``public_key`` log in as root (appended once; safe across concurrent sessions).
+    ``plain_login``: its sessions' commands skip this machine's ``~/.bashrc`` (:data:`PLAIN_LOGIN`)."""
+    line = (PLAIN_LOGIN if plain_login else "") + public_key.strip()
     with open(AUTHORIZED_KEYS, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         fh.seek(0)
@@ -69,7 +78,7 @@ def revoke(public_key: str) -> None:
     line = public_key.strip()
     with open(AUTHORIZED_KEYS, "r+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        kept = [k for k in fh.read().splitlines() if k.strip() != line]
+        kept = [k for k in fh.read().splitlines() if k.strip().removeprefix(PLAIN_LOGIN) != line]
         fh.seek(0)
         fh.truncate()
         fh.write("".join(k + "\n" for k in kept))

@@ -86,7 +86,9 @@ StrictModes yes
 AllowAgentForwarding no
 AllowTcpForwarding no
 X11Forwarding no
-PermitUserEnvironment no
+# only SHLVL, and only where a key line sets it (environment="SHLVL=1": a pod-like login,
+# see ssh_support.authorize); no other variable a key line names reaches a session
+PermitUserEnvironment SHLVL
 PrintMotd no
 UseDNS no
 MaxStartups 64:30:256
