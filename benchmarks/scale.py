@@ -4,11 +4,13 @@
 
 Each figure is the wall time of a real ``eps`` process (interpreter start included):
 
-- status: the ledger holds ``--rows`` finished dispatches and a few active ones; the
-  default view (active ones plus the newest 20) is printed, after a reconcile that
-  settles only what is active or owns something live.  Goal: under 150 ms here.
+- status: the ledger holds ``--rows`` finished dispatches, and one job runs now (on the VM
+  lane, its supervisor following it); the default view (active ones plus the newest 20) is
+  printed, after a reconcile that settles only what is active or owns something live.
+  Goal: under 150 ms here.
 - cancel: ``--pods`` RunPod CPU pods started by ``eps execute --count`` against the local
-  RunPod server, then the server's latency is raised to ``--latency`` per call and
+  RunPod server (each job launched over ssh on the test sshd), then the server's latency is raised
+  to ``--latency`` per call and
   ``eps cancel --all`` releases every one: one listing, then parallel terminations.
   Goal: under 60 s for 1,000 pods at 100 ms.
 Asserts nothing.
@@ -48,7 +50,6 @@ def eps(env: dict[str, str], *argv: str) -> tuple[float, subprocess.CompletedPro
 
 
 def status_figure(rows: int, tmp: Path) -> None:
-    from eps.core.model import Job
     from eps.shell.state.ledger import Ledger
 
     state = tmp / "status-state"
@@ -62,37 +63,60 @@ def status_figure(rows: int, tmp: Path) -> None:
             " VALUES (?, NULL, 'cpu-small', ?, 'ended', 'exit code 0', ?, ?)",
             ((f"e{i:010x}", job, now - rows + i, now - rows + i) for i in range(rows)),
         )
-    led = Ledger(str(state))
-    led.new_dispatch("eactive0001", Job("cpu-small", 60, command=("true",)))
-    led.close()
     env = {**os.environ, "EPS_STATE_DIR": str(state), "HOME": str(tmp), "EPS_CONFIG": str(tmp / "none.toml")}
     env.pop("EPS_CONFIG")
+    # one job running now, on the VM lane, owned by its supervisor: status while a job runs
+    _, proc = eps(env, "execute", "debug", "--duration", "5m", "--detach", "--json", "--", "sleep", "120")
+    assert proc.returncode == 0, proc.stderr
+    running = json.loads(proc.stdout)["dispatch"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        _, proc = eps(env, "status", running, "--json")
+        if json.loads(proc.stdout)["dispatches"][0]["state"] == "started":
+            break
+        time.sleep(0.5)
     times = []
     for _ in range(5):
         wall, proc = eps(env, "status", "--json")
         assert proc.returncode == 0, proc.stderr
         times.append(wall)
+    eps(env, "cancel", running)
+    _end_supervisor(state)
     shown = len(json.loads(proc.stdout))
     size = (state / "ledger.sqlite3").stat().st_size / 2**20
+    each = ", ".join(f"{t * 1000:.0f}" for t in times)
     print(f"eps status --json, {rows} dispatches ({size:.0f} MB ledger): median {sorted(times)[2] * 1000:.0f} ms"
-          f" over 5 runs, {shown} shown (interpreter start included)")  # fmt: skip
+          f" over 5 runs ({each} ms), {shown} shown (interpreter start included)")  # fmt: skip
     began = time.perf_counter()
     _, proc = eps(env, "status", "--all", "--json")
     print(f"eps status --all --json: {time.perf_counter() - began:.2f} s, {len(proc.stdout) / 2**20:.1f} MB printed")
 
 
 def cancel_figure(pods: int, latency: float, tmp: Path) -> None:
+    """Each pod's job is launched over ssh on the test sshd, as a pod's is (with a classical
+    key exchange, ``[ssh] key_exchange``, to make the setup quick: the figure is the cancel)."""
+    sys.path.insert(0, str(ROOT / "tests" / "shell" / "ssh"))
+    import ssh_support
+
+    from eps.shell.remote.keys import ensure_key
+
+    ssh_support.start_sshd()
     fake_module = _fake_runpod()
     fake = fake_module.FakeRunpod(api_key=KEY, gets_to_running=1)  # type: ignore[attr-defined]
+    fake.public_ip, fake.ssh_port = ssh_support.VM_IP, ssh_support.VM_PORT
     fake.start()
+    state = tmp / "cancel-state"
+    key = ensure_key(str(state)).unwrap()
+    ssh_support.authorize(key.public_key, plain_login=True)
     try:
         config = tmp / "cancel.toml"
         config.write_text(f'[runpod]\nbase_url = "{fake.url}"\npoll_interval_s = 0.05\nconcurrency = 64\n'
-                          "[fanout]\nconcurrency = 64\n")  # fmt: skip
-        env = {**os.environ, "EPS_STATE_DIR": str(tmp / "cancel-state"), "EPS_CONFIG": str(config),
+                          f'work_root = "{tmp}/runpod-runs"\n[fanout]\nconcurrency = 64\n'
+                          '[ssh]\nkey_exchange = ["curve25519-sha256"]\n')  # fmt: skip
+        env = {**os.environ, "EPS_STATE_DIR": str(state), "EPS_CONFIG": str(config),
                "RUNPOD_API_KEY": KEY, "HOME": str(tmp)}  # fmt: skip
         wall, proc = eps(env, "execute", "cpu-small", "--pin", "runpod", "--duration", "30m",
-                         "--count", str(pods), "--json", "--", "true")  # fmt: skip
+                         "--count", str(pods), "--json", "--", "sleep", "600")  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-2000:]
         print(f"eps execute --count {pods} --pin runpod (no latency): {wall:.1f} s, {len(fake.live_pods())} pods live")
         fake.latency_s = latency
@@ -101,6 +125,28 @@ def cancel_figure(pods: int, latency: float, tmp: Path) -> None:
               f" {len(fake.live_pods())} pods left, {fake.count('GET', '/v2/pods')} listings")  # fmt: skip
     finally:
         fake.stop()
+        ssh_support.stop_machine_jobs(tmp)
+        ssh_support.revoke(key.public_key)
+        _end_supervisor(state)
+        from eps.shell.remote import mux
+
+        directory = mux.control_dir(str(state / "ssh"))
+        for path in set(mux.masters_under([directory] if directory else []).values()):
+            mux.close(path)
+
+
+def _end_supervisor(state: Path) -> None:
+    """The supervisor the run started for ``state`` (it would leave by itself when idle)."""
+    import signal
+
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 4 and argv[2].startswith(b"from eps.shell.supervisor import main") and argv[3] == bytes(state):
+            os.kill(int(name), signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:

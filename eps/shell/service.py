@@ -494,8 +494,6 @@ class Service:
     def opened(self, events: Events | None = None, *, revive: bool = False) -> Iterator[Ctx]:
         """A ledger and the lanes for one operation (closed after it); ``revive``: a dispatch
         left by a dead supervisor is taken on again first (as ``eps status`` does)."""
-        import logging
-
         from eps.core.model import evolve
         from eps.shell.events import Silent
         from eps.shell.lanes import LaneOptions, Lanes
@@ -503,7 +501,6 @@ class Service:
 
         opts = self.lane_options
         opts = LaneOptions(env=self.env) if opts is None else evolve(opts, env=opts.env or self.env)
-        logging.getLogger().addHandler(logging.NullHandler())  # retry libraries log each retry
         try:
             ledger = Ledger(self.settings.state_dir)
         except LedgerError as exc:

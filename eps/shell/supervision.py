@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -71,6 +70,8 @@ def alive_elsewhere(state_dir: str) -> bool:
 
 def spawn(state_dir: str, env: Mapping[str, str]) -> None:
     """Start a supervisor in its own session (stdin closed, output to its log)."""
+    import subprocess  # only to start one: eps status imports this module on every call
+
     os.makedirs(os.path.dirname(log_file(state_dir)), mode=0o700, exist_ok=True)
     with open(log_file(state_dir), "ab") as out:
         subprocess.Popen(

@@ -14,17 +14,19 @@ not a failure.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from attrs import frozen
-from returns.result import Result
 
-from eps.core.model import Job, LaneKind, Rung
-from eps.core.outcome import Handle, LaneFailure
-from eps.core.settle import LiveItem
-from eps.core.walk import AttemptRecord
-from eps.shell.lanes.jobs import JobFiles, Site
-from eps.shell.remote.ssh import Patience
+if TYPE_CHECKING:  # annotations only: ``eps status`` imports this module without ssh, rsync or returns
+    from returns.result import Result
+
+    from eps.core.model import Job, LaneKind, Rung
+    from eps.core.outcome import Handle, LaneFailure
+    from eps.core.settle import LiveItem
+    from eps.core.walk import AttemptRecord
+    from eps.shell.lanes.jobs import JobFiles, Site
+    from eps.shell.remote.ssh import Patience
 
 
 class Lane(Protocol):

@@ -31,7 +31,6 @@ from eps.core.outcome import FailureKind, LaneFailure
 from eps.core.states import SETTLED_DISPATCH_STATES
 from eps.shell.remote import mux
 from eps.shell.remote.errors import RemoteFailure
-from eps.shell.remote.ignore import Workdir, select_workdir
 from eps.shell.remote.job import (
     cancel_job,
     follow_log,
@@ -47,6 +46,7 @@ from eps.shell.remote.ssh import BRIEF, Patience, Remote
 from eps.shell.remote.sync import upload_files
 
 if TYPE_CHECKING:
+    from eps.shell.remote.ignore import Workdir
     from eps.shell.state.ledger import Ledger
 
 #: The VM lane's dispatch roots: ``<state dir>/runs/<dispatch>/<task>``.
@@ -86,6 +86,8 @@ def select_files(job: Job, env: Mapping[str, str] | None) -> Result[JobFiles, La
     size limit (one line naming the biggest files when it is over)."""
     workdir = None
     if job.workdir is not None:
+        from eps.shell.remote.ignore import select_workdir  # pathspec: only for a job that ships a workdir
+
         match select_workdir(job.workdir):
             case Failure(f):
                 return Failure(_lane(f))

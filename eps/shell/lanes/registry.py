@@ -49,10 +49,20 @@ def _slurm(lanes: Lanes, name: str) -> Lane:
     )
 
 
+def _quiet_retry_logs() -> None:
+    """The provider clients' retry libraries log each retry; eps reports them itself."""
+    import logging
+
+    root = logging.getLogger()
+    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+        root.addHandler(logging.NullHandler())
+
+
 def _gcp(lanes: Lanes, name: str) -> Lane:
     from eps.shell.lanes.gcp.lane import GcpLane
     from eps.shell.lanes.machines import MachineAccess
 
+    _quiet_retry_logs()
     g, s = lanes.settings.gcp, lanes.settings
     access = MachineAccess(
         s.state_dir, g.ssh_user, g.work_root, s.jobs.linger_s, **_patience(lanes),
@@ -66,6 +76,7 @@ def _runpod(lanes: Lanes, name: str) -> Lane:
     from eps.shell.lanes.runpod.lane import RunpodLane
     from eps.shell.lanes.runpod.wire import RunpodSettings
 
+    _quiet_retry_logs()
     s = lanes.settings.runpod
     extra = {"poll_interval_s": s.poll_interval_s, **(lanes.options.runpod_options or {})}
     settings = RunpodSettings(

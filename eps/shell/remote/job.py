@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from returns.result import Failure, Result, Success
 
@@ -28,10 +29,12 @@ from eps.core.jobscript import (
     render_start,
 )
 from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
-from eps.shell.remote.ignore import Workdir
 from eps.shell.remote.process import Runner, Streamer, run_process, stream_process
 from eps.shell.remote.ssh import BRIEF, Patience, Remote, check_remote, shell_argv, stream_remote
 from eps.shell.remote.sync import download_dir, download_file, put_file, upload_files
+
+if TYPE_CHECKING:
+    from eps.shell.remote.ignore import Workdir  # pathspec: imported only where a workdir is listed
 
 
 def job_root_files(spec: JobSpec, env: Mapping[str, str] | None = None) -> list[tuple[str, bytes, int]]:

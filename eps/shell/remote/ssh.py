@@ -39,7 +39,7 @@ from typing import NamedTuple
 from attrs import frozen
 from returns.result import Failure, Result, Success
 
-from eps.shell.remote import mux, muxclient
+from eps.shell.remote import mux
 from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
 from eps.shell.remote.keys import KeyPair
 from eps.shell.remote.process import NOT_FOUND, Completed, Runner, Streamer, run_process, stream_process
@@ -233,6 +233,8 @@ def run_remote(
 
     def once() -> Completed:
         if path is not None and mux.has_socket(path):  # the master takes it without an ssh process
+            from eps.shell.remote import muxclient
+
             shared = muxclient.run(path, command, stdin=stdin, timeout_s=timeout_s)
             if shared is not None:
                 return shared

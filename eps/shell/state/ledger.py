@@ -44,7 +44,7 @@ from eps.core.states import (
 )
 from eps.core.walk import AttemptRecord
 from eps.shell.state import codec
-from eps.shell.state.migrations import MIGRATIONS, SCHEMA_VERSION
+from eps.shell.state.migrations import FAILED_RETRYING, FAILED_RETRYING_INDEX, MIGRATIONS, SCHEMA_VERSION
 
 
 class LedgerError(RuntimeError):
@@ -432,7 +432,7 @@ class Ledger:
         """The newest ``limit`` dispatches (all: ``None``) in ``states``, submitted at or after
         ``since``, of ``intent``, (``failed_retrying``) whose job failed and retries errors;
         oldest first.  Indexed."""
-        where: list[str] = [_FAILED_RETRYING] if failed_retrying else []
+        where: list[str] = [FAILED_RETRYING] if failed_retrying else []
         args: list[Any] = []
         if states:
             where.append(f"state IN ({','.join('?' * len(states))})")
@@ -443,7 +443,8 @@ class Ledger:
         if intent is not None:
             where.append("intent = ?")
             args.append(intent)
-        sql = "SELECT * FROM dispatches" + (" WHERE " + " AND ".join(where) if where else "")  # noqa: S608 (fixed clauses)
+        table = f"dispatches INDEXED BY {FAILED_RETRYING_INDEX}" if failed_retrying else "dispatches"
+        sql = f"SELECT * FROM {table}" + (" WHERE " + " AND ".join(where) if where else "")  # noqa: S608 (fixed clauses)
         sql += " ORDER BY created_at DESC" + (" LIMIT ?" if limit is not None else "")
         rows = self._query(sql, (*args, *(() if limit is None else (limit,))))
         return sorted(self._rows(rows), key=lambda r: r.created_at)
@@ -544,12 +545,6 @@ def _why(exc: sqlite3.DatabaseError) -> str:
     if "not a database" in text or "malformed" in text:
         return "the ledger file is corrupt (move it aside; `eps reconcile` rebuilds nothing it cannot see)"
     return text
-
-
-#: A job that ended non-zero (or with its code unknown) and may retry ``error`` (its policy decides).
-_FAILED_RETRYING = (
-    "job_status IS NOT NULL AND job_status != 'cancelled' AND coalesce(exit_code, 1) != 0 AND job LIKE '%\"error\"%'"
-)
 
 
 def _move(db: sqlite3.Connection, dispatch: str, to: DispatchState) -> DispatchState | None:

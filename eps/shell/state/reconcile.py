@@ -19,9 +19,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from returns.result import Failure, Success
 
@@ -52,12 +51,13 @@ from eps.core.states import (
 from eps.core.walk import AttemptRecord
 from eps.shell.events import Events
 from eps.shell.lanes import Lanes
-from eps.shell.lanes.jobs import drop_env_values
 from eps.shell.polling import poll_until
 from eps.shell.state import codec
-from eps.shell.state.finish import STOP_WAIT_S, Finisher
 from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
 from eps.shell.supervision import SUPERVISED
+
+if TYPE_CHECKING:
+    from eps.shell.state.finish import Finisher
 
 #: Dispatches that may hold something and are not settled yet.
 ACTIVE_STATES: tuple[DispatchState, ...] = (
@@ -183,8 +183,13 @@ class Reconciler:
             else:
                 report["foreign"].extend(f"{i.handle.lane}:{i.handle.id}" for i in items)
         work = partial(self._settle_one, by_dispatch=by_dispatch, taken_at=taken_at, resuming=resuming)
-        with ThreadPoolExecutor(max_workers=min(self.workers, max(1, len(ids)))) as pool:
-            parts = list(pool.map(work, sorted(ids)))
+        if len(ids) <= 1:  # one at most (eps status while a job runs): no pool (it costs 20 ms to import)
+            parts = [work(d) for d in sorted(ids)]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(ids))) as pool:
+                parts = list(pool.map(work, sorted(ids)))
         for part in parts:
             for k, v in part.items():
                 report[k].extend(v)
@@ -232,12 +237,12 @@ class Reconciler:
         if row.state is DispatchState.STARTED:
             self.ledger.set_dispatch(row.id, DispatchState.ENDED, message=f"{ok}/{len(children)} copies succeeded")
             report["ended"].append(row.id)
-        drop_env_values(self.ledger.state_dir, row.id)
+        _drop_env_values(self.ledger.state_dir, row.id)
 
     def _probed(self, view: DispatchView, row: DispatchRow, items: list[LiveItem], *, resuming: bool) -> list[LiveItem]:
         """``items`` with what their job record says, for those :func:`to_probe` names."""
         asked = {i.handle.id for i in to_probe(view, items, resuming=resuming)}
-        finisher = Finisher(self.ledger, self.lanes)
+        finisher = _finisher(self.ledger, self.lanes)
 
         def seen(item: LiveItem) -> LiveItem:
             progress = finisher.progress(evolve(row, handle=item.handle)).value_or(None)
@@ -270,7 +275,7 @@ class Reconciler:
             case Verdict.FINISHED:
                 # Outputs and log first, then the machine: nothing is lost before it is pulled.
                 handle = s.release[0].handle if s.release else row.handle
-                finisher = Finisher(self.ledger, self.lanes)
+                finisher = _finisher(self.ledger, self.lanes)
                 got = finisher.collect(evolve(row, handle=handle), wake=self.wake)
                 if got.kept:  # a pull that failed keeps the machine for the next eps pull
                     finisher.hang_up(evolve(row, handle=handle))
@@ -303,7 +308,7 @@ class Reconciler:
     def _gone(self, row: DispatchRow, view: DispatchView, report: dict[str, list[str]]) -> None:
         """A started job that is no longer at its provider: pull what can be, then it has
         ended, unless the cluster ended its run (a SLURM preemption or lost node)."""
-        finisher = Finisher(self.ledger, self.lanes)
+        finisher = _finisher(self.ledger, self.lanes)
         got = finisher.collect(row)
         if (why := finisher.interruption(row)) is not None:
             finisher.interrupted(row, got, why)
@@ -338,7 +343,7 @@ class Reconciler:
             if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
                 self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=outcome.value, reason=note)
         self.ledger.set_dispatch(view.id, DispatchState.ENDED, message=note)
-        drop_env_values(self.ledger.state_dir, view.id)
+        _drop_env_values(self.ledger.state_dir, view.id)
 
     def _vanished(self, dispatch: str, a: AttemptRecord) -> tuple[Outcome, str]:
         if not needs_history(a):
@@ -403,7 +408,7 @@ def cancel(
             roots.append(row)
     targets = {r.id: r for root in roots for r in (root, *ledger.children(root.id))}
     report: dict[str, Any] = {"cancelled": [], "finished": [], "errors": []}
-    finisher = Finisher(ledger, lanes)
+    finisher = _finisher(ledger, lanes)
     started = []
     for r in targets.values():
         if r.state in (DispatchState.ENDED, DispatchState.FAILED):
@@ -415,6 +420,8 @@ def cancel(
         ledger.set_dispatch(r.id, DispatchState.CANCELLED, message="cancelled by eps cancel")
         report["cancelled"].append(r.id)
     # started jobs are stopped and pulled side by side (each may take its kill grace)
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(started) or 1))) as pool:
         list(pool.map(partial(_stop_started, ledger, finisher, report=report), started))
     for d in targets:  # a live walker sees the mark at its next step and stops
@@ -422,7 +429,7 @@ def cancel(
     rec = Reconciler(ledger, lanes, reporter, workers=workers)
     part = rec.reconcile(set(targets), owners=dispatches is None)  # --all: and whatever else is live
     for d in report["cancelled"]:
-        drop_env_values(ledger.state_dir, d)
+        _drop_env_values(ledger.state_dir, d)
     report["errors"].extend(part["errors"])
     report.update({k: part[k] for k in ("released", "skipped", "unchecked")})
     return report
@@ -438,6 +445,8 @@ def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, repor
     go (it follows only started dispatches); then it is stopped and pulled here."""
     if ledger.is_owned_elsewhere(row.id):
         ledger.set_dispatch(row.id, DispatchState.CANCELLED, message="cancelled by eps cancel; stopping its job")
+        from eps.shell.state.finish import STOP_WAIT_S
+
         poll_until(partial(_unowned, ledger, row.id), timeout_s=STOP_WAIT_S, interval_s=0.1)
     with ledger.owning(row.id) as owned:
         fresh = ledger.dispatch(row.id) if owned else None
@@ -556,3 +565,19 @@ def _times(r: DispatchRow, now: float, policy: Policy | None) -> dict[str, Any]:
         "list_price_per_hour": per_hour,
         "list_cost": list_cost(per_hour, runtime),
     }
+
+
+def _finisher(ledger: Ledger, lanes: Lanes) -> Finisher:
+    """The :class:`~eps.shell.state.finish.Finisher`, imported when something is to be settled
+    (it brings ssh and rsync: not every ``eps status`` needs them)."""
+    from eps.shell.state.finish import Finisher
+
+    return Finisher(ledger, lanes)
+
+
+def _drop_env_values(state_dir: str, dispatch: str) -> None:
+    """:func:`eps.shell.lanes.jobs.drop_env_values`, imported when a dispatch settles (not by
+    every ``eps status``: that module brings ssh and rsync with it)."""
+    from eps.shell.lanes.jobs import drop_env_values
+
+    drop_env_values(state_dir, dispatch)

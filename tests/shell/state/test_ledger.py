@@ -127,3 +127,32 @@ def test_a_row_that_cannot_be_read_is_quarantined_and_the_others_work(tmp_path: 
     with pytest.raises(QuarantinedRow, match="egood00002"):
         ledger.attempts("egood00002")
     ledger.close()
+
+
+def test_failed_dispatches_that_retry_errors_are_read_by_their_own_index(tmp_path: Path) -> None:
+    """What a revival reads on every ``eps status``: the ended dispatches whose job failed and
+    whose policy retries errors, through a partial index, never a scan of every ended row."""
+    ledger = Ledger(str(tmp_path))
+    retrying = Job("cpu-small", 60, command=("false",), retry=("error",))
+    plain = Job("cpu-small", 60, command=("false",), retry=())
+    cases = {
+        "d-failed-retrying": (retrying, 1, "exited"),
+        "d-unknown-retrying": (retrying, None, "gone"),
+        "d-succeeded": (retrying, 0, "exited"),
+        "d-cancelled": (retrying, 130, "cancelled"),
+        "d-no-retry": (plain, 1, "exited"),
+    }
+    for name, (job, code, status) in cases.items():
+        ledger.new_dispatch(name, job)
+        ledger.set_dispatch(name, DispatchState.WALKING)
+        ledger.set_dispatch(name, DispatchState.ENDED)
+        ledger.record_end(name, code, status, 1.0)
+    found = ledger.select(states=(DispatchState.ENDED,), failed_retrying=True)
+    assert sorted(r.id for r in found) == ["d-failed-retrying", "d-unknown-retrying"]
+    ledger.close()
+    from eps.shell.state.migrations import FAILED_RETRYING, FAILED_RETRYING_INDEX
+
+    db = sqlite3.connect(tmp_path / "ledger.sqlite3")
+    sql = f"SELECT * FROM dispatches INDEXED BY {FAILED_RETRYING_INDEX} WHERE {FAILED_RETRYING} AND state IN (?)"  # noqa: S608
+    plan = " ".join(str(row[-1]) for row in db.execute(f"EXPLAIN QUERY PLAN {sql}", ("ended",)))
+    assert plan == f"SCAN dispatches USING INDEX {FAILED_RETRYING_INDEX}"  # the partial index only
