@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "shell" / "runpod" / "fake_server.py"
 sys.path.insert(0, str(ROOT / "tests" / "shell" / "ssh"))
 import ssh_support  # noqa: E402  (the test sshd: the pods' ssh address)
+from bench_support import close_masters, end_supervisor  # noqa: E402
 
 from eps.shell.remote.keys import ensure_key  # noqa: E402
 
@@ -65,33 +66,6 @@ def fingerprint(public: Path) -> str:
     """The key's SHA256 fingerprint, as the sshd logs it on each login."""
     out = subprocess.run(["ssh-keygen", "-lf", str(public)], capture_output=True, text=True, check=True)
     return out.stdout.split()[1]
-
-
-def stop_supervisor(state: Path) -> None:
-    """End the supervisor the run started for its state dir (its pods are never released
-    here, so it would not go idle by itself; it would reopen the masters closed below)."""
-    import signal
-
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if len(argv) >= 4 and argv[2].startswith(b"from eps.shell.supervisor import main") and argv[3] == bytes(state):
-            os.kill(int(name), signal.SIGKILL)
-
-
-def close_masters(state: Path) -> None:
-    """End the ssh master connections eps left to the run's machines (they would end by
-    themselves after their idle time; the pods are never released here)."""
-    try:
-        from eps.shell.remote import mux
-    except ImportError:  # an eps from before connection sharing
-        return
-    directory = mux.control_dir(str(state / "ssh"))
-    for path in set(mux.masters_under([directory] if directory else []).values()):
-        mux.close(path)
 
 
 GCP_PROJECT = "bench-project"
@@ -206,7 +180,7 @@ def fan_out(args: argparse.Namespace) -> Run:
             if "Accepted publickey" in line and mark in line
         )  # fmt: skip
         ssh_support.stop_machine_jobs(Path(tmp))
-        stop_supervisor(Path(tmp) / "state")
+        end_supervisor(Path(tmp) / "state")
         close_masters(Path(tmp) / "state")
         ssh_support.revoke(key.public_key)
     return Run(proc, wall, machine_cpu, rss_mb, accepted, kids.ru_utime + kids.ru_stime, here)

@@ -31,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "bench-key-not-a-secret"
+from bench_support import close_masters, end_supervisor  # noqa: E402
+
 ENTRY = "from eps.shell.cli import entry; entry()"
 
 
@@ -81,7 +83,7 @@ def status_figure(rows: int, tmp: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         times.append(wall)
     eps(env, "cancel", running)
-    _end_supervisor(state)
+    end_supervisor(state)
     shown = len(json.loads(proc.stdout))
     size = (state / "ledger.sqlite3").stat().st_size / 2**20
     each = ", ".join(f"{t * 1000:.0f}" for t in times)
@@ -127,26 +129,8 @@ def cancel_figure(pods: int, latency: float, tmp: Path) -> None:
         fake.stop()
         ssh_support.stop_machine_jobs(tmp)
         ssh_support.revoke(key.public_key)
-        _end_supervisor(state)
-        from eps.shell.remote import mux
-
-        directory = mux.control_dir(str(state / "ssh"))
-        for path in set(mux.masters_under([directory] if directory else []).values()):
-            mux.close(path)
-
-
-def _end_supervisor(state: Path) -> None:
-    """The supervisor the run started for ``state`` (it would leave by itself when idle)."""
-    import signal
-
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if len(argv) >= 4 and argv[2].startswith(b"from eps.shell.supervisor import main") and argv[3] == bytes(state):
-            os.kill(int(name), signal.SIGKILL)
+        end_supervisor(state)
+        close_masters(state)
 
 
 def main(argv: list[str] | None = None) -> int:
