@@ -33,10 +33,10 @@ interruption (its attempt ``gone``, outcome ``wedged``: a lost machine, boot loo
 
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
-from typing import NamedTuple
 
 from eps.core.durations import format_duration
 from eps.core.model import Job, MachineLife, Terminal
+from eps.core.records import NamedTuple
 from eps.core.states import DispatchState, HandleState
 from eps.core.tables import HEALING, Healing
 

@@ -18,7 +18,6 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
 
 from eps._version import __version__
 from eps.core.model import Job, JobError
@@ -26,6 +25,10 @@ from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
 from eps.shell.cli.parser import JOB_DEFAULTS, SUBCOMMANDS, UsageError, build, glue_negative_values
 from eps.shell.config import load_settings
 from eps.shell.settings import ConfigError, Settings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 EXIT_OK = Exit.OK
 EXIT_FAILED = Exit.NOTHING_STARTS
@@ -76,7 +79,7 @@ def make_job(ns: argparse.Namespace, command: Sequence[str] = ()) -> Job:
 
 
 def cmd_plan(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
-    from eps.shell.service import given, park_state, plan
+    from eps.shell.planning import given, park_state, plan
 
     job = make_job(ns)
     snap, grants = given(ns.snapshot, ns.grants)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, NoReturn
 
 from eps.core.contract import LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES
 from eps.core.durations import parse_duration
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 
 class UsageError(Exception):
