@@ -6,15 +6,14 @@ can run; a dispatch that started nothing; ``eps check`` with a resource kind no 
 here can run); 2 bad input: one line on stderr (with ``--json``, one JSON object),
 nothing changed; 70 a bug in eps; 130 interrupted.
 
-The plan path imports only the pure core, argparse and json (and a job file's
-converter when ``--job`` is given); the provider clients load only when a command
-needs them.
+The plan path imports only the pure core and argparse (and a job file's converter when
+``--job`` is given; not even json: :mod:`eps.shell.jsontext` writes the documents); the
+provider clients load only when a command needs them.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -122,7 +121,9 @@ def emit(obj: Any) -> None:
     """One ``--json`` document on stdout."""
     if isinstance(obj, dict) and "schema_version" not in obj:
         obj = {"schema_version": SCHEMA_VERSION, **obj}
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    from eps.shell.jsontext import dumps
+
+    sys.stdout.write(dumps(obj) + "\n")
 
 
 def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_options: Any) -> int:

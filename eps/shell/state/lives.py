@@ -23,7 +23,6 @@ import time
 from collections.abc import Sequence
 
 from eps.core.model import CapacitySnapshot, LaneKind, MachineLife, evolve
-from eps.core.states import AttemptState, Outcome
 from eps.core.tables import HEALING
 
 TYPE_CHECKING = False
@@ -39,6 +38,8 @@ SQL = (
 
 def args(now: float) -> tuple[Any, ...]:
     """The values of :data:`SQL`'s marks for the window that ends at ``now``."""
+    from eps.core.states import AttemptState, Outcome  # with a ledger only
+
     return (
         AttemptState.GONE.value, Outcome.PREEMPTED.value, Outcome.GONE.value, Outcome.WEDGED.value,
         LaneKind.GCP.value, LaneKind.RUNPOD.value, now - HEALING.boot_loop_window_s,
