@@ -62,10 +62,10 @@ def test_core_never_reads_the_environment_or_the_clock() -> None:
 
 
 #: Modules ``eps plan`` does without: the provider clients and the ledger's sqlite3 (the 100 ms
-#: bar), and what only the operations on dispatches need (the service, events, threads) or the
-#: type checker (``typing``: the records are :mod:`eps.core.records`').
+#: bar), what only the operations on dispatches need (the service, events, the states, threads),
+#: the type checker (``typing``: the records are :mod:`eps.core.records`') or a reader of JSON.
 PLAN_PATH_SPARES = ("google.cloud.compute_v1", "httpx", "rich", "cattrs", "attrs", "sqlite3", "typing", "contextlib",
-                    "eps.shell.service", "eps.shell.events", "threading")  # fmt: skip
+                    "json", "eps.shell.service", "eps.shell.events", "eps.core.states", "threading")  # fmt: skip
 
 
 PLAN_ARGV = ("plan", "gpu-1", "--duration", "3h", "--json")
@@ -91,8 +91,8 @@ def _plan_path_modules(state_dir: Path, argv: tuple[str, ...] = PLAN_ARGV) -> li
 
 def test_plan_path_does_not_import_heavy_clients(tmp_path: Path) -> None:
     """`eps plan --json` must not load google-cloud-compute, httpx, rich, cattrs or attrs (100 ms bar),
-    nor typing, the service or the events; without a ledger not even sqlite3 (and none is made);
-    with one, only sqlite3 (its boot loops) and contextlib."""
+    nor typing, json, the service or the events; without a ledger not even sqlite3 (and none is
+    made); with one, only what reading its boot loops takes."""
     assert _plan_path_modules(tmp_path) == [], "plan path imported more than the core"
     assert _plan_path_modules(tmp_path, ("plan", "cpu-small", "--duration", "2h", "--wide")) == []  # the text view
     assert list(tmp_path.iterdir()) == []  # no ledger made
@@ -100,4 +100,4 @@ def test_plan_path_does_not_import_heavy_clients(tmp_path: Path) -> None:
 
     Ledger(str(tmp_path)).close()
     with_ledger = _plan_path_modules(tmp_path)
-    assert "sqlite3" in with_ledger and set(with_ledger) <= {"sqlite3", "contextlib"}
+    assert "sqlite3" in with_ledger and set(with_ledger) <= {"sqlite3", "contextlib", "eps.core.states"}
