@@ -63,9 +63,11 @@ def test_core_never_reads_the_environment_or_the_clock() -> None:
 
 #: Modules ``eps plan`` does without: the provider clients and the ledger's sqlite3 (the 100 ms
 #: bar), what only the operations on dispatches need (the service, events, the states, threads),
-#: the type checker (``typing``: the records are :mod:`eps.core.records`') or a reader of JSON.
+#: the type checker (``typing``: the records are :mod:`eps.core.records`'), a reader of JSON, or
+#: argparse (an ordinary ``eps plan`` is read by :func:`eps.shell.cli.args.plan_namespace`).
 PLAN_PATH_SPARES = ("google.cloud.compute_v1", "httpx", "rich", "cattrs", "attrs", "sqlite3", "typing", "contextlib",
-                    "json", "eps.shell.service", "eps.shell.events", "eps.core.states", "threading")  # fmt: skip
+                    "json", "argparse", "gettext", "eps.shell.cli.parser", "eps.shell.service", "eps.shell.events",
+                    "eps.core.states", "threading")  # fmt: skip
 
 
 PLAN_ARGV = ("plan", "gpu-1", "--duration", "3h", "--json")
@@ -91,8 +93,8 @@ def _plan_path_modules(state_dir: Path, argv: tuple[str, ...] = PLAN_ARGV) -> li
 
 def test_plan_path_does_not_import_heavy_clients(tmp_path: Path) -> None:
     """`eps plan --json` must not load google-cloud-compute, httpx, rich, cattrs or attrs (100 ms bar),
-    nor typing, json, the service or the events; without a ledger not even sqlite3 (and none is
-    made); with one, only what reading its boot loops takes."""
+    nor typing, json, argparse, the service or the events; without a ledger not even sqlite3 (and
+    none is made); with one, only what reading its boot loops takes."""
     assert _plan_path_modules(tmp_path) == [], "plan path imported more than the core"
     assert _plan_path_modules(tmp_path, ("plan", "cpu-small", "--duration", "2h", "--wide")) == []  # the text view
     assert list(tmp_path.iterdir()) == []  # no ledger made
