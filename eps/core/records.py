@@ -33,21 +33,62 @@ _SPECIAL = frozenset({"__module__", "__name__", "__annotations__"})
 
 _tuplegetter = collections._tuplegetter  # type: ignore[attr-defined]
 _tuple_new = tuple.__new__
-_new_code: "dict[int, Any]" = {}  # number of fields -> the code of namedtuple's __new__ lambda
+# collections.namedtuple's __new__ for 1..24 fields, ``lambda _cls, a, b: _tuple_new(_cls, (a, b))``,
+# compiled with this module (into its .pyc) rather than by an eval per class at each start (the
+# evals cost about a millisecond of every ``eps plan``); the field names are given to the code.
+# fmt: off
+_NEW_BY_ARITY: "tuple[Any, ...]" = (
+    lambda _cls, a: _tuple_new(_cls, (a,)),
+    lambda _cls, a, b: _tuple_new(_cls, (a, b)),
+    lambda _cls, a, b, c: _tuple_new(_cls, (a, b, c)),
+    lambda _cls, a, b, c, d: _tuple_new(_cls, (a, b, c, d)),
+    lambda _cls, a, b, c, d, e: _tuple_new(_cls, (a, b, c, d, e)),
+    lambda _cls, a, b, c, d, e, f: _tuple_new(_cls, (a, b, c, d, e, f)),
+    lambda _cls, a, b, c, d, e, f, g: _tuple_new(_cls, (a, b, c, d, e, f, g)),
+    lambda _cls, a, b, c, d, e, f, g, h: _tuple_new(_cls, (a, b, c, d, e, f, g, h)),
+    lambda _cls, a, b, c, d, e, f, g, h, j: _tuple_new(_cls, (a, b, c, d, e, f, g, h, j)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k: _tuple_new(_cls, (a, b, c, d, e, f, g, h, j, k)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m: _tuple_new(_cls, (a, b, c, d, e, f, g, h, j, k, m)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n: _tuple_new(_cls, (a, b, c, d, e, f, g, h, j, k, m, n)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p: _tuple_new(_cls, (a, b, c, d, e, f, g, h, j, k, m, n, p)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q: _tuple_new(_cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z, A: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z, A)),
+)
+# fmt: on
 
 
 def _new(typename: str, fields: "tuple[str, ...]", defaults: "tuple[Any, ...]") -> "Any":
     """``collections.namedtuple``'s ``__new__`` (the same code: ``_tuple_new(_cls, (a, b))``),
-    compiled once per number of fields and given these field names."""
+    with these field names."""
     n = len(fields)
-    code = _new_code.get(n)
-    if code is None:
-        names = ", ".join(f"_{i}" for i in range(n)) + ("," if n == 1 else "")
+    if 0 < n <= len(_NEW_BY_ARITY):
+        code = _NEW_BY_ARITY[n - 1].__code__
+    else:  # none or more fields: compiled here, as namedtuple does
+        names = ", ".join(f"_{i}" for i in range(n))
         code = eval(f"lambda _cls, {names}: _tuple_new(_cls, ({names}))", {"_tuple_new": _tuple_new}).__code__  # noqa: S307
-        _new_code[n] = code
+    code = code.replace(co_varnames=("_cls", *fields), co_filename="<string>", co_firstlineno=1)
     arg_list = ", ".join(fields) + ("," if n == 1 else "")
     glob = {"_tuple_new": _tuple_new, "__builtins__": {}, "__name__": f"namedtuple_{typename}"}
-    new = FunctionType(code.replace(co_varnames=("_cls", *fields)), glob, "__new__", defaults)
+    new = FunctionType(code, glob, "__new__", defaults)
     new.__doc__ = f"Create new instance of {typename}({arg_list})"
     new.__qualname__ = f"{typename}.__new__"
     return new

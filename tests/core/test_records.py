@@ -110,3 +110,13 @@ def test_a_class_body_is_checked_as_typing_checks_it() -> None:
                 a: int
 
                 def _replace(self) -> None: ...
+
+
+def test_any_number_of_fields() -> None:
+    for n in (0, 1, 2, 15, 24, 25, 40):
+        names = [f"f{i}" for i in range(n)]
+        body = {"__module__": __name__, "__qualname__": "R", "__annotations__": dict.fromkeys(names, int)}
+        ours = records._RecordMeta("R", (records.NamedTuple,), body)
+        theirs = typing.NamedTuple("R", [(name, int) for name in names])
+        assert _describe(ours) == _describe(theirs)
+        assert ours(*range(n)) == tuple(range(n)) and ours(**dict(zip(names, range(n), strict=True))) == tuple(range(n))
