@@ -12,8 +12,9 @@ kept as written (``typing`` would turn a string into a ``ForwardRef``), and
 
 Why: ``typing`` costs about 6 ms of every ``eps plan`` (it imports ``contextlib`` and
 ``warnings`` too), and ``typing.NamedTuple`` checks every annotation and sets every
-attribute of the class one by one; this builds each class in one ``type()`` call, and
-compiles one ``__new__`` per number of fields rather than one per class.
+attribute of the class one by one, and ``collections.namedtuple`` compiles a ``__new__`` for
+each class; this builds each class in one ``type()`` call, with a ``__new__`` whose code was
+compiled with this module.
 """
 
 import collections
