@@ -12,11 +12,12 @@ See :mod:`eps.api`; the command line is ``eps`` (``eps --help``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from eps._version import __version__
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from eps.api import ConfigError, Execution, Job, JobError, Plan, execute, plan, status, wait
 
 __all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "__version__", "execute", "plan", "status", "wait"]

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from eps.core.model import CapacitySnapshot, JobError, ParkState, QosGrants
 from eps.shell.job_input import Job, seconds
-from eps.shell.service import Planned
+from eps.shell.planning import Planned
 from eps.shell.settings import ConfigError
 
 __all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "execute", "plan", "status", "wait"]

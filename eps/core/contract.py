@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["EXIT_TABLE", "LOGS_DEFAULT_BYTES", "LOGS_MAX_BYTES", "TOOLS", "WAIT_CODES", "WAIT_DEFAULT_S",
-           "WAIT_MAX_S", "Exit"]  # fmt: skip
+__all__ = ["EXIT_TABLE", "LOGS_DEFAULT_BYTES", "LOGS_MAX_BYTES", "SCHEMA_VERSION", "TOOLS", "WAIT_CODES",
+           "WAIT_DEFAULT_S", "WAIT_MAX_S", "Exit"]  # fmt: skip
+
+#: The version of every ``--json`` document (and of the schemas in ``eps/schemas``).
+#: Raised only when a field changes meaning or goes away; new fields do not raise it.
+SCHEMA_VERSION = 1
 
 
 class Exit(IntEnum):

@@ -28,8 +28,6 @@ reads back to the same number: ``0s``, ``45s``, ``10m``, ``1h30m``, ``7d``,
 
 from __future__ import annotations
 
-import re
-
 #: The longest duration eps accepts: 365 days.  A job or a park longer than a year is a typo.
 MAX_DURATION_S = 365 * 86_400
 
@@ -40,12 +38,15 @@ _UNIT_WORDS: dict[str, int] = {
     **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), _HOUR),
     **dict.fromkeys(("d", "day", "days"), _DAY),
 }
-# Patterns as strings: ``re`` compiles each on first use (and caches it), so importing this
-# module on the ``eps plan`` path compiles nothing a given duration does not need.
-_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-_PARTS = rf"(?:{_NUMBER}[ \t]*[a-z]+[ \t]*)+"
-_PART = rf"({_NUMBER})[ \t]*([a-z]+)"
-_CLOCK = r"([0-9]+):([0-5][0-9]):([0-5][0-9])"
+# The forms, read by hand rather than by ``re`` (compiling the three patterns cost about half a
+# millisecond of every ``eps plan --duration``).  As patterns, each read whole:
+#   number  [0-9]+(\.[0-9]*)?|\.[0-9]+
+#   parts   (number[ \t]*[a-z]+[ \t]*)+      (each part: its number and its unit word)
+#   clock   ([0-9]+):([0-5][0-9]):([0-5][0-9])
+# ASCII digits and letters only, as the patterns have it (``str.isdigit`` takes any digit).
+_DIGITS = frozenset("0123456789")
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
+_BLANKS = frozenset(" \t")
 _HELP = "use seconds, a number with a unit (45s, 30m, 3h, 2d, 1.5h, 1h30m, 90min) or H:MM:SS"
 _LONGEST_INPUT = 1000  # characters; longer text is refused before any arithmetic
 
@@ -63,16 +64,17 @@ def parse_duration(text: str) -> int:
     low = t.lower()  # units are case-insensitive
     parts: list[tuple[str, int]]  # (number as written, seconds per unit)
     if ":" in low:
-        m = re.fullmatch(_CLOCK, low)
-        if m is None:
+        clock = _clock(low)
+        if clock is None:
             raise ValueError(f"bad duration {shown}: {_HELP}")
-        parts = [(m[1], _HOUR), (m[2], _MINUTE), (m[3], _SECOND)]
-    elif re.fullmatch(_NUMBER, low):
+        parts = [(clock[0], _HOUR), (clock[1], _MINUTE), (clock[2], _SECOND)]
+    elif _number_end(low, 0) == len(low):
         parts = [(low, _SECOND)]
-    elif re.fullmatch(_PARTS, low):
-        parts = _unit_parts(low, shown)
     else:
-        raise ValueError(f"bad duration {shown}: {_HELP}")
+        words = _words(low)
+        if words is None:
+            raise ValueError(f"bad duration {shown}: {_HELP}")
+        parts = _unit_parts(words, shown)
     # Exact arithmetic on whole numbers (no float, no Decimal import): a part "1.25" is 125 / 10**2.
     total: int = 0  # the duration is total / 10**scale seconds
     scale = 0
@@ -97,10 +99,67 @@ def _digits(number: str) -> tuple[int, int]:
     return int(whole + fraction or "0"), len(fraction)
 
 
-def _unit_parts(t: str, shown: str) -> list[tuple[str, int]]:
+def _number_end(t: str, i: int) -> int:
+    """Where the longest number starting at ``t[i]`` ends (``-1``: none starts there)."""
+    n, j = len(t), i
+    while j < n and t[j] in _DIGITS:
+        j += 1
+    if j > i:  # digits, then perhaps a dot and more digits
+        if j < n and t[j] == ".":
+            j += 1
+            while j < n and t[j] in _DIGITS:
+                j += 1
+        return j
+    if i + 1 < n and t[i] == "." and t[i + 1] in _DIGITS:  # .5
+        j = i + 1
+        while j < n and t[j] in _DIGITS:
+            j += 1
+        return j
+    return -1
+
+
+def _words(t: str) -> list[tuple[str, str]] | None:
+    """``t`` as numbers with unit words (``1h 30min`` -> ``[("1", "h"), ("30", "min")]``), or
+    ``None`` when it is not only such parts.  Each part is its longest number, blanks, its
+    word: the only way to read it, since a number is never followed by a digit or a dot."""
+    parts, i, n = [], 0, len(t)
+    while i < n:
+        j = _number_end(t, i)
+        if j < 0:
+            return None
+        k = j
+        while k < n and t[k] in _BLANKS:
+            k += 1
+        end = k
+        while end < n and t[end] in _LETTERS:
+            end += 1
+        if end == k:
+            return None
+        parts.append((t[i:j], t[k:end]))
+        i = end
+        while i < n and t[i] in _BLANKS:
+            i += 1
+    return parts or None
+
+
+def _clock(t: str) -> tuple[str, str, str] | None:
+    """``H:MM:SS`` -> its three fields (minutes and seconds two digits below 60), else ``None``."""
+    fields = t.split(":")
+    if len(fields) != 3:
+        return None
+    h, m, s = fields
+    if not h or any(c not in _DIGITS for c in h):
+        return None
+    for two in (m, s):
+        if len(two) != 2 or two[0] not in "012345" or two[1] not in _DIGITS:
+            return None
+    return h, m, s
+
+
+def _unit_parts(words: list[tuple[str, str]], shown: str) -> list[tuple[str, int]]:
     parts = []
     last_unit = _DAY + 1
-    for number, word in re.findall(_PART, t):
+    for number, word in words:
         unit = _UNIT_WORDS.get(word)
         if unit is None:
             raise ValueError(f"bad duration {shown}: unknown unit {word!r}; {_HELP}")

@@ -33,12 +33,15 @@ interruption (its attempt ``gone``, outcome ``wedged``: a lost machine, boot loo
 
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
-from typing import NamedTuple
 
 from eps.core.durations import format_duration
 from eps.core.model import Job, MachineLife, Terminal
-from eps.core.states import DispatchState, HandleState
+from eps.core.records import NamedTuple
 from eps.core.tables import HEALING, Healing
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the states load with the functions that take them: eps plan needs none
+    from eps.core.states import DispatchState, HandleState
 
 
 class RetryOn(StrEnum):
@@ -207,12 +210,14 @@ def after_no_capacity(job: Job, *, waits: int, elapsed_s: float, table: Healing 
 
 
 def after_run(
-    job: Job, state: DispatchState, job_status: str | None, exit_code: int | None, *, elapsed_s: float,
+    job: Job, state: "DispatchState", job_status: str | None, exit_code: int | None, *, elapsed_s: float,
     table: Healing = HEALING,
 ) -> Decision | None:
     """What the retry policy says once a run is over: an interrupted dispatch (``preempted``:
     its machine taken back or lost) or one whose job failed (``ended`` non-zero, or with its
     code unknown; a cancel is never retried); ``None`` for any other state."""
+    from eps.core.states import DispatchState
+
     if state is DispatchState.PREEMPTED:
         return after_interruption(job, restarts=job.restart, elapsed_s=elapsed_s, table=table)
     if state is DispatchState.ENDED and job_status not in (None, "cancelled") and exit_code != 0:
@@ -241,11 +246,13 @@ def _relaunch(
 SLURM_INTERRUPTIONS: frozenset[str] = frozenset({"PREEMPTED", "NODE_FAIL", "BOOT_FAIL"})
 
 
-def slurm_interruption(job_id: str, state: HandleState, slurm_state: str | None) -> str | None:
+def slurm_interruption(job_id: str, state: "HandleState", slurm_state: str | None) -> str | None:
     """What a SLURM job's end was, when it was an interruption rather than the job's own end:
     the cluster preempted it or lost its node (``PREEMPTED``, ``NODE_FAIL``, ``BOOT_FAIL``),
     or requeued it (queued again under the same id, a second run eps did not ask for).
     ``None``: the job ended by itself (or was cancelled, or timed out)."""
+    from eps.core.states import HandleState
+
     if state is HandleState.PENDING:  # a job that ended by itself is never queued again
         return f"SLURM job {job_id} was requeued by the cluster (its run was stopped)"
     if slurm_state in SLURM_INTERRUPTIONS:

@@ -19,7 +19,6 @@ plan whether or not the memo is warm.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import TypeVar
 
 from eps.core.model import (
     Capacity,
@@ -41,7 +40,11 @@ from eps.core.model import (
 #: Candidate rungs of one lane for one job shape, and the skips found on the way.
 Candidates = tuple[tuple[Rung, ...], tuple[Skip, ...]]
 
-_N = TypeVar("_N", Intent, ClusterConfig, GcpMachine)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    _N = TypeVar("_N", Intent, ClusterConfig, GcpMachine)
 
 _MEMO_LIMIT = 4096  # candidate entries per policy; the memo starts afresh beyond it
 _POLICY_LIMIT = 8  # policies indexed at once (one in production; tests build many)

@@ -1,6 +1,6 @@
 """The records of the pure core: jobs, intents, rungs, plans, capacity, grants.
 
-Every record is an immutable ``typing.NamedTuple`` that knows nothing about
+Every record is an immutable ``NamedTuple`` that knows nothing about
 dicts, files, clocks or providers; structuring from JSON/TOML happens in the
 shell with a strict cattrs converter.  NamedTuple rather than attrs here: these
 records are on the path of every ``eps plan``, and defining them costs ~1 ms
@@ -8,13 +8,21 @@ less per class, and the attrs import (~30 ms) not at all (issue 2's 100 ms bar).
 Modified copies: :func:`evolve` (``_replace``).  Closed sets of values are ``StrEnum``s so that the
 shell can ``match`` on them and their ``.value`` is what JSON shows.
 
-No ``from __future__ import annotations`` here: with it every field's annotation is a
-string that ``NamedTuple`` turns into a ``ForwardRef``, compiling it (150 compiles, about
-5 ms of every ``eps plan``); without it the types are already objects.
+The ``NamedTuple`` is :mod:`eps.core.records`' (``typing.NamedTuple`` to a type checker, the
+same classes without importing ``typing``, about 6 ms of every ``eps plan``).  No ``from
+__future__ import annotations`` here: the fields' annotations are the types themselves, which
+the shell's cattrs converter structures by.
 """
 
 from enum import StrEnum
-from typing import Any, NamedTuple, TypeVar
+
+from eps.core.records import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    R = TypeVar("R")
 
 
 class LaneKind(StrEnum):
@@ -537,10 +545,7 @@ class JobError(ValueError):
         self.job = job
 
 
-R = TypeVar("R")
-
-
-def evolve(record: R, **changes: Any) -> R:
+def evolve(record: "R", **changes: "Any") -> "R":
     """A copy of ``record`` with ``changes``: ``_replace`` for these records, and
     ``attrs.evolve`` for the shell's attrs classes, so one name serves both."""
     replace = getattr(record, "_replace", None)

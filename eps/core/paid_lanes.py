@@ -15,8 +15,6 @@ snapshot's facts then strike out what is known to be exhausted.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from eps.core.durations import format_duration
 from eps.core.indexes import Candidates, Facts, PolicyIndex
 from eps.core.model import (
@@ -76,7 +74,10 @@ def gcp_rungs(
             rungs.append(r)
 
 
-class _SpotMode(StrEnum):
+class _SpotMode:
+    """What P11 leaves a job on GCP spot (words, not an enum: a memo key, and one class fewer
+    to build on every ``eps plan``)."""
+
     SHORT = "short"
     RESTARTABLE = "restartable"
     NEVER_LONG = "never_long"
@@ -84,7 +85,7 @@ class _SpotMode(StrEnum):
 
 
 def _gcp_candidates(
-    index: PolicyIndex, intent: Intent, spot: _SpotMode, disk: int | None, fits_flex: bool, duration_s: int | None
+    index: PolicyIndex, intent: Intent, spot: str, disk: int | None, fits_flex: bool, duration_s: int | None
 ) -> Candidates:
     """GCP rungs before capacity is consulted, zones in preference order: spot (when P11
     allows) then on-demand; for a long non-restartable job on a machine type sold as
@@ -98,10 +99,10 @@ def _gcp_candidates(
         return (), ()
     th = index.policy.thresholds
     provs: list[Provisioning] = []
-    flex_case = spot is _SpotMode.NEVER_LONG and not machine.on_demand_offered and machine.flex_start_offered
-    if spot is _SpotMode.NEVER_INTENT:
+    flex_case = spot == _SpotMode.NEVER_LONG and not machine.on_demand_offered and machine.flex_start_offered
+    if spot == _SpotMode.NEVER_INTENT:
         skipped.append(Skip("gcp", SkipCode.ON_DEMAND_ONLY_INTENT, f"P4: {intent.name} stays on-demand", machine.name))
-    elif spot is _SpotMode.NEVER_LONG:
+    elif spot == _SpotMode.NEVER_LONG:
         instead = ("flex-start instead" if fits_flex else "no spot") if flex_case else "on-demand only"
         spot_max = format_duration(th.spot_max_s)
         unknown = f"duration unknown, so not known to be {spot_max} or less,"
@@ -112,7 +113,7 @@ def _gcp_candidates(
     if machine.on_demand_offered:
         provs.append(Provisioning.ON_DEMAND)
     else:
-        also = "--restartable allows spot" if spot is _SpotMode.NEVER_LONG else "spot first"
+        also = "--restartable allows spot" if spot == _SpotMode.NEVER_LONG else "spot first"
         skipped.append(
             Skip(
                 "gcp",
@@ -148,7 +149,7 @@ def _gcp_candidates(
     rungs = []
     for prov in provs:
         if prov is Provisioning.SPOT:
-            why, price = f"{lead}, spot first (P11: {spot.value} job)", machine.spot_per_hour
+            why, price = f"{lead}, spot first (P11: {spot} job)", machine.spot_per_hour
         elif prov is Provisioning.FLEX_START:
             limit = format_duration(FLEX_START_MAX_RUN_S)
             why = f"{lead}, flex-start (P11: long, not restartable, no on-demand; uninterrupted, up to {limit})"

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import TypeVar
 
 
 class DispatchState(StrEnum):
@@ -161,7 +160,11 @@ class IllegalMove(ValueError):
         self.to = to
 
 
-S = TypeVar("S", DispatchState, AttemptState)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    S = TypeVar("S", DispatchState, AttemptState)
 
 
 def _move(table: Mapping[S, frozenset[S]], machine: str, subject: str, frm: S, to: S) -> S:

@@ -356,9 +356,9 @@ def park_cap_env(cluster: str) -> tuple[str, str]:
 # tables above; eps/core/jobscript.py renders the wrapper that applies it.
 
 from enum import StrEnum  # noqa: E402
-from typing import NamedTuple  # noqa: E402
 
 from eps.core.model import LaneKind  # noqa: E402
+from eps.core.records import NamedTuple  # noqa: E402
 
 GIB = 1024**3
 

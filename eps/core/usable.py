@@ -11,9 +11,9 @@ ends with ``no_usable_lane`` instead of claiming exhaustion.
 """
 
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from eps.core.model import LaneDown, RoutePlan, Rung, SkipCode, Terminal
+from eps.core.records import NamedTuple
 
 
 class RungStatus(NamedTuple):

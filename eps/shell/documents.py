@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
 
+from eps.core.contract import SCHEMA_VERSION
 from eps.core.healing import RetryOn, RetryPolicy, policy_of
 from eps.core.model import Intent, Job, LaneDown, Policy, RoutePlan, Rung, Skip
 from eps.core.tables import HEALING, Healing
 from eps.core.usable import can_start, mark, terminal_text, unusable_lanes
-from eps.shell.events import SCHEMA_VERSION
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def reason(code: str | None, text: str) -> dict[str, Any]:

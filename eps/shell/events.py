@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-#: The version of every ``--json`` document (and of the schemas in ``eps/schemas``).
-#: Raised only when a field changes meaning or goes away; new fields do not raise it.
-SCHEMA_VERSION = 1
+from eps.core.contract import SCHEMA_VERSION
+
+__all__ = ["SCHEMA_VERSION", "EventLog", "Events", "Silent", "events_dir", "log_path", "read_from", "record"]
 
 
 class Events(Protocol):
@@ -55,7 +55,7 @@ class EventLog:
         os.makedirs(events_dir(state_dir), mode=0o700, exist_ok=True)
         self.path = log_path(state_dir, dispatch)
         self.also = also
-        import threading  # here, not at the top: eps plan imports this module for SCHEMA_VERSION
+        import threading  # here, not at the top: a plan that is not walked logs nothing
 
         self._lock = threading.Lock()
 

@@ -40,6 +40,7 @@ from eps.core.model import (
     VmCapacity,
     evolve,
 )
+from eps.core.records import is_record
 from eps.shell import lane_settings, ssh_settings
 from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings, duration_setting
 from eps.shell.ssh_settings import SshDoc
@@ -96,9 +97,9 @@ def _converter() -> cattrs.Converter:
     for cls in (_ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _JobsDoc, _LanesDoc, _ConfigDoc):
         attrs.resolve_types(cls)
     conv = cattrs.Converter(forbid_extra_keys=True)
-    # The core's records are NamedTuples: structure them from dicts, strictly, too.
+    # The core's records are NamedTuples (eps.core.records'): structure them from dicts, strictly, too.
     conv.register_structure_hook_factory(
-        is_namedtuple,
+        lambda cl: is_namedtuple(cl) or is_record(cl),
         lambda cl, c: namedtuple_dict_structure_factory(cl, c, "from_converter", True),  # forbid extra keys
     )
 

@@ -127,7 +127,7 @@ def build(svc: Service) -> Any:
     from eps._version import __version__
     from eps.shell.availability import lane_names
     from eps.shell.job_input import Job, seconds
-    from eps.shell.service import park_state
+    from eps.shell.planning import park_state
 
     policy = svc.settings.policy
     _ENUMS["intent"] = [i.name for i in policy.intents]

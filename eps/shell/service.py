@@ -27,12 +27,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eps.core.contract import LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES, TOOLS, WAIT_DEFAULT_S, WAIT_MAX_S
-from eps.core.model import CapacitySnapshot, Job, JobError, LaneDown, ParkState, Policy, QosGrants, RoutePlan
-from eps.core.tables import HEALING, Healing
+from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, QosGrants
 from eps.shell.events import SCHEMA_VERSION
+from eps.shell.planning import Planned, given, park_state, plan
 
 if TYPE_CHECKING:
-    from eps.core.usable import RungStatus
     from eps.shell.events import Events
     from eps.shell.lanes import Lanes
     from eps.shell.lanes.jobs import JobFiles
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOGS_DEFAULT_BYTES", "LOGS_MAX_BYTES", "TOOLS", "WAIT_DEFAULT_S", "WAIT_MAX_S",
-    "Ctx", "NotTaken", "Planned", "Prepared", "Service",
+    "Ctx", "NotTaken", "Planned", "Prepared", "Service", "given", "park_state", "plan",
 ]  # fmt: skip
 
 #: How often a bounded wait reads the ledger.
@@ -65,39 +64,6 @@ class NotTaken(Exception):
     def __init__(self, dispatch: str, why: str) -> None:
         super().__init__(f"{dispatch}: {why}")
         self.dispatch, self.why = dispatch, why
-
-
-class Planned(NamedTuple):
-    """A route plan and what this machine can run of it; :meth:`to_dict` is ``eps plan --json``
-    (the Python API's :class:`eps.Plan` prints as the table of ``eps plan``)."""
-
-    route: RoutePlan
-    job: Job
-    down: tuple[LaneDown, ...]
-    healing: Healing = HEALING  # with the config's numbers ([jobs] sync_every_s)
-
-    @property
-    def rungs(self) -> tuple[RungStatus, ...]:
-        """Each rung (``.rung``) with ``.runnable`` and, when not, ``.down`` (why, and the fix)."""
-        from eps.core.usable import mark
-
-        return mark(self.route, self.down)
-
-    @property
-    def can_start(self) -> bool:
-        """Whether ``execute`` of this job could start anything on this machine now."""
-        from eps.core.usable import can_start
-
-        return can_start(self.route, self.down)
-
-    @property
-    def terminal(self) -> str | None:
-        return None if self.route.terminal is None else self.route.terminal.value
-
-    def to_dict(self) -> dict[str, Any]:
-        from eps.shell.documents import plan_dict
-
-        return plan_dict(self.route, self.job, self.down, self.healing)
 
 
 class Ctx(NamedTuple):
@@ -140,49 +106,6 @@ def doc(**fields: Any) -> dict[str, Any]:
 # --- the operations ---------------------------------------------------------------------------
 
 
-def plan(settings: Settings, env: Mapping[str, str], job: Job, snapshot: CapacitySnapshot | None = None,
-         grants: QosGrants | None = None, park: ParkState | None = None) -> Planned:  # fmt: skip
-    """The route plan for ``job``, each rung marked runnable here or not (why, and the fix).
-    Nothing is created or called; boot loops are remembered as ``execute`` sees them."""
-    from eps.core.router import plan as route
-    from eps.core.tables import DEFAULT_GRANTS
-    from eps.shell.availability import down_here
-    from eps.shell.state.lives import remembered_here
-
-    snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir)
-    result = route(job, snap, grants or DEFAULT_GRANTS, park, policy=settings.policy)
-    lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
-    return Planned(result, job, (*snap.unavailable, *down_here(settings, env, lanes)), settings.jobs.healing())
-
-
-def park_state(text: str | None, reason: str | None, policy: Policy) -> ParkState | None:
-    """``--park [CLUSTER:]QOS=DURATION`` (and ``--park-reason``) as the core's park state."""
-    from eps.core.durations import parse_duration
-
-    if text is None:
-        if reason is not None:
-            raise JobError("usage", "eps plan: --park-reason needs --park")
-        return None
-    spec, sep, secs = text.partition("=")
-    if not sep:
-        raise JobError("usage", f"eps plan: --park wants [CLUSTER:]QOS=SECONDS, got {text!r}")
-    try:
-        elapsed = parse_duration(secs)
-    except ValueError as exc:
-        raise JobError("usage", f"eps plan: --park: {exc}") from None
-    cluster_name, _, qos = spec.rpartition(":")
-    if cluster_name:
-        cluster = policy.cluster(cluster_name)
-        if cluster is None:
-            raise JobError("usage", f"eps plan: --park: unknown cluster {cluster_name!r}")
-    else:
-        cluster = next((c for c in policy.clusters if qos in c.qos_ladder or qos in (c.dev_qos, c.name)), None)
-        if cluster is None:
-            raise JobError("usage", f"eps plan: --park: no cluster has a QoS {qos!r}")
-    q: str | None = None if qos == cluster.name and not cluster.qos_ladder else qos
-    return ParkState(cluster.name, q, elapsed, reason)
-
-
 def prepare(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, snapshot: CapacitySnapshot,
             grants: QosGrants) -> Prepared:  # fmt: skip
     """Every input error of an execute, found before anything happens (no reconcile, no call,
@@ -193,22 +116,6 @@ def prepare(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, sna
     job, values = job_options(job, shipping, ctx.lanes.env)
     Walker.check(job, dispatch_id, snapshot, grants, ctx.settings.policy)
     return Prepared(job, values, check_files(job, values, ctx.err))
-
-
-def given(snapshot: str | None, grants: str | None) -> tuple[CapacitySnapshot, QosGrants]:
-    """The ``--snapshot`` and ``--grants`` files when given (strict: a bad file is one line),
-    else an empty snapshot and the default grants."""
-    from eps.core.tables import DEFAULT_GRANTS
-
-    snap, granted = CapacitySnapshot(), DEFAULT_GRANTS
-    if snapshot or grants:
-        from eps.shell import snapshots as files
-
-        if snapshot:
-            snap = files.load_snapshot(snapshot)
-        if grants:
-            granted = files.load_grants(grants)
-    return snap, granted
 
 
 def new_dispatch_id() -> str:

@@ -9,10 +9,10 @@ environment and the providers' standard files.
 
 import os
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from eps.core.durations import parse_duration
 from eps.core.model import Policy
+from eps.core.records import NamedTuple
 from eps.core.tables import DEFAULT_POLICY, HEALING, JOB_LIFECYCLE, Healing
 
 

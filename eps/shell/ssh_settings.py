@@ -13,7 +13,6 @@ are not touched.
 """
 
 import re
-import subprocess
 
 from attrs import frozen
 
@@ -50,6 +49,8 @@ def key_exchange(names: list[str] | None, source: str) -> str:
 
 def _offered() -> frozenset[str]:
     """What this machine's ssh can do (``ssh -Q kex``); empty when it cannot be asked."""
+    import subprocess  # only for a config that sets key_exchange
+
     try:
         done = subprocess.run(["ssh", "-Q", "kex"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):

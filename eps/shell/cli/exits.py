@@ -8,11 +8,11 @@ job's own exit code (0-255), so a script can treat eps like the job itself.
 
 from __future__ import annotations
 
-import json
-from typing import Any, TextIO
+from eps.core.contract import EXIT_TABLE, SCHEMA_VERSION, WAIT_CODES, Exit
 
-from eps.core.contract import EXIT_TABLE, WAIT_CODES, Exit
-from eps.shell.events import SCHEMA_VERSION
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 __all__ = ["EXIT_TABLE", "SCHEMA_VERSION", "WAIT_CODES", "Exit", "error_doc", "write_error"]
 
@@ -24,6 +24,8 @@ def error_doc(code: str, text: str, exit_code: int) -> dict[str, Any]:
 
 def write_error(stream: TextIO, *, as_json: bool, code: str, text: str, exit_code: int, prefix: str) -> None:
     if as_json:
+        import json
+
         stream.write(json.dumps(error_doc(code, text, exit_code)) + "\n")
     else:
         stream.write(f"{prefix}{text}\n")

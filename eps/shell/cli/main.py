@@ -6,26 +6,33 @@ can run; a dispatch that started nothing; ``eps check`` with a resource kind no 
 here can run); 2 bad input: one line on stderr (with ``--json``, one JSON object),
 nothing changed; 70 a bug in eps; 130 interrupted.
 
-The plan path imports only the pure core, argparse and json (and a job file's
-converter when ``--job`` is given); the provider clients load only when a command
-needs them.
+The plan path imports only the pure core (and a job file's converter when ``--job`` is
+given): an ordinary ``eps plan`` is read without argparse (:func:`eps.shell.cli.args.plan_namespace`;
+anything else goes to the argparse parser) and its document written without json
+(:mod:`eps.shell.jsontext`); the provider clients load only when a command needs them.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
 
 from eps._version import __version__
 from eps.core.model import Job, JobError
+from eps.shell.cli.args import JOB_DEFAULTS, SUBCOMMANDS, UsageError, glue_negative_values, plan_namespace
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
-from eps.shell.cli.parser import JOB_DEFAULTS, SUBCOMMANDS, UsageError, build, glue_negative_values
 from eps.shell.config import load_settings
 from eps.shell.settings import ConfigError, Settings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from types import SimpleNamespace
+    from typing import Any, NoReturn
+
+    #: What the command line was read into: argparse's namespace, or ``plan_namespace``'s.
+    Args = argparse.Namespace | SimpleNamespace
 
 EXIT_OK = Exit.OK
 EXIT_FAILED = Exit.NOTHING_STARTS
@@ -34,7 +41,7 @@ EXIT_USAGE = Exit.BAD_INPUT
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "entry", "main", "make_job"]
 
 
-def make_job(ns: argparse.Namespace, command: Sequence[str] = ()) -> Job:
+def make_job(ns: Args, command: Sequence[str] = ()) -> Job:
     """The job of ``ns``: the job file's values (``--job``), overridden by the flags given,
     then the defaults; the command after ``--`` wins over the file's."""
     from_file = None
@@ -75,8 +82,8 @@ def make_job(ns: argparse.Namespace, command: Sequence[str] = ()) -> Job:
     )
 
 
-def cmd_plan(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
-    from eps.shell.service import given, park_state, plan
+def cmd_plan(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
+    from eps.shell.planning import given, park_state, plan
 
     job = make_job(ns)
     snap, grants = given(ns.snapshot, ns.grants)
@@ -93,7 +100,7 @@ def cmd_plan(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str])
     return EXIT_OK if result.route.terminal is None else EXIT_FAILED
 
 
-def cmd_intents(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
+def cmd_intents(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
     from eps.shell.cli import views
 
     if getattr(ns, "json", False):
@@ -119,11 +126,46 @@ def emit(obj: Any) -> None:
     """One ``--json`` document on stdout."""
     if isinstance(obj, dict) and "schema_version" not in obj:
         obj = {"schema_version": SCHEMA_VERSION, **obj}
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    from eps.shell.jsontext import dumps
+
+    sys.stdout.write(dumps(obj) + "\n")
+
+
+#: Set by :func:`entry`: this process is the ``eps`` command, and its argparse speaks English.
+_OWN_PROCESS = False
+
+
+def _parse(args: list[str]) -> argparse.Namespace:
+    """``args`` read by the parser (its subcommand's alone, when one is named)."""
+    if _OWN_PROCESS:
+        _argparse_in_english()
+    from eps.shell.cli.parser import build
+
+    return build(args[0] if args and args[0] in SUBCOMMANDS else None).parse_args(args)
+
+
+def _argparse_in_english() -> None:
+    """argparse asks gettext for a translation of each of its words (57 lookups on the
+    filesystem per parse, about 8 ms); eps speaks English, and in its own process it tells
+    argparse not to look."""
+    import argparse
+
+    argparse._ = str  # type: ignore[attr-defined]
+    argparse.ngettext = lambda one, many, n: one if n == 1 else many  # type: ignore[attr-defined]
+
+
+def _plan(ns: Args, command: list[str], env: Mapping[str, str]) -> int:
+    settings = load_settings(env)
+    if command:
+        raise UsageError("eps plan: a command after -- is for `eps execute`")
+    return cmd_plan(ns, settings, env)
 
 
 def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_options: Any) -> int:
-    ns = build(args[0] if args and args[0] in SUBCOMMANDS else None).parse_args(args)
+    plain = plan_namespace(args)  # an ordinary eps plan, read without argparse
+    if plain is not None:
+        return _plan(plain, command, env)
+    ns = _parse(args)
     if ns.version:
         sys.stdout.write(f"eps {__version__}\n")
         return EXIT_OK
@@ -134,13 +176,11 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
 
         sys.stdout.write(script(ns.shell))
         return EXIT_OK
+    if ns.cmd == "plan" and not ns.list_intents:
+        return _plan(ns, command, env)
     settings = load_settings(env)
     if ns.list_intents or ns.cmd == "intents":
         return cmd_intents(ns, settings, env)
-    if ns.cmd == "plan":
-        if command:
-            raise UsageError("eps plan: a command after -- is for `eps execute`")
-        return cmd_plan(ns, settings, env)
     if ns.cmd is None:
         raise UsageError("eps: a command is needed: check, plan, intents, execute, status, cancel, ... (eps --help)")
     if ns.cmd == "guide":
@@ -220,11 +260,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def entry() -> NoReturn:
-    """The ``eps`` command.  argparse asks gettext for a translation of each of its words
-    (57 lookups on the filesystem per ``eps plan``, about 8 ms); eps speaks English, and in
-    its own process it tells argparse not to look."""
-    import argparse
-
-    argparse._ = str  # type: ignore[attr-defined]
-    argparse.ngettext = lambda one, many, n: one if n == 1 else many  # type: ignore[attr-defined]
+    """The ``eps`` command (its argparse, when it needs one, in English: :func:`_argparse_in_english`)."""
+    global _OWN_PROCESS  # noqa: PLW0603  (one switch, set once, by the command itself)
+    _OWN_PROCESS = True
     sys.exit(main())

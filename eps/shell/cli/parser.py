@@ -3,73 +3,32 @@ subcommand's help ending with real examples (a test parses every example).
 
 Job options default to ``None`` so that a job file (``--job``) can fill what the
 command line leaves out: flags override the file, the file overrides the defaults
-(:data:`JOB_DEFAULTS`).  Cheap to build: argparse only.
+(:data:`JOB_DEFAULTS`).  Cheap to build: argparse only.  The tables (the subcommands,
+their examples, the defaults) and the checks of the values live in :mod:`eps.shell.cli.args`,
+which reads an ordinary ``eps plan`` without any of this.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-from typing import Any, NoReturn
 
 from eps.core.contract import LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES
-from eps.core.durations import parse_duration
+from eps.shell.cli import args as values
+from eps.shell.cli.args import (
+    EXAMPLES,
+    JOB_DEFAULTS,
+    SUBCOMMANDS,
+    VALUE_OPTIONS,
+    UsageError,
+    glue_negative_values,
+)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
-class UsageError(Exception):
-    """Bad command line: one line, exit 2."""
-
-
-#: What a job option is when neither the command line nor a job file gives it.
-#: No ``duration``: a job without one has an unknown duration (``None``), never a made-up one.
-JOB_DEFAULTS: dict[str, Any] = {
-    "restartable": False,
-    "footprint_gb": 0.0,
-    "gradient_fit": False,
-    "count": 1,
-}
-
-#: Each subcommand's examples, shown at the end of its help (and parsed by a test).
-EXAMPLES: dict[str, tuple[str, ...]] = {
-    "plan": (
-        "eps plan gpu-1 --duration 2h",
-        "eps plan cpu-small --duration 30m --json",
-        "eps plan --job job.toml --count 4",
-    ),
-    "intents": ("eps intents", "eps intents --json"),
-    "execute": (
-        "eps execute --job job.toml --wait",
-        "eps execute cpu-small --duration 2h --workdir . --setup 'pip install -r requirements.txt' "
-        "--env HF_TOKEN --wait -- python analyse.py",
-        "eps execute cpu-small --count 8 --workdir . -- 'python shard.py $EPS_TASK_INDEX $EPS_TASK_COUNT'",
-    ),
-    "check": ("eps check", "eps check --json"),
-    "status": ("eps status", "eps status --active --since 2d", "eps status --intent gpu-1 --json"),
-    "cancel": ("eps cancel e1a2b3c4d5", "eps cancel --all"),
-    "reconcile": ("eps reconcile", "eps reconcile --json"),
-    "logs": ("eps logs -f e1a2b3c4d5", "eps logs e1a2b3c4d5 --tail 50",
-             "eps logs e1a2b3c4d5 --json --offset 65536"),
-    "pull": ("eps pull e1a2b3c4d5", "eps pull e1a2b3c4d5 --to results/"),
-    "wait": ("eps wait e1a2b3c4d5", "eps wait e1a2b3c4d5 --timeout 5m --json"),
-    "attach": ("eps attach e1a2b3c4d5", "eps attach e1a2b3c4d5 --timeout 2m"),
-    "supervise": ("eps supervise", "eps supervise --json"),
-    "ssh": ("eps ssh e1a2b3c4d5", "eps ssh e1a2b3c4d5 -- nvidia-smi"),
-    "simulate": (
-        "eps simulate --since 7d --caps 600,300 --caps 300,120 --caps 900,300",
-        "eps simulate --sacct sacct.txt --json",
-        "eps simulate --sacct sacct.txt --all-jobs --plot caps.png",
-    ),
-    "schema": ("eps schema", "eps schema plan"),
-    "mcp": ("eps mcp", "eps mcp --tools"),
-    "guide": ("eps guide", "eps guide > AGENTS.md"),
-    "completion": (
-        "eps completion bash > ~/.local/share/bash-completion/completions/eps",
-        "eps completion zsh > ~/.zfunc/_eps",
-    ),
-}
-
-#: The subcommands (each has its examples above; a test holds this to the parser's own list).
-SUBCOMMANDS: tuple[str, ...] = tuple(EXAMPLES)
+__all__ = ["EXAMPLES", "JOB_DEFAULTS", "SUBCOMMANDS", "VALUE_OPTIONS", "UsageError", "add_execute_options",
+           "add_job_options", "build", "glue_negative_values"]  # fmt: skip
 
 EXECUTE_NOTE = (
     "One argument after -- is a shell line, run through bash -lc (pipes, &&, globs work);\n"
@@ -191,11 +150,16 @@ def _sub(sub: Any, name: str, help_: str, *, note: str = "", usage: str | None =
     return p
 
 
-def _duration(text: str) -> int:
+def _typed(check: Any, text: str) -> Any:
+    """``check(text)``, its ValueError as argparse's type error (the message as it is)."""
     try:
-        return parse_duration(text)
+        return check(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _duration(text: str) -> int:
+    return _typed(values.duration, text)  # type: ignore[no-any-return]
 
 
 def _whole(what: str, low: int, high: int | None = None) -> Any:
@@ -211,51 +175,23 @@ def _whole(what: str, low: int, high: int | None = None) -> Any:
 
 
 def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"count must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"count must be at least 1, got {value}")
-    return value
+    return _typed(values.count, text)  # type: ignore[no-any-return]
 
 
 def _retry(text: str) -> tuple[str, ...]:
-    from eps.core.healing import job_retry
-
-    try:
-        return job_retry(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return _typed(values.retry, text)  # type: ignore[no-any-return]
 
 
 def _restarts(text: str) -> int:
-    from eps.core.healing import job_max_restarts
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"max restarts must be a whole number, got {text!r}") from None
-    try:
-        return job_max_restarts(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return _typed(values.max_restarts, text)  # type: ignore[no-any-return]
 
 
 def _seconds_or_zero(text: str) -> int:
-    if text.strip() == "0":
-        return 0
-    return _duration(text)
+    return _typed(values.seconds_or_zero, text)  # type: ignore[no-any-return]
 
 
 def _footprint(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"footprint must be a number of GB, got {text!r}") from None
-    if value < 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"footprint must be a finite number >= 0, got {text!r}")
-    return value
+    return _typed(values.footprint, text)  # type: ignore[no-any-return]
 
 
 def _limit(text: str) -> int:
@@ -489,23 +425,3 @@ def build(only: str | None = None) -> _Parser:  # noqa: PLR0915  (one statement 
     co = _sub(sub, "completion", "a shell completion script (intents, lanes and dispatch ids complete too)")
     co.add_argument("shell", choices=("bash", "zsh"), help="bash or zsh")
     return root
-
-
-#: Options that take a value which may look like a negative number.
-VALUE_OPTIONS = ("--duration", "--footprint-gb", "--count", "--park")
-
-
-def glue_negative_values(args: list[str]) -> list[str]:
-    """``--duration -3h`` -> ``--duration=-3h`` so the value reaches its validator
-    (argparse would otherwise take ``-3h`` for an option and say something vaguer)."""
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in VALUE_OPTIONS and i + 1 < len(args) and args[i + 1].startswith("-") and args[i + 1][1:2].isdigit():
-            out.append(f"{a}={args[i + 1]}")
-            i += 2
-            continue
-        out.append(a)
-        i += 1
-    return out

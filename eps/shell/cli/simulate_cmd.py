@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from eps.core.simulate import Caps, SettingResult, Simulation, default_settings, simulate
+from eps.shell.cli.args import UsageError
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
-from eps.shell.cli.parser import UsageError
 from eps.shell.settings import Settings
 
 #: The paid lane's list price per GPU-hour: GCP a3-highgpu on-demand (information only, P12).

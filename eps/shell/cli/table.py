@@ -21,7 +21,12 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+
+from eps.core.records import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 GAP = "  "
 MIN_FLEX = 24  # narrower than this, a flexible column goes to its own line under the row

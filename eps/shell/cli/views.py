@@ -6,7 +6,6 @@ they fit the width, and cost a few milliseconds).  Their ``--json`` documents ar
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from eps.core.durations import human
 from eps.core.healing import policy_of
@@ -15,6 +14,10 @@ from eps.core.tables import HEALING, Healing
 from eps.core.usable import can_start, mark, terminal_text, unusable_lanes
 from eps.shell.cli.table import Column, render
 from eps.shell.documents import intent_dict
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def key_label(key: str) -> str:

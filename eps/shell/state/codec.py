@@ -12,18 +12,24 @@ from cattrs.cols import is_namedtuple, namedtuple_dict_structure_factory, namedt
 
 from eps.core.model import Job
 from eps.core.outcome import Handle
+from eps.core.records import is_record
 
 
 class CodecError(ValueError):
     """A stored document does not fit its record.  One line with the path."""
 
 
+def _is_namedtuple(cl: Any) -> bool:
+    """A ``typing.NamedTuple``, or one of the core's (:mod:`eps.core.records`)."""
+    return is_namedtuple(cl) or is_record(cl)
+
+
 def _converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook_factory(
-        is_namedtuple, lambda cl, c: namedtuple_dict_structure_factory(cl, c, "from_converter", True)
+        _is_namedtuple, lambda cl, c: namedtuple_dict_structure_factory(cl, c, "from_converter", True)
     )
-    conv.register_unstructure_hook_factory(is_namedtuple, namedtuple_dict_unstructure_factory)
+    conv.register_unstructure_hook_factory(_is_namedtuple, namedtuple_dict_unstructure_factory)
     return conv
 
 

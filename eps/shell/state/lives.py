@@ -18,15 +18,16 @@ One query, on the ``attempts_by_state`` index, over the lost attempts of the las
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from eps.core.model import CapacitySnapshot, LaneKind, MachineLife, evolve
-from eps.core.states import AttemptState, Outcome
 from eps.core.tables import HEALING
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The lost attempts of machines eps made, lost at or after ``?``.
 SQL = (
@@ -37,6 +38,8 @@ SQL = (
 
 def args(now: float) -> tuple[Any, ...]:
     """The values of :data:`SQL`'s marks for the window that ends at ``now``."""
+    from eps.core.states import AttemptState, Outcome  # with a ledger only
+
     return (
         AttemptState.GONE.value, Outcome.PREEMPTED.value, Outcome.GONE.value, Outcome.WEDGED.value,
         LaneKind.GCP.value, LaneKind.RUNPOD.value, now - HEALING.boot_loop_window_s,
@@ -76,6 +79,7 @@ def read_only(state_dir: str, now: float) -> tuple[MachineLife, ...]:
     path = os.path.join(state_dir, "ledger.sqlite3")
     if not os.path.exists(path):
         return ()
+    import contextlib
     import sqlite3  # only with a ledger: the plan path of a machine without one stays light
 
     try:
