@@ -90,6 +90,8 @@ class RemoteLayout(NamedTuple):
 
 
 LAYOUT = RemoteLayout()
+#: The VM lane's dispatch roots: ``<state dir>/runs/<dispatch>/<task>``.
+VM_RUNS = "runs"
 
 
 class JobEnd(StrEnum):

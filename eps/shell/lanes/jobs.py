@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from attrs import frozen
 from returns.result import Failure, Result, Success
 
-from eps.core.jobscript import LAYOUT, JobProgress, dispatch_root
+from eps.core.jobscript import LAYOUT, VM_RUNS, JobProgress, dispatch_root
 from eps.core.lifecycle import job_spec
 from eps.core.model import Job
 from eps.core.outcome import FailureKind, LaneFailure
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
     from eps.shell.remote.ignore import Workdir
     from eps.shell.state.ledger import Ledger
 
-#: The VM lane's dispatch roots: ``<state dir>/runs/<dispatch>/<task>``.
-VM_RUNS = "runs"
 
 
 class Site(NamedTuple):

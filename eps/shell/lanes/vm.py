@@ -11,20 +11,20 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
+from typing import TYPE_CHECKING
 
 from returns.result import Failure, Result, Success
 
-from eps.core.jobscript import LAYOUT
-from eps.core.lifecycle import on_rung
+from eps.core.jobscript import LAYOUT, VM_RUNS
 from eps.core.model import Job, LaneKind, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
-from eps.core.walk import AttemptRecord
-from eps.shell.lanes.jobs import VM_RUNS, JobFiles, Site, site_root, stage
 from eps.shell.polling import poll_until
-from eps.shell.remote.ssh import Remote
+
+if TYPE_CHECKING:  # eps status builds this lane for its inventory alone: no ssh, rsync or subprocess for that
+    from eps.core.walk import AttemptRecord
+    from eps.shell.lanes.jobs import JobFiles, Site
 
 MARKER = "EPS_DISPATCH"
 #: The variables of eps's own environment a VM job inherits (besides ``LC_*`` and
@@ -50,6 +50,9 @@ class VmLane:
         return f"pid:{dispatch}"
 
     def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
+        from eps.shell.lanes.jobs import Site, site_root
+        from eps.shell.remote.ssh import Remote
+
         return Success(Site(Remote.local(), site_root(self.work_root, dispatch, job), runs_here=True))
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
@@ -62,6 +65,11 @@ class VmLane:
         return Success(None)  # the shared VM is never stopped by eps
 
     def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
+        import subprocess
+
+        from eps.core.lifecycle import on_rung
+        from eps.shell.lanes.jobs import stage
+
         job = on_rung(job, rung)  # a job of unknown length (pinned here) runs up to the rung's limit
         if not job.command:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, "no command to run"))

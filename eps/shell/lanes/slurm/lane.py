@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from returns.result import Failure, Result, Success
 
@@ -26,11 +27,12 @@ from eps.core.sbatch import SbatchRenderError, render_sbatch
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
 from eps.core.tables import remote_work_root
-from eps.core.walk import AttemptRecord
-from eps.shell.lanes.jobs import JobFiles, Site, site_root, stage
 from eps.shell.lanes.slurm.cli import GONE, JobStatus, SlurmClient
 from eps.shell.polling import poll_until
-from eps.shell.remote.ssh import Remote
+
+if TYPE_CHECKING:  # eps status builds this lane for its inventory (squeue) alone: no ssh or rsync for that
+    from eps.core.walk import AttemptRecord
+    from eps.shell.lanes.jobs import JobFiles, Site
 
 #: squeue/sacct states in the handle vocabulary every lane shares.
 SLURM_STATES: dict[str, HandleState] = {
@@ -88,6 +90,9 @@ class SlurmLane:
         return job_name(dispatch)
 
     def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
+        from eps.shell.lanes.jobs import Site, site_root
+        from eps.shell.remote.ssh import Remote
+
         return Success(Site(Remote.via(self._login), site_root(self.work_root, dispatch, job)))
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
@@ -103,6 +108,8 @@ class SlurmLane:
         """Ship the job's files to its dispatch root on the shared filesystem, then submit a
         batch script whose one step runs the wrapper in the foreground.  A job of unknown
         length runs up to the rung's limit: ``--time`` is then the tier's MaxWall."""
+        from eps.shell.lanes.jobs import stage
+
         job = on_rung(job, rung)
         site = self.site(None, dispatch, job).unwrap()
         staged = stage(site, job, dispatch, files)
