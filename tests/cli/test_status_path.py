@@ -1,0 +1,44 @@
+"""``eps status`` is called in loops (by agents, by ``watch``): the modules only a launch, a
+transfer or a thread pool need stay off its path, so a status against a long history stays
+fast (``benchmarks/scale.py``: 100,000 dispatches)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from eps.core.model import Job
+from eps.core.states import DispatchState
+from eps.shell.state.ledger import Ledger
+
+#: What a status (reconcile of the active dispatches, inventory of the usable lanes, the rows)
+#: does without: ssh and rsync and the job shipping, the workdir's ignore rules, a thread pool
+#: (``concurrent.futures`` brings ``logging``), starting processes, the MCP server.
+STATUS_PATH_SPARES = ("eps.shell.remote.ssh", "eps.shell.remote.sync", "eps.shell.lanes.jobs", "pathspec",
+                      "concurrent.futures", "logging", "subprocess", "eps.shell.state.finish", "mcp")  # fmt: skip
+
+
+def _status_path_modules(state: Path, home: Path) -> list[str]:
+    code = (
+        "import sys, io\n"
+        "started = set(sys.modules)\n"
+        "from eps.shell.cli import main\n"
+        "out, sys.stdout = sys.stdout, io.StringIO()\n"
+        f"rc = main(['status', '--json'], env={{'EPS_STATE_DIR': {str(state)!r}, 'HOME': {str(home)!r}, 'PATH': ''}})\n"
+        "sys.stdout = out\n"
+        "assert rc == 0, rc\n"
+        f"print(','.join(m for m in {STATUS_PATH_SPARES!r} if m in sys.modules and m not in started))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return [m for m in out.stdout.strip().split(",") if m]
+
+
+def test_status_imports_no_launch_or_transfer_machinery(tmp_path: Path) -> None:
+    ledger = Ledger(str(tmp_path / "state"))
+    for i in range(3):
+        ledger.new_dispatch(f"e-done-{i}", Job("cpu-small", 60, command=("true",)))
+        ledger.set_dispatch(f"e-done-{i}", DispatchState.WALKING)
+        ledger.set_dispatch(f"e-done-{i}", DispatchState.ENDED)
+    ledger.close()
+    assert _status_path_modules(tmp_path / "state", tmp_path) == []
