@@ -116,9 +116,15 @@ def close(path: str) -> None:
         return
     from eps.shell.remote import muxclient
 
-    if muxclient.terminate(path):
-        return
-    for pid in masters_at([path]):  # a master that would not answer: it goes all the same
+    pids = masters_at([path])
+    if muxclient.terminate(path):  # it agreed; it ends (and removes its socket) a moment later
+        left = wait_gone(pids, within_s=2.0)
+        deadline = time.monotonic() + 0.5
+        while not left and _is_socket(path) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not left and not _is_socket(path):
+            return
+    for pid in masters_at([path]):  # a master that would not answer (or end): it goes all the same
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
