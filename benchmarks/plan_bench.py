@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import shutil
 import statistics
@@ -21,6 +20,8 @@ import time
 import timeit
 import tracemalloc
 from pathlib import Path
+
+from bench_support import eps_env
 
 
 def _eps() -> list[str]:
@@ -35,7 +36,7 @@ def _eps() -> list[str]:
 
 def cold(runs: int) -> tuple[float, float, float]:
     argv = [*_eps(), "plan", "gpu-1", "--duration", "3h", "--json"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EPS_")}
+    env = {k: v for k, v in eps_env().items() if not k.startswith("EPS_")}
     times = []
     subprocess.run(argv, check=True, capture_output=True, env=env)  # warm the page cache and .pyc files
     for _ in range(runs):

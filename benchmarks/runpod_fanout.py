@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "shell" / "runpod" / "fake_server.py"
 sys.path.insert(0, str(ROOT / "tests" / "shell" / "ssh"))
 import ssh_support  # noqa: E402  (the test sshd: the pods' ssh address)
-from bench_support import close_masters, end_supervisor  # noqa: E402
+from bench_support import close_masters, end_supervisor, eps_env  # noqa: E402
 
 from eps.shell.remote.keys import ensure_key  # noqa: E402
 
@@ -90,6 +90,13 @@ def machine_cpu_s() -> float:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+def last_pid() -> int:
+    """The last process id the kernel handed out (/proc/loadavg): the processes started during a
+    run are the difference (pids are handed out in order; the run is far from wrapping them)."""
+    with open("/proc/loadavg") as fh:
+        return int(fh.read().split()[4])
+
+
 class Run(NamedTuple):
     """What one ``eps execute --count N`` left."""
 
@@ -100,6 +107,7 @@ class Run(NamedTuple):
     accepted: int
     eps_cpu: float  # the eps process and the ssh processes it waited for
     here_cpu: float  # this process: the local Compute server (--lane gcp) runs in it
+    processes: int  # started on this machine during the run: eps's side and the machines' side
 
 
 def arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -157,22 +165,16 @@ def fan_out(args: argparse.Namespace) -> Run:
         ssh_support.authorize(key.public_key, plain_login=not args.machine_rc)
         mark = fingerprint(Path(key.public_path))
         log_offset = ssh_support.sshd_log_size()
-        env = {
-            **os.environ,
-            "EPS_CONFIG": str(config),
-            "EPS_STATE_DIR": str(Path(tmp) / "state"),
-            "RUNPOD_API_KEY": KEY,
-            "HOME": tmp,
-        }
+        env = eps_env(EPS_CONFIG=str(config), EPS_STATE_DIR=str(Path(tmp) / "state"), RUNPOD_API_KEY=KEY, HOME=tmp)
         argv_eps = [
             sys.executable, "-c", "from eps.shell.cli import entry; entry()", "execute", "cpu-small",
             "--duration", "30m", "--pin", args.lane, "--count", str(args.n), "--json", "--", "sleep", "120",
         ]  # fmt: skip
-        cpu0, here0 = machine_cpu_s(), time.process_time()
+        cpu0, here0, pid0 = machine_cpu_s(), time.process_time(), last_pid()
         began = time.perf_counter()
         proc = subprocess.run(argv_eps, env=env, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - began
-        machine_cpu, here = machine_cpu_s() - cpu0, time.process_time() - here0
+        machine_cpu, here, processes = machine_cpu_s() - cpu0, time.process_time() - here0, last_pid() - pid0
         kids = resource.getrusage(resource.RUSAGE_CHILDREN)
         rss_mb = kids.ru_maxrss / 1024  # KiB on Linux
         accepted = sum(
@@ -183,7 +185,7 @@ def fan_out(args: argparse.Namespace) -> Run:
         end_supervisor(Path(tmp) / "state")
         close_masters(Path(tmp) / "state")
         ssh_support.revoke(key.public_key)
-    return Run(proc, wall, machine_cpu, rss_mb, accepted, kids.ru_utime + kids.ru_stime, here)
+    return Run(proc, wall, machine_cpu, rss_mb, accepted, kids.ru_utime + kids.ru_stime, here, processes)
 
 
 def report(args: argparse.Namespace, run: Run) -> None:
@@ -215,6 +217,8 @@ def report(args: argparse.Namespace, run: Run) -> None:
           f"{run.eps_cpu:.1f} s = {run.eps_cpu / max(1, running) * 1000:.0f} ms per machine")  # fmt: skip
     if gcp_lane:
         print(f"CPU of the local Compute server (in this process): {run.here_cpu:.1f} s")
+    print(f"processes and threads started during the run (eps and its ssh, the servers, the machines): {run.processes}"
+          f" = {run.processes / max(1, running):.1f} per machine")  # fmt: skip
     print(f"ssh handshakes: {run.accepted} for {running} machines ({run.accepted / max(1, running):.2f} per machine)")
     if run.proc.returncode != 0:
         print(run.proc.stderr[-2000:])

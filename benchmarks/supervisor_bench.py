@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_support import eps_env
+
 ENTRY = "from eps.shell.cli import entry; entry()"
 
 
@@ -60,7 +62,7 @@ def run(detach_runs: int, n: int, sleep_s: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="eps-supervisor-bench-"))
     state = tmp / "state"
     (tmp / "config.toml").write_text("[jobs]\nsupervisor_idle_s = 5\nwait_poll_s = 1.0\n[fanout]\nconcurrency = 256\n")
-    env = {**os.environ, "EPS_STATE_DIR": str(state), "EPS_CONFIG": str(tmp / "config.toml"), "HOME": str(tmp)}
+    env = eps_env(EPS_STATE_DIR=str(state), EPS_CONFIG=str(tmp / "config.toml"), HOME=str(tmp))
 
     walls = []
     for _ in range(detach_runs):

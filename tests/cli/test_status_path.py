@@ -8,15 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from eps.core.model import Job
+from eps.core.model import Job, LaneKind
+from eps.core.outcome import Handle
 from eps.core.states import DispatchState
 from eps.shell.state.ledger import Ledger
 
 #: What a status (reconcile of the active dispatches, inventory of the usable lanes, the rows)
 #: does without: ssh and rsync and the job shipping, the workdir's ignore rules, a thread pool
-#: (``concurrent.futures`` brings ``logging``), starting processes, the MCP server.
+#: (``concurrent.futures`` brings ``logging``), starting processes, the MCP server, and cattrs
+#: (the ledger's rows take the codec's direct path).
 STATUS_PATH_SPARES = ("eps.shell.remote.ssh", "eps.shell.remote.sync", "eps.shell.lanes.jobs", "pathspec",
-                      "concurrent.futures", "logging", "subprocess", "eps.shell.state.finish", "mcp")  # fmt: skip
+                      "concurrent.futures", "logging", "subprocess", "eps.shell.state.finish", "mcp",
+                      "cattrs")  # fmt: skip
 
 
 def _status_path_modules(state: Path, home: Path) -> list[str]:
@@ -39,6 +42,9 @@ def test_status_imports_no_launch_or_transfer_machinery(tmp_path: Path) -> None:
     for i in range(3):
         ledger.new_dispatch(f"e-done-{i}", Job("cpu-small", 60, command=("true",)))
         ledger.set_dispatch(f"e-done-{i}", DispatchState.WALKING)
+        if i == 0:  # one that ran somewhere: its handle is read and shown
+            handle = Handle("gcp", LaneKind.GCP, "eps-e-done-0", "gcp/e2-standard-4/us-central1-a/spot")
+            ledger.set_dispatch(f"e-done-{i}", DispatchState.STARTED, handle=handle)
         ledger.set_dispatch(f"e-done-{i}", DispatchState.ENDED)
     ledger.close()
     assert _status_path_modules(tmp_path / "state", tmp_path) == []

@@ -1,18 +1,34 @@
 """One codec for what the ledger stores as JSON (the job, the handle): a strict cattrs
 converter, so a row written by this eps reads back as the same record and a row
-that does not fit says where (``$.duration_s``)."""
+that does not fit says where (``$.duration_s``).
+
+Every ``eps status`` reads the job of each row it shows, and the handle of each live one;
+cattrs costs about 15 ms of such a command (its import, the converter, the code it
+generates on first use).  So the two records the ledger stores have a direct path: a
+document whose every value already has its field's exact JSON type (what
+:func:`job_to_json` and :func:`handle_to_json` write) is read field by field; anything
+else (a missing field, an extra key, a string where a number belongs) goes to the
+converter, which reads it, coerces it or names the path, exactly as before.  A property
+test holds the direct path to the converter, both ways.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from enum import Enum
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import cattrs
-from cattrs.cols import is_namedtuple, namedtuple_dict_structure_factory, namedtuple_dict_unstructure_factory
+import attrs
 
-from eps.core.model import Job
+from eps.core.model import Job, LaneKind
 from eps.core.outcome import Handle
 from eps.core.records import is_record
+from eps.core.states import HandleState
+
+if TYPE_CHECKING:
+    import cattrs
 
 
 class CodecError(ValueError):
@@ -21,10 +37,17 @@ class CodecError(ValueError):
 
 def _is_namedtuple(cl: Any) -> bool:
     """A ``typing.NamedTuple``, or one of the core's (:mod:`eps.core.records`)."""
+    from cattrs.cols import is_namedtuple
+
     return is_namedtuple(cl) or is_record(cl)
 
 
+@cache
 def _converter() -> cattrs.Converter:
+    """The strict converter, made on first use (not every command needs it)."""
+    import cattrs
+    from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstructure_factory
+
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook_factory(
         _is_namedtuple, lambda cl, c: namedtuple_dict_structure_factory(cl, c, "from_converter", True)
@@ -33,12 +56,120 @@ def _converter() -> cattrs.Converter:
     return conv
 
 
-_CONV = _converter()
+# --- the direct path: the field types the ledger's two records use --------------------------------
+
+
+class _Slow(Exception):
+    """This value is not exactly what eps writes: the converter reads the document."""
+
+
+def _exact(kind: type) -> Callable[[Any], Any]:
+    def read(value: Any) -> Any:
+        if type(value) is not kind:
+            raise _Slow
+        return value
+
+    return read
+
+
+def _float(value: Any) -> float:
+    if type(value) is float:
+        return value
+    if type(value) is int:  # JSON writes 2.0 as 2.0, but a hand-written 2 is a float field's 2.0 too
+        return float(value)
+    raise _Slow
+
+
+def _strs(value: Any) -> tuple[str, ...]:
+    if type(value) is not list or any(type(v) is not str for v in value):
+        raise _Slow
+    return tuple(value)
+
+
+def _enum(kind: type[Enum]) -> Callable[[Any], Any]:
+    def read(value: Any) -> Any:
+        if type(value) is not str:
+            raise _Slow
+        try:
+            return kind(value)
+        except ValueError:
+            raise _Slow from None
+
+    return read
+
+
+def _optional(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else read(value)
+
+
+#: Each annotation the two records use, as written in their modules, and how its JSON reads.
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "str": _exact(str),
+    "int": _exact(int),
+    "bool": _exact(bool),
+    "float": _float,
+    "str | None": _optional(_exact(str)),
+    "int | None": _optional(_exact(int)),
+    "tuple[str, ...]": _strs,
+    "tuple[str, ...] | None": _optional(_strs),
+    "LaneKind": _enum(LaneKind),
+    "HandleState": _enum(HandleState),
+}
+
+
+def _written(annotation: Any) -> str:
+    """An annotation as written: the core's model keeps the types themselves (``int | None``),
+    modules with postponed annotations keep the text."""
+    if isinstance(annotation, str):
+        return annotation
+    return annotation.__name__ if type(annotation) is type else str(annotation)
+
+
+def _fields(cls: type[Any]) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    """``cls``'s fields and their readers (every annotation must be one :data:`_READERS` knows,
+    or the codec fails at import: the tests import it)."""
+    return tuple((name, _READERS[_written(kind)]) for name, kind in cls.__annotations__.items())
+
+
+_JOB = _fields(Job)
+_HANDLE = _fields(Handle)
+_REQUIRED = {
+    Job: frozenset(n for n in Job._fields if n not in Job._field_defaults),
+    Handle: frozenset(a.name for a in attrs.fields(Handle) if a.default is attrs.NOTHING),
+}
+
+
+def _direct(doc: Any, cls: type[Any], fields: tuple[tuple[str, Callable[[Any], Any]], ...]) -> Any:
+    """``doc`` as ``cls`` when every key is a field, every required field is there and every
+    value has its field's exact type; else :class:`_Slow`."""
+    if type(doc) is not dict or not _REQUIRED[cls] <= doc.keys() or len(doc) > len(fields):
+        raise _Slow
+    values = {}
+    for name, read in fields:
+        if name in doc:
+            values[name] = read(doc[name])
+    if len(values) != len(doc):  # a key that is no field
+        raise _Slow
+    return cls(**values)
+
+
+def _data(obj: Any, fields: tuple[tuple[str, Callable[[Any], Any]], ...]) -> dict[str, Any]:
+    """As the converter unstructures: tuples as lists, the rest (the enums are ``StrEnum``:
+    JSON writes their value) as it is."""
+    return {name: list(v) if type(v := getattr(obj, name)) is tuple else v for name, _ in fields}
+
+
+# --- the codec --------------------------------------------------------------------------------------
 
 
 def to_data(obj: Any) -> Any:
-    """A record as plain JSON data (NamedTuples and attrs classes as objects, enums as values)."""
-    return _CONV.unstructure(obj)
+    """A record as plain JSON data (NamedTuples and attrs classes as objects; enums, all
+    ``StrEnum``, as they are: JSON writes their values)."""
+    if type(obj) is Job:
+        return _data(obj, _JOB)
+    if type(obj) is Handle:
+        return _data(obj, _HANDLE)
+    return _converter().unstructure(obj)
 
 
 def structure(data: Any, cls: type[Any]) -> Any:
@@ -46,12 +177,28 @@ def structure(data: Any, cls: type[Any]) -> Any:
     return _load(json.dumps(data), cls)
 
 
+_JSON_KINDS = {type(None): "null", bool: "true or false", int: "a number", float: "a number", str: "a string",
+               list: "an array"}  # fmt: skip
+
+
 def _load(text: str, cls: type[Any]) -> Any:
+    import cattrs
+
     try:
-        return _CONV.structure(json.loads(text), cls)
+        data = json.loads(text)
+        if type(data) is not dict:  # the converter would fail on it with a TypeError of its own
+            raise ValueError(f"expected a JSON object, got {_JSON_KINDS.get(type(data), 'something else')}")
+        return _converter().structure(data, cls)
     except (ValueError, cattrs.BaseValidationError) as exc:
         msgs = cattrs.transform_error(exc) if isinstance(exc, cattrs.BaseValidationError) else [str(exc)]
         raise CodecError(f"stored {cls.__name__} does not fit: {msgs[0] if msgs else exc}") from None
+
+
+def _read(text: str, cls: type[Any], fields: tuple[tuple[str, Callable[[Any], Any]], ...]) -> Any:
+    try:
+        return _direct(json.loads(text), cls, fields)
+    except (_Slow, ValueError):  # not exactly what eps writes, or not JSON: the converter says why
+        return _load(text, cls)
 
 
 def job_to_json(job: Job) -> str:
@@ -59,7 +206,7 @@ def job_to_json(job: Job) -> str:
 
 
 def job_from_json(text: str) -> Job:
-    job: Job = _load(text, Job)
+    job: Job = _read(text, Job, _JOB)
     return job
 
 
@@ -68,5 +215,5 @@ def handle_to_json(handle: Handle) -> str:
 
 
 def handle_from_json(text: str) -> Handle:
-    handle: Handle = _load(text, Handle)
+    handle: Handle = _read(text, Handle, _HANDLE)
     return handle

@@ -51,6 +51,7 @@ from eps.core.states import (
 from eps.core.walk import AttemptRecord
 from eps.shell.events import Events
 from eps.shell.lanes import Lanes
+from eps.shell.parallel import each
 from eps.shell.polling import poll_until
 from eps.shell.state import codec
 from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
@@ -183,13 +184,7 @@ class Reconciler:
             else:
                 report["foreign"].extend(f"{i.handle.lane}:{i.handle.id}" for i in items)
         work = partial(self._settle_one, by_dispatch=by_dispatch, taken_at=taken_at, resuming=resuming)
-        if len(ids) <= 1:  # one at most (eps status while a job runs): no pool (it costs 20 ms to import)
-            parts = [work(d) for d in sorted(ids)]
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=min(self.workers, len(ids))) as pool:
-                parts = list(pool.map(work, sorted(ids)))
+        parts = each(work, sorted(ids), self.workers)
         for part in parts:
             for k, v in part.items():
                 report[k].extend(v)
