@@ -79,3 +79,14 @@ def test_import_eps_stays_light() -> None:
             "('rich', 'attrs', 'cattrs', 'httpx', 'google', 'returns') or m == 'eps.api']; print(heavy)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_parked_line_says_slurms_reason_or_that_none_was_given() -> None:
+    from eps.shell.cli.progress import human_line
+
+    base = {"dispatch": "e1", "event": "parked", "rung": "fellows/high-eur/-/queue", "elapsed_s": 12.0,
+            "cap_s": 600, "next": None}  # fmt: skip
+    assert human_line({**base, "pending_reason": "Priority"}).endswith("12/600 s (SLURM: Priority)")  # type: ignore[union-attr]
+    for nothing in ("None", None, ""):
+        line = human_line({**base, "pending_reason": nothing})
+        assert line is not None and line.endswith("12/600 s (queued, no reason given yet)"), line

@@ -155,7 +155,10 @@ def human_line(r: dict[str, Any]) -> str | None:
     if e == "parked":
         cap = r.get("cap_s")
         nxt = f"; next: {_label(r['next'])}" if r.get("next") else ""
-        return f"[{d}] parked on {_label(r['rung'])}: {r['elapsed_s']:.0f}/{cap} s ({r.get('pending_reason')}){nxt}"
+        why = r.get("pending_reason")
+        # SLURM's reason for a job it has not looked at yet is the word "None"
+        said = f"SLURM: {why}" if why and why != "None" else "queued, no reason given yet"
+        return f"[{d}] parked on {_label(r['rung'])}: {r['elapsed_s']:.0f}/{cap} s ({said}){nxt}"
     if e == "advanced":
         return f"[{d}] cancelled {_label(r['rung'])} after {r['elapsed_s']:.0f} s: {_why(r)}"
     if e == "withdrawn":
