@@ -4,9 +4,9 @@ fast (``benchmarks/scale.py``: 100,000 dispatches)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
+
+from imports import loaded_by
 
 from eps.core.model import Job, LaneKind
 from eps.core.outcome import Handle
@@ -23,18 +23,8 @@ STATUS_PATH_SPARES = ("eps.shell.remote.ssh", "eps.shell.remote.sync", "eps.shel
 
 
 def _status_path_modules(state: Path, home: Path) -> list[str]:
-    code = (
-        "import sys, io\n"
-        "started = set(sys.modules)\n"
-        "from eps.shell.cli import main\n"
-        "out, sys.stdout = sys.stdout, io.StringIO()\n"
-        f"rc = main(['status', '--json'], env={{'EPS_STATE_DIR': {str(state)!r}, 'HOME': {str(home)!r}, 'PATH': ''}})\n"
-        "sys.stdout = out\n"
-        "assert rc == 0, rc\n"
-        f"print(','.join(m for m in {STATUS_PATH_SPARES!r} if m in sys.modules and m not in started))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return [m for m in out.stdout.strip().split(",") if m]
+    return loaded_by(["status", "--json"], {"EPS_STATE_DIR": str(state), "HOME": str(home), "PATH": ""},
+                     STATUS_PATH_SPARES)  # fmt: skip
 
 
 def test_status_imports_no_launch_or_transfer_machinery(tmp_path: Path) -> None:

@@ -4,9 +4,9 @@ subprocess/os/time/random/logging, and never touches os.environ (STYLE conventio
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
+
+from imports import loaded_by
 
 CORE = Path(__file__).resolve().parents[2] / "eps" / "core"
 FORBIDDEN_MODULES = {
@@ -75,20 +75,8 @@ PLAN_ARGV = ("plan", "gpu-1", "--duration", "3h", "--json")
 
 def _plan_path_modules(state_dir: Path, argv: tuple[str, ...] = PLAN_ARGV) -> list[str]:
     """The modules of :data:`PLAN_PATH_SPARES` that ``eps plan gpu-1 --duration 3h --json``
-    loads with ``state_dir``, besides those the interpreter started with (an editable install's
-    finder brings contextlib)."""
-    code = (
-        "import sys, io\n"
-        "started = set(sys.modules)\n"
-        "from eps.shell.cli import main\n"
-        "out, sys.stdout = sys.stdout, io.StringIO()\n"
-        f"rc = main({list(argv)!r}, env={{'EPS_STATE_DIR': {str(state_dir)!r}}})\n"
-        "sys.stdout = out\n"
-        "assert rc == 0, rc\n"
-        f"print(','.join(m for m in {PLAN_PATH_SPARES!r} if m in sys.modules and m not in started))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return [m for m in out.stdout.strip().split(",") if m]
+    loads with ``state_dir``."""
+    return loaded_by(argv, {"EPS_STATE_DIR": str(state_dir)}, PLAN_PATH_SPARES)
 
 
 def test_plan_path_does_not_import_heavy_clients(tmp_path: Path) -> None:
