@@ -6,7 +6,7 @@ and finds that root from its own path, so the same text works wherever the
 root is.  It has three modes:
 
 - ``bash ROOT/run.sh start``: start the job detached (its own session under
-  ``setsid``/``nohup``, stdin from /dev/null), so it outlives the ssh session
+  ``setsid``, SIGHUP ignored as ``nohup`` would, stdin from /dev/null), so it outlives the ssh session
   that started it; waits until the job has recorded its start, prints its pid.
   A second ``start`` starts nothing (the ``pid`` file is created exclusively).
 - ``bash ROOT/run.sh run``: run the job in the foreground (a SLURM batch step);
@@ -170,6 +170,15 @@ _INTERNAL_PREFIX = "_eps_"
 _START_WAIT_S = 10
 
 
+def utc_now_line(var: str) -> str:
+    """A bash line that sets ``var`` to what ``date -u +%FT%TZ`` prints, without a process where
+    it can: printf's ``%()T`` from bash 4.3 on (bash 4.2's printf ignores a ``TZ`` given to it)."""
+    return (
+        "if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 403)); "
+        f"then TZ=UTC printf -v {var} '%(%FT%TZ)T' -1; else {var}=$(date -u +%FT%TZ); fi"
+    )
+
+
 def render_jobscript(spec: JobSpec) -> str:
     """The text of ``run.sh`` for ``spec``.  Raises :class:`JobScriptError` (see the rules above)."""
     _check(spec)
@@ -190,23 +199,38 @@ def render_jobscript(spec: JobSpec) -> str:
         "# Files, beside this script: work/ (the job's cwd), out/ ($EPS_OUTPUT_DIR), job.log,",
         "# env (names loaded below), pid, started-at, ended-at, status, exit-code (written last).",
         "set -u",
-        '_eps_root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P) || exit 70',
-        'cd -- "$_eps_root" || exit 70',
+        "# Needs bash >= 4.2 (printf's %()T).  Builtins stand in for dirname, pwd, date, seq, cat,",
+        "# hostname, nohup, awk and sed: every process costs a fork+exec on each machine brought up.",
+        '# The root is this script\'s directory, as `cd "$(dirname ...)" && pwd -P` finds it.',
+        "_eps_root=.",
+        "case ${BASH_SOURCE[0]} in */*) _eps_root=${BASH_SOURCE[0]%/*} ;; esac",
+        'case $_eps_root in /*) ;; "") _eps_root=/ ;; *) _eps_root=./$_eps_root ;; esac  # never via CDPATH',
+        "_eps_o=$PWD",
+        'cd -- "$_eps_root" && cd -P . || exit 70',
+        "_eps_root=$PWD OLDPWD=$_eps_o  # the job sees the OLDPWD one cd leaves",
         '_eps_put() { printf \'%s\\n\' "$2" > "$1.tmp" && mv -f -- "$1.tmp" "$1"; }',
+        "_eps_rm() {  # rm -f, started only when one of the files is there (a fresh root has none)",
+        "  local _eps_f",
+        '  for _eps_f; do if [ -e "$_eps_f" ] || [ -L "$_eps_f" ]; then rm -f -- "$@"; return; fi; done',
+        "}",
         'case "${1:-}" in',
         "start)",
         f"  if ! (set -o noclobber; : > {q(lay.pid)}) 2>/dev/null; then",
         '    echo "eps: already started" >&2',
         "    exit 0",
         "  fi",
-        f"  rm -f -- {q(lay.started_at)}",
+        f"  _eps_rm {q(lay.started_at)}",
+        "  # what `nohup CMD &` left, without nohup's process: HUP ignored (nohup), INT and QUIT too",
+        "  # (a background command of a shell without job control); ignored, they stay so through exec",
         "  if command -v setsid >/dev/null 2>&1; then",
-        f'    nohup setsid bash "$_eps_root/{lay.script}" run </dev/null >/dev/null 2>&1 &',
+        f"    ( trap '' HUP INT QUIT; exec setsid bash \"$_eps_root/{lay.script}\" run ) </dev/null >/dev/null 2>&1 &",
         "  else",
-        f'    nohup bash "$_eps_root/{lay.script}" run </dev/null >/dev/null 2>&1 &',
+        f"    ( trap '' HUP INT QUIT; exec bash \"$_eps_root/{lay.script}\" run ) </dev/null >/dev/null 2>&1 &",
         "  fi",
-        f"  for _eps_i in $(seq 1 {_START_WAIT_S * 10}); do",
-        f"    if [ -s {q(lay.started_at)} ]; then cat -- {q(lay.pid)}; exit 0; fi",
+        f"  for ((_eps_i = 0; _eps_i < {_START_WAIT_S * 10}; _eps_i++)); do",
+        f"    if [ -s {q(lay.started_at)} ]; then",
+        f"      _eps_pid=; IFS= read -r _eps_pid < {q(lay.pid)}; printf '%s\\n' \"$_eps_pid\"; exit 0",
+        "    fi",
         "    sleep 0.1",
         "  done",
         f'  echo "eps: the job did not record its start within {_START_WAIT_S} s (see {lay.log})" >&2',
@@ -215,16 +239,20 @@ def render_jobscript(spec: JobSpec) -> str:
         "run)",
         f"  exec </dev/null >>{q(lay.log)} 2>&1",
         f'  _eps_put {q(lay.pid)} "$$"',
-        f"  rm -f -- {q(lay.exit_code)} {q(lay.status)} {q(lay.ended_at)} {q(lay.job_ended)} {q(lay.cancel)}",
-        f'  _eps_put {q(lay.started_at)} "$(date +%s)"',
+        f"  _eps_rm {q(lay.exit_code)} {q(lay.status)} {q(lay.ended_at)} {q(lay.job_ended)} {q(lay.cancel)}",
+        "  printf -v _eps_now '%(%s)T' -1  # date +%s",
+        f'  _eps_put {q(lay.started_at)} "$_eps_now"',
         f"  mkdir -p -- {q(lay.outputs)} {q(lay.workdir)}",
         f"  export EPS_DISPATCH_ID={q(spec.dispatch_id)}",
         f"  export EPS_TASK_INDEX={spec.task_index} EPS_TASK_COUNT={spec.task_count} EPS_RESTART_COUNT={spec.restart}",
         f'  export EPS_OUTPUT_DIR="$_eps_root/{lay.outputs}" PYTHONUNBUFFERED=1',
         "  _eps_end() {",
         '    echo "eps: job ended: $1, exit code $2"',
-        f'    _eps_put {q(lay.status)} "$1"',
-        f'    _eps_put {q(lay.ended_at)} "$(date +%s)"',
+        "    # status and ended-at count only once exit-code is there: written in place; exit-code,",
+        "    # last, is renamed into place (a reader sees all of it or nothing)",
+        f"    printf '%s\\n' \"$1\" > {q(lay.status)}",
+        "    printf -v _eps_now '%(%s)T' -1",
+        f"    printf '%s\\n' \"$_eps_now\" > {q(lay.ended_at)}",
         f'    _eps_put {q(lay.exit_code)} "$2"',
         '    exit "$2"',
         "  }",
@@ -246,8 +274,12 @@ def render_jobscript(spec: JobSpec) -> str:
         '    echo "eps: coreutils timeout is not installed; the time limit cannot be kept"',
         f"    _eps_end {JobEnd.ERROR} 69",
         "  fi",
+        "  # date -u +%FT%TZ, by printf from bash 4.3 (4.2's printf ignores a TZ given to it)",
+        f"  {utc_now_line('_eps_utc')}",
+        "  # what hostname prints, the kernel's node name ($HOSTNAME may come from the environment)",
+        "  _eps_host=$HOSTNAME; { read -r _eps_host < /proc/sys/kernel/hostname; } 2>/dev/null",
         f'  echo "eps: dispatch $EPS_DISPATCH_ID task $EPS_TASK_INDEX/$EPS_TASK_COUNT started'
-        f' $(date -u +%FT%TZ) on $(hostname), time limit {limit} s"',
+        f' $_eps_utc on $_eps_host, time limit {limit} s"',
         *_containment(spec),
         "  _eps_t0=$SECONDS",
         '  ( if [ -n "$_eps_cg" ]; then echo "$BASHPID" > "$_eps_cg/cgroup.procs" 2>/dev/null || :; fi',
@@ -269,7 +301,7 @@ def render_jobscript(spec: JobSpec) -> str:
         f'  _eps_timed=0; if [ "$_eps_rc" = 124 ] || {{ [ "$_eps_rc" = 137 ] && [ "$SECONDS" -ge {limit} ]; }}; then',
         "    _eps_timed=1",
         "  fi",
-        f'  if [ -s {q(lay.job_ended)} ]; then _eps_timed=0; fi',
+        f"  if [ -s {q(lay.job_ended)} ]; then _eps_timed=0; fi",
         "  # Nothing the job started outlives its end: what is left gets TERM (timeout already sent",
         f"  # it at the limit), then KILL {grace} s after the TERM; the end is written once all is gone.",
         '  if [ -z "$_eps_term_at" ]; then',
@@ -277,7 +309,8 @@ def render_jobscript(spec: JobSpec) -> str:
         "  fi",
         "  _eps_drain",
         f"  if [ -s {q(lay.job_ended)} ]; then",
-        f'    _eps_end "$(cat -- {q(lay.job_ended)})" "$_eps_rc"',
+        f"    _eps_how=; IFS= read -r _eps_how < {q(lay.job_ended)}",
+        '    _eps_end "$_eps_how" "$_eps_rc"',
         f"  elif [ -e {q(lay.cancel)} ]; then",
         f'    _eps_end {JobEnd.CANCELLED} "$_eps_rc"',
         '  elif [ "$_eps_timed" = 1 ]; then',
@@ -323,7 +356,6 @@ def render_jobscript(spec: JobSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-
 def _containment(spec: JobSpec) -> list[str]:
     """The wrapper's hold on everything the job starts, and how it stops it all.
 
@@ -341,9 +373,14 @@ def _containment(spec: JobSpec) -> list[str]:
     grace = spec.kill_grace_s
     name = quote_arg(f"eps-{spec.dispatch_id}-{spec.task_index}-")
     return [
-        "  _eps_cg=",
-        "  _eps_m=$(awk '$3 == \"cgroup2\" { print $2; exit }' /proc/mounts 2>/dev/null)",
-        "  _eps_p=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null)",
+        "  _eps_cg= _eps_m= _eps_p=",
+        "  # the cgroup2 mount point and this process's cgroup (v2: the `0::` line), read by bash",
+        "  while read -r _eps_x _eps_y _eps_z _eps_v; do",
+        '    if [ "$_eps_z" = cgroup2 ]; then _eps_m=$_eps_y; break; fi',
+        "  done 2>/dev/null </proc/mounts",
+        "  while IFS= read -r _eps_x; do",
+        "    case $_eps_x in 0::*) _eps_p=${_eps_x#0::}; break ;; esac",
+        "  done 2>/dev/null </proc/self/cgroup",
         '  if [ -n "$_eps_m" ] && [ -n "$_eps_p" ] && [ -d "$_eps_m$_eps_p" ]; then',
         f'    _eps_cg="${{_eps_m%/}}${{_eps_p%/}}/"{name}"$$"',
         '    if mkdir -- "$_eps_cg" 2>/dev/null && ( echo "$BASHPID" > "$_eps_cg/cgroup.procs" ) 2>/dev/null; then',
@@ -425,7 +462,7 @@ def render_cancel(root: str) -> str:
     return (
         f"test -e {_quote(lay.exit_code, 'root')} || "
         f"{{ : > {_quote(lay.cancel, 'root')}; "
-        f'p=$(cat -- {_quote(lay.pid, "root")} 2>/dev/null) && [ -n "$p" ] && kill -TERM "$p"; }}'
+        f'p=; {{ read -r p < {_quote(lay.pid, "root")}; }} 2>/dev/null; [ -n "$p" ] && kill -TERM "$p"; }}'
     )
 
 
@@ -459,7 +496,9 @@ def render_probe(root: str) -> str:
     # alive first, the records after: a wrapper seen dead before its exit-code was looked for
     # had really gone without one (it writes exit-code before it exits)
     pid = quote_arg(LAYOUT.pid)
-    parts.append(f'p=$(cat -- {pid} 2>/dev/null); if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then a=1; else a=0; fi')
+    # the pid read by the shell itself (POSIX read: the login shell may not be bash), no cat
+    read_pid = f"p=; {{ read -r p < {pid}; }} 2>/dev/null"
+    parts.append(f'{read_pid}; if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then a=1; else a=0; fi')
     for field in _PROBED:
         name = quote_arg(getattr(LAYOUT, field))
         parts.append(f"printf '{field}=%s\\n' \"$(head -c 64 -- {name} 2>/dev/null)\"")
@@ -501,8 +540,9 @@ def render_follow(root: str, *, poll_s: int = 1, wrapper_here: bool = False) -> 
     if wrapper_here:
         pid = _quote(lay.pid, "root")
         gone = (
-            f'p=$(cat -- {pid} 2>/dev/null); if [ -n "$p" ] && ! kill -0 "$p" 2>/dev/null && [ ! -e {done} ]; '
-            "then break; fi; "
+            # the pid read by the shell itself at every poll (POSIX read: the login shell may not be bash)
+            f'p=; {{ read -r p < {pid}; }} 2>/dev/null; if [ -n "$p" ] && ! kill -0 "$p" 2>/dev/null '
+            f"&& [ ! -e {done} ]; then break; fi; "
         )
     return (
         f"tail -n +1 -F -- {log} 2>/dev/null & t=$!; "

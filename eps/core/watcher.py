@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from eps.core.jobscript import LAYOUT, JobScriptError
+from eps.core.jobscript import LAYOUT, JobScriptError, utc_now_line
 from eps.core.sbatch import quote_arg
 from eps.core.tables import JOB_LIFECYCLE
 
@@ -76,31 +76,34 @@ def render_watcher(spec: WatchSpec) -> str:
     if spec.root.startswith("/"):
         where = f"root={q(spec.root)}"
     else:
-        where = f'home=$(getent passwd {spec.user} | cut -d: -f6); root="$home/"{q(spec.root)}'
+        # looked up until the account is there (the guest agent makes it), then kept
+        where = f'[ -n "$home" ] || home=$(getent passwd {spec.user} | cut -d: -f6); root="$home/"{q(spec.root)}'
     lines = [
         "#!/bin/bash",
         f"# eps watcher: dispatch {quote_arg(spec.dispatch_id)}.  Rendered by eps.core.watcher; do not edit.",
         "# Stops this machine when no job was launched, when the job ended and the linger passed,",
         "# or when the job outlived its limit: a machine nobody needs does not keep billing.",
         "set -u",
-        "born=$(date +%s)",
-        'say() { echo "eps watcher ($(date -u +%FT%TZ)): $*"; }',
+        "# Needs bash >= 4.2: printf's %()T stands in for date (a process every poll).",
+        "printf -v born '%(%s)T' -1",
+        f'say() {{ local t; {utc_now_line("t")}; echo "eps watcher ($t): $*"; }}',
+        "home=",
         "why=",
         "idle=",
         "gone_since=",
         "while :; do",
-        "  now=$(date +%s)",
+        "  printf -v now '%(%s)T' -1",
         f"  {where}",
         f'  if [ -s "$root/{lay.exit_code}" ]; then',
-        f'    ended=$(cat -- "$root/{lay.ended_at}" 2>/dev/null)',
+        f'    ended=; {{ IFS= read -r ended < "$root/{lay.ended_at}"; }} 2>/dev/null',
         '    case "$ended" in ""|*[!0-9]*) ended=$now ;; esac',
         f'    if [ "$now" -ge $((ended + {spec.linger_s})) ]; then',
         f'      why="the job ended and the {spec.linger_s} s linger has passed"; break',
         "    fi",
         f'  elif [ -s "$root/{lay.started_at}" ]; then',
-        f'    started=$(cat -- "$root/{lay.started_at}" 2>/dev/null)',
+        f'    started=; {{ IFS= read -r started < "$root/{lay.started_at}"; }} 2>/dev/null',
         '    case "$started" in ""|*[!0-9]*) started=$now ;; esac',
-        f'    pid=$(cat -- "$root/{lay.pid}" 2>/dev/null)',
+        f'    pid=; {{ IFS= read -r pid < "$root/{lay.pid}"; }} 2>/dev/null',
         '    case "$pid" in ""|*[!0-9]*) pid= ;; esac',
         f'    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && [ ! -s "$root/{lay.exit_code}" ]; then',
         "      gone_since=${gone_since:-$now}",
@@ -144,8 +147,10 @@ def render_watch_start(root: str) -> str:
     log = quote_arg(f"{root.rstrip('/')}/{WATCH_LOG}")
     return (
         f'if [ -s {pid} ] && kill -0 "$(cat -- {pid})" 2>/dev/null; then :; else '
-        f"rm -f -- {pid}; "
-        f"nohup setsid bash {script} </dev/null >>{log} 2>&1 & echo $! > {pid}; fi"
+        f"if [ -e {pid} ] || [ -L {pid} ]; then rm -f -- {pid}; fi; "
+        # what `nohup CMD &` left, without nohup's process: HUP ignored (nohup), INT and QUIT
+        # too (a background command of a shell without job control), kept so through exec
+        f"( trap '' HUP INT QUIT; exec setsid bash {script} ) </dev/null >>{log} 2>&1 & echo $! > {pid}; fi"
     )
 
 

@@ -319,6 +319,30 @@ def test_detached_start_survives_and_records(tmp_path: Path) -> None:
     assert log(root).count("started") == 1
 
 
+def test_detached_wrapper_ignores_hup_int_and_quit_as_under_nohup(tmp_path: Path) -> None:
+    """``start`` launches without nohup's process what ``nohup CMD &`` gave the wrapper: SIGHUP
+    (nohup), SIGINT and SIGQUIT (a background command of a shell without job control) ignored,
+    which the job inherits; TERM still stops it.  And the start line is one line of its date."""
+    root = stage(tmp_path, JobSpec(("echo up; sleep 100",), "nohup", 300))
+    out = subprocess.run(
+        ["bash", str(root / "run.sh"), "start"], capture_output=True, text=True, timeout=15, check=True
+    )
+    pid = int(out.stdout)
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    ignored = int(next(line for line in status if line.startswith("SigIgn:")).split()[1], 16)
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
+        assert ignored & (1 << (sig - 1)), sig.name
+    assert not ignored & (1 << (signal.SIGTERM - 1))
+    started = next(line for line in log(root).splitlines() if " started " in line)
+    assert time.strftime("%Y-%m-%dT", time.gmtime()) in started and "Z on " in started
+    subprocess.run(["bash", "-c", render_cancel(str(root))], check=True)
+    deadline = time.monotonic() + 10
+    while not (root / "exit-code").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert records(root).status is JobEnd.CANCELLED
+
+
 def test_cancel_stops_the_job_and_records_cancelled(tmp_path: Path) -> None:
     root = stage(tmp_path, JobSpec(("echo up; sleep 100",), "cancel", 300))
     subprocess.run(["bash", str(root / "run.sh"), "start"], capture_output=True, check=True, timeout=15)

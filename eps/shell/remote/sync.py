@@ -248,19 +248,20 @@ def pack(files: Sequence[tuple[str, bytes, int]]) -> Packed:
 def unpack_line(directory: str, packed: Packed) -> str:
     """The shell line that puts the files of ``packed`` (its archive on stdin) into
     ``directory`` (made, private): extracted into a fresh ``.eps-stage.*`` directory there,
-    each given its mode and renamed into place (a reader never sees half a file); the stage
-    goes whatever happened.  Prints nothing; fails when any file could not be put."""
+    each with its mode from the archive (``tar -p``: exactly, not cut by the umask), then
+    renamed into place by one ``mv`` (a reader never sees half a file); the stage goes
+    whatever happened.  Prints nothing; fails when any file could not be put."""
     d = directory.rstrip("/") or "/"
     d = d if d.startswith(("/", "./")) else f"./{d}"  # never an option to mkdir or mktemp
     where = shlex.quote(d)
-    moves = " && ".join(
-        f'chmod {mode:o} "$_eps_s"/{q} && mv -f -- "$_eps_s"/{q} {where}/{q}'
-        for q, mode in ((shlex.quote(name), mode) for name, mode in packed.names)
-    )
+    # each source is renamed to <directory>/<its name>: one process for all of them
+    sources = " ".join(f'"$_eps_s"/{shlex.quote(name)}' for name, _ in packed.names)
+    moves = f"mv -f -- {sources} {shlex.quote(d.rstrip('/') + '/')}" if packed.names else ":"
     stage = shlex.quote(f"{d}/.eps-stage.XXXXXX")
     return (
         f"umask 077 && mkdir -p -- {where} && _eps_s=$(mktemp -d {stage}) && "
-        f'{{ tar -xof - -C "$_eps_s" && {moves}; _eps_e=$?; rm -rf -- "$_eps_s"; [ "$_eps_e" = 0 ]; }}'
+        f'{{ tar -xpof - -C "$_eps_s" && {moves}; '
+        f'_eps_e=$?; rm -rf -- "$_eps_s"; [ "$_eps_e" = 0 ]; }}'
     )
 
 
