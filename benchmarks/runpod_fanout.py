@@ -21,7 +21,8 @@ machines' logins are pod-like by default: a command's bash skips this machine's 
 ``~/.bashrc`` (which runs ``pyenv init``: about 0.1 CPU-s and 100 processes per session;
 a pod's or cloud image's stock ``.bashrc`` returns at once for a shell that is not
 interactive).  ``--machine-rc`` keeps it, as the issue's first figures did.  Also printed:
-the CPU of this whole machine during the run, per machine brought up.
+the CPU of this whole machine during the run, per machine brought up, and the processes and
+threads started on it meanwhile (the kernel's last pid before and after), per machine.
 
 ``--lane gcp``: the local Compute server (tests/shell/gcp/fake_server.py) in this process,
 answering at once; every VM's ``natIP`` is the test sshd.  GCP starts the machine's
