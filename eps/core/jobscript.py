@@ -20,7 +20,7 @@ What the wrapper does, in order: append all output to ``job.log``; write
 named variables (in a subshell: the values never enter the wrapper's own shell,
 so ``--env PATH=...`` cannot break it); then, under one ``timeout`` for setup
 and command together, in the job's own cgroup when the machine offers one
-(:func:`_containment`), the body: load the named variables, in ``work/`` run the
+(:func:`eps.core.containment.containment_lines`), the body: load the named variables, in ``work/`` run the
 setup line once through ``bash -lc`` (a failure ends the job with the setup's
 code, and the log says so), then the command.  When the command ended (by
 itself, at the time limit, or stopped), whatever it left running gets TERM, and
@@ -61,6 +61,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import NamedTuple
 
+from eps.core.containment import containment_lines
 from eps.core.names import BadName, check_dispatch_id
 from eps.core.sbatch import quote_arg
 from eps.core.tables import JOB_LIFECYCLE
@@ -280,7 +281,7 @@ def render_jobscript(spec: JobSpec) -> str:
         "  _eps_host=$HOSTNAME; { read -r _eps_host < /proc/sys/kernel/hostname; } 2>/dev/null",
         f'  echo "eps: dispatch $EPS_DISPATCH_ID task $EPS_TASK_INDEX/$EPS_TASK_COUNT started'
         f' $_eps_utc on $_eps_host, time limit {limit} s"',
-        *_containment(spec),
+        *containment_lines(quote_arg(f"eps-{spec.dispatch_id}-{spec.task_index}-"), spec.kill_grace_s, LAYOUT.cgroup),
         "  _eps_t0=$SECONDS",
         '  ( if [ -n "$_eps_cg" ]; then echo "$BASHPID" > "$_eps_cg/cgroup.procs" 2>/dev/null || :; fi',
         '    export _eps_job="$_eps_root"  # the tag every process of the job inherits (not the wrapper\'s own)',
@@ -354,76 +355,6 @@ def render_jobscript(spec: JobSpec) -> str:
         "esac",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _containment(spec: JobSpec) -> list[str]:
-    """The wrapper's hold on everything the job starts, and how it stops it all.
-
-    Where the machine offers a writable cgroup v2 subtree (the wrapper's own cgroup, or one
-    below it), the job runs in a cgroup of its own (``eps-<dispatch>-<task>-<pid>``): nothing
-    it starts can leave it (``setsid``, double forks, ``nohup``), and the end waits until it
-    is empty.  Elsewhere (no cgroup v2, or none this user may write) the hold is best effort:
-    the job's process group (``timeout``'s) and every process that still carries the job's
-    tag in its environment (``_eps_job=<root>``, inherited through ``setsid`` and double
-    forks); a process that left the group *and* cleared its environment can outlive the job
-    there (on a GCP VM or RunPod pod the machine's release ends it).
-
-    ``_eps_stop SIG`` signals all of it once (and remembers when the TERM went out);
-    ``_eps_drain`` waits until nothing is left, sending KILL ``kill_grace_s`` after the TERM."""
-    grace = spec.kill_grace_s
-    name = quote_arg(f"eps-{spec.dispatch_id}-{spec.task_index}-")
-    return [
-        "  _eps_cg= _eps_m= _eps_p=",
-        "  # the cgroup2 mount point and this process's cgroup (v2: the `0::` line), read by bash",
-        "  while read -r _eps_x _eps_y _eps_z _eps_v; do",
-        '    if [ "$_eps_z" = cgroup2 ]; then _eps_m=$_eps_y; break; fi',
-        "  done 2>/dev/null </proc/mounts",
-        "  while IFS= read -r _eps_x; do",
-        "    case $_eps_x in 0::*) _eps_p=${_eps_x#0::}; break ;; esac",
-        "  done 2>/dev/null </proc/self/cgroup",
-        '  if [ -n "$_eps_m" ] && [ -n "$_eps_p" ] && [ -d "$_eps_m$_eps_p" ]; then',
-        f'    _eps_cg="${{_eps_m%/}}${{_eps_p%/}}/"{name}"$$"',
-        '    if mkdir -- "$_eps_cg" 2>/dev/null && ( echo "$BASHPID" > "$_eps_cg/cgroup.procs" ) 2>/dev/null; then',
-        '      echo "$_eps_cg" > ' + quote_arg(LAYOUT.cgroup),
-        "    else",
-        '      rmdir -- "$_eps_cg" 2>/dev/null; _eps_cg=',
-        "    fi",
-        "  fi",
-        "  _eps_tagged() {",
-        '    grep -lzxF -- "_eps_job=$_eps_root" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3',
-        "  }",
-        "  _eps_alive() {",
-        '    if [ -n "$_eps_cg" ]; then { read -r _eps_x < "$_eps_cg/cgroup.procs"; } 2>/dev/null; return; fi',
-        '    kill -0 -- "-$_eps_child" 2>/dev/null || [ -n "$(_eps_tagged)" ]',
-        "  }",
-        "  _eps_signal() {",
-        '    kill "-$1" -- "-$_eps_child" 2>/dev/null',
-        '    if [ -z "$_eps_cg" ]; then',
-        '      for _eps_x in $(_eps_tagged); do kill "-$1" "$_eps_x" 2>/dev/null; done; return 0',
-        "    fi",
-        '    if [ "$1" = KILL ] && [ -e "$_eps_cg/cgroup.kill" ]; then echo 1 > "$_eps_cg/cgroup.kill"; return 0; fi',
-        '    while read -r _eps_x; do kill "-$1" "$_eps_x" 2>/dev/null; done < "$_eps_cg/cgroup.procs"',
-        "  }",
-        "  _eps_stop() {",
-        '    [ -n "$_eps_term_at" ] && return 0',
-        "    _eps_term_at=$SECONDS",
-        '    _eps_signal "$1"',
-        "  }",
-        "  _eps_drain() {",
-        # SECONDS counts whole seconds: one more keeps the grace at least grace_s long
-        f"    _eps_kill_at=$((_eps_term_at + {grace} + 1)); _eps_given_up=",
-        "    while _eps_alive; do",
-        '      if [ -z "$_eps_given_up" ] && [ "$SECONDS" -ge "$_eps_kill_at" ]; then',
-        f'        echo "eps: still running {grace} s after the TERM: KILL"',
-        "        _eps_signal KILL; _eps_given_up=$((SECONDS + 10))",
-        '      elif [ -n "$_eps_given_up" ] && [ "$SECONDS" -ge "$_eps_given_up" ]; then',
-        '        echo "eps: processes of the job survived KILL (uninterruptible?); ending anyway"; break',
-        "      fi",
-        "      sleep 0.2",
-        "    done",
-        '    if [ -n "$_eps_cg" ]; then rmdir -- "$_eps_cg" 2>/dev/null; fi',
-        "  }",
-    ]
 
 
 def render_env_file(values: Mapping[str, str]) -> str:
