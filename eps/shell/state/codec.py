@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable
 from enum import Enum
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
@@ -125,38 +125,36 @@ def _written(annotation: Any) -> str:
     return annotation.__name__ if type(annotation) is type else str(annotation)
 
 
-def _fields(cls: type[Any]) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
-    """``cls``'s fields and their readers (every annotation must be one :data:`_READERS` knows,
-    or the codec fails at import: the tests import it)."""
-    return tuple((name, _READERS[_written(kind)]) for name, kind in cls.__annotations__.items())
+class _Shape(NamedTuple):
+    """A record's fields with their readers, and those it cannot do without."""
+
+    fields: tuple[tuple[str, Callable[[Any], Any]], ...]
+    required: frozenset[str]
 
 
-_JOB = _fields(Job)
-_HANDLE = _fields(Handle)
-_REQUIRED = {
-    Job: frozenset(n for n in Job._fields if n not in Job._field_defaults),
-    Handle: frozenset(a.name for a in attrs.fields(Handle) if a.default is attrs.NOTHING),
+def _shape(cls: type[Any], required: frozenset[str]) -> _Shape:
+    """``cls``'s shape (every annotation must be one :data:`_READERS` knows, or the codec fails
+    at import: the tests import it)."""
+    return _Shape(tuple((name, _READERS[_written(kind)]) for name, kind in cls.__annotations__.items()), required)
+
+
+#: The records with a direct path: the two the ledger stores.
+_SHAPES: dict[type[Any], _Shape] = {
+    Job: _shape(Job, frozenset(n for n in Job._fields if n not in Job._field_defaults)),
+    Handle: _shape(Handle, frozenset(a.name for a in attrs.fields(Handle) if a.default is attrs.NOTHING)),
 }
 
 
-def _direct(doc: Any, cls: type[Any], fields: tuple[tuple[str, Callable[[Any], Any]], ...]) -> Any:
+def _direct(doc: Any, cls: type[Any]) -> Any:
     """``doc`` as ``cls`` when every key is a field, every required field is there and every
     value has its field's exact type; else :class:`_Slow`."""
-    if type(doc) is not dict or not _REQUIRED[cls] <= doc.keys() or len(doc) > len(fields):
+    fields, required = _SHAPES[cls]
+    if type(doc) is not dict or not required <= doc.keys() or len(doc) > len(fields):
         raise _Slow
-    values = {}
-    for name, read in fields:
-        if name in doc:
-            values[name] = read(doc[name])
+    values = {name: read(doc[name]) for name, read in fields if name in doc}
     if len(values) != len(doc):  # a key that is no field
         raise _Slow
     return cls(**values)
-
-
-def _data(obj: Any, fields: tuple[tuple[str, Callable[[Any], Any]], ...]) -> dict[str, Any]:
-    """As the converter unstructures: tuples as lists, the rest (the enums are ``StrEnum``:
-    JSON writes their value) as it is."""
-    return {name: list(v) if type(v := getattr(obj, name)) is tuple else v for name, _ in fields}
 
 
 # --- the codec --------------------------------------------------------------------------------------
@@ -165,11 +163,11 @@ def _data(obj: Any, fields: tuple[tuple[str, Callable[[Any], Any]], ...]) -> dic
 def to_data(obj: Any) -> Any:
     """A record as plain JSON data (NamedTuples and attrs classes as objects; enums, all
     ``StrEnum``, as they are: JSON writes their values)."""
-    if type(obj) is Job:
-        return _data(obj, _JOB)
-    if type(obj) is Handle:
-        return _data(obj, _HANDLE)
-    return _converter().unstructure(obj)
+    shape = _SHAPES.get(type(obj))
+    if shape is None:
+        return _converter().unstructure(obj)
+    # as the converter unstructures: tuples as lists, the rest as it is
+    return {name: list(v) if type(v := getattr(obj, name)) is tuple else v for name, _ in shape.fields}
 
 
 def structure(data: Any, cls: type[Any]) -> Any:
@@ -194,9 +192,9 @@ def _load(text: str, cls: type[Any]) -> Any:
         raise CodecError(f"stored {cls.__name__} does not fit: {msgs[0] if msgs else exc}") from None
 
 
-def _read(text: str, cls: type[Any], fields: tuple[tuple[str, Callable[[Any], Any]], ...]) -> Any:
+def _read(text: str, cls: type[Any]) -> Any:
     try:
-        return _direct(json.loads(text), cls, fields)
+        return _direct(json.loads(text), cls)
     except (_Slow, ValueError):  # not exactly what eps writes, or not JSON: the converter says why
         return _load(text, cls)
 
@@ -206,7 +204,7 @@ def job_to_json(job: Job) -> str:
 
 
 def job_from_json(text: str) -> Job:
-    job: Job = _read(text, Job, _JOB)
+    job: Job = _read(text, Job)
     return job
 
 
@@ -215,5 +213,5 @@ def handle_to_json(handle: Handle) -> str:
 
 
 def handle_from_json(text: str) -> Handle:
-    handle: Handle = _read(text, Handle, _HANDLE)
+    handle: Handle = _read(text, Handle)
     return handle
