@@ -35,6 +35,7 @@ from eps.core.model import (
     RunpodGpuType,
     Skip,
     Stock,
+    TierFault,
 )
 
 #: Candidate rungs of one lane for one job shape, and the skips found on the way.
@@ -121,13 +122,16 @@ _GcpFact = tuple[int, Provisioning | None, Capacity]  # (position in the snapsho
 class Facts:
     """The capacity snapshot of one ``plan()`` call, indexed once.  Later facts override earlier ones."""
 
-    __slots__ = ("_down", "_exact", "_queues", "_stock", "_unreachable", "_wild", "_wild_lengths", "attempted")
+    __slots__ = (
+        "_down", "_exact", "_faults", "_queues", "_stock", "_unreachable", "_wild", "_wild_lengths", "attempted",
+    )  # fmt: skip
 
     def __init__(self, snap: CapacitySnapshot) -> None:
         self._down: dict[str, str] = {}
         for d in snap.unavailable:
             self._down.setdefault(d.lane, d.reason)
         self._unreachable = frozenset(c.cluster for c in snap.clusters if not c.reachable)
+        self._faults: dict[tuple[str, str | None], TierFault] = {(f.cluster, f.qos): f for f in snap.faults}
         self._queues: dict[tuple[str, str], list[QueueState]] = {}
         for q in snap.queues:
             self._queues.setdefault((q.cluster, q.qos), []).append(q)
@@ -150,7 +154,7 @@ class Facts:
     @classmethod
     def of(cls, snap: CapacitySnapshot) -> Facts:
         """The facts of ``snap``; one shared empty index when it holds none (the usual ``eps plan``)."""
-        if snap.gcp or snap.runpod or snap.queues or snap.clusters or snap.unavailable or snap.attempted:
+        if snap.gcp or snap.runpod or snap.queues or snap.clusters or snap.unavailable or snap.attempted or snap.faults:
             return cls(snap)
         return _NO_FACTS
 
@@ -160,6 +164,12 @@ class Facts:
 
     def unreachable(self, cluster: str) -> bool:
         return cluster in self._unreachable
+
+    def fault(self, cluster: str, qos: str | None) -> TierFault | None:
+        """What ``cluster`` said is set up wrong for ``qos`` (or for all its tiers), or ``None``."""
+        if not self._faults:
+            return None
+        return self._faults.get((cluster, qos)) or self._faults.get((cluster, None))
 
     def queue(self, cluster: str, qos: str | None) -> list[QueueState]:
         """What is known about ``qos`` on ``cluster``, in snapshot order."""

@@ -59,12 +59,24 @@ def slurm_rungs(
     key = ("slurm", name, intent, job.duration_s, pinned, tiers)
     cand, static = index.memo(key, lambda: _candidates(cluster, intent, job.duration_s, pinned, tiers))
     skipped.extend(static)
-    if not facts.has_queues:
+    if not facts.has_queues and facts.fault(name, None) is None and not _any_fault(facts, name, cand):
         rungs.extend(cand)
         return
     for r in cand:
+        fault = facts.fault(name, r.qos)
+        if fault is not None:
+            said = f"{name} says {r.qos or 'its queue'} is set up wrong: {fault.reason}; fix: {fault.fix}"
+            if job.fall_through:
+                skipped.append(Skip(name, SkipCode.MISCONFIGURED, f"{said} (--fall-through: skipped)", r.qos))
+                continue
+            rungs.append(evolve(r, fault=said))
+            continue
         note = _queue_note(facts, name, r.qos, intent.gpus)
         rungs.append(evolve(r, reason=r.reason + note) if note else r)
+
+
+def _any_fault(facts: Facts, cluster: str, rungs: tuple[Rung, ...]) -> bool:
+    return any(facts.fault(cluster, r.qos) is not None for r in rungs)
 
 
 def _candidates(
@@ -124,14 +136,28 @@ def _candidates(
         else:
             cap, why = cluster.later_park_cap_s, "P7: next granted tier after a park timeout"
             code = RungWhy.LADDER_NEXT
+        by = preempted_by(cluster, qos, granted_tiers)
+        if by:
+            why += f"; preemptible (by {', '.join(by)}): a preempted run is interrupted, then healed"
         rungs.append(_slurm_rung(cluster, qos, intent, cap, why, code))
         first = False
     return tuple(rungs), tuple(skipped)
 
 
+def preempted_by(cluster: ClusterConfig, qos: str, tiers: tuple[QosTier, ...]) -> tuple[str, ...]:
+    """The tiers that may preempt a job under ``qos``: what the grants say (``Preempt`` of
+    ``sacctmgr show qos``), else, for a tier the row calls preemptible, the ladder's tiers above it."""
+    live = tuple(t.name for t in tiers if qos in t.preempts)
+    if live or qos not in cluster.preemptible:
+        return live
+    ladder = cluster.qos_ladder
+    return ladder[: ladder.index(qos)] if qos in ladder else ()
+
+
 def _slurm_rung(
     cluster: ClusterConfig, qos: str | None, intent: Intent, cap: int | None, why: str, code: RungWhy
 ) -> Rung:
+    mem, cpus = cluster.resources(intent.gpus)
     return Rung(
         cluster.name,
         LaneKind.SLURM,
@@ -140,8 +166,8 @@ def _slurm_rung(
         qos=qos,
         machine=f"{intent.gpus}x{cluster.gpu_model}",
         gpus=intent.gpus,
-        vcpus=intent.vcpus,
-        mem_gb=intent.mem_gb,
+        vcpus=intent.vcpus if cpus is None else cpus,
+        mem_gb=intent.mem_gb if mem is None else mem,
         park_cap_s=cap,
         why=code,
     )

@@ -93,6 +93,7 @@ class SkipCode(StrEnum):
     NOT_TRIVIAL = "not_trivial"  # P2: longer than the trivial-op threshold or too big for the VM
     SPOT_TOO_LONG = "spot_too_long"  # P11
     FLEX_START_TOO_LONG = "flex_start_too_long"  # P11: longer than flex-start's maximum run duration
+    MISCONFIGURED = "misconfigured"  # the cluster said this tier's partition/account/QoS is wrong (--fall-through)
     ON_DEMAND_NOT_OFFERED = "on_demand_not_offered"  # e.g. a3-highgpu-1g: spot/flex-start only
     ON_DEMAND_ONLY_INTENT = "on_demand_only_intent"  # P4 cpu-bigmem
     ZONE_NOT_OFFERED = "zone_not_offered"
@@ -114,6 +115,7 @@ class Terminal(StrEnum):
     GPU_EXHAUSTED = "gpu_exhausted"
     PIN_EXHAUSTED = "pin_exhausted"
     NO_USABLE_LANE = "no_usable_lane"  # every lane that could take the job is unusable here; nothing was tried
+    MISCONFIGURED = "misconfigured"  # the next rung is a free cluster's tier that is set up wrong: fix it, never pay
 
 
 class RungWhy(StrEnum):
@@ -205,12 +207,20 @@ class RunpodGpuType(NamedTuple):
 
 
 class QosTier(NamedTuple):
-    """One QoS as ``sacctmgr show qos`` reports it.  ``None`` means no limit."""
+    """One QoS as ``sacctmgr show qos`` reports it.  ``None`` means no limit.
+
+    ``preempts``: the tiers a job under this one may preempt (``Preempt``);
+    ``preempt_mode``: what preemption does to a job of this tier (``PreemptMode``:
+    ``cancel``, ``requeue``, ...; ``None``: the cluster's default); ``grace_s``: the
+    SIGTERM grace a preempted job of this tier gets (``GraceTime``)."""
 
     name: str
     priority: int
     max_wall_s: int | None = None
     max_gpus_per_user: int | None = None
+    preempts: tuple[str, ...] = ()
+    preempt_mode: str | None = None
+    grace_s: int | None = None
 
 
 class ClusterConfig(NamedTuple):
@@ -233,6 +243,51 @@ class ClusterConfig(NamedTuple):
     #: ``general,overflow``); every other tier takes the cluster's.
     tier_partitions: tuple[tuple[str, str], ...] = ()
     tier_accounts: tuple[tuple[str, str], ...] = ()
+    #: ``--mem`` of a job: this many GB per GPU (one GPU's worth for a CPU-only job), at most
+    #: ``mem_max_gb``; ``None``: no ``--mem`` (the cluster's default).  ``mem_max_per_gpu_gb``
+    #: is the cluster's own ceiling per GPU: the config may not ask for more.
+    mem_per_gpu_gb: int | None = None
+    mem_max_gb: int | None = None
+    mem_max_per_gpu_gb: int | None = None
+    #: ``--cpus-per-task``: this many per GPU (one GPU's worth for a CPU-only job), at most
+    #: ``cpus_max``; ``None``: no ``--cpus-per-task``.
+    cpus_per_gpu: int | None = None
+    cpus_max: int | None = None
+    #: Exported in the batch script's body (never ``--export``): every job, and multi-GPU
+    #: jobs besides (NCCL).  ``{user}`` in a value is the cluster user.
+    job_env: tuple[tuple[str, str], ...] = ()
+    multi_gpu_env: tuple[tuple[str, str], ...] = ()
+    #: The job name carries the cluster user (``eps-<dispatch>-<user>``), for the
+    #: cluster's own people to see whose it is.
+    user_in_job_name: bool = False
+    #: Tiers a higher tier may preempt (the tables' facts; ``sacctmgr`` grants say it live).
+    preemptible: tuple[str, ...] = ()
+    #: ``full``: eps may run any SLURM command and a shell through the login; ``robot``: the
+    #: login's key allows only sbatch, scancel, squeue and scp/rsync.
+    access: str = "full"
+    #: At least this many seconds between two sbatch calls to this cluster from this host.
+    submit_gap_s: float = 0.0
+    #: The batch script traps SIGTERM/SIGINT/SIGQUIT and passes them to its whole process
+    #: group, then waits (orphaned workers have bricked nodes).
+    cleanup_trap: bool = False
+
+    def resources(self, gpus: int) -> "tuple[int | None, int | None]":
+        """``(--mem in GB, --cpus-per-task)`` of a job of ``gpus`` GPUs here: the per-GPU
+        figures times the GPUs (one GPU's worth for a CPU-only job), each within its cap;
+        ``None`` where the row sets none.  Never 0 (``--mem=0`` takes a whole node's memory)."""
+        n = max(1, gpus)
+        mem = cpus = None
+        if self.mem_per_gpu_gb is not None:
+            mem = self.mem_per_gpu_gb * n
+            if self.mem_max_gb is not None:
+                mem = min(mem, self.mem_max_gb)
+            mem = max(1, mem)
+        if self.cpus_per_gpu is not None:
+            cpus = self.cpus_per_gpu * n
+            if self.cpus_max is not None:
+                cpus = min(cpus, self.cpus_max)
+            cpus = max(1, cpus)
+        return mem, cpus
 
     def partition_for(self, qos: str | None) -> str | None:
         """The partition a job under ``qos`` is submitted to."""
@@ -325,6 +380,7 @@ class Job(NamedTuple):
     max_restarts: int | None = None  # relaunches at most (None: the default)
     sync_every_s: int | None = None  # $EPS_OUTPUT_DIR pulled this often while the job runs (None: the setting; 0: off)
     restart: int = 0  # the relaunch this is (EPS_RESTART_COUNT): 0 for the first run
+    fall_through: bool = False  # a misconfigured free cluster is skipped, not the end of the dispatch
 
 
 class Rung(NamedTuple):
@@ -354,6 +410,8 @@ class Rung(NamedTuple):
     #: (:func:`eps.core.tables.lane_time_limit_s`).  ``None``: the job's own limit
     #: (``--time-limit``, else 1.5 x ``--duration``).
     time_limit_s: int | None = None
+    #: The cluster said this tier is set up wrong: the walk stops here (the fix in words).
+    fault: str | None = None
 
     @property
     def key(self) -> str:
@@ -400,6 +458,18 @@ class QueueState(NamedTuple):
     qos: str
     free_gpus: int | None = None
     pending_reason: str | None = None
+
+
+class TierFault(NamedTuple):
+    """A cluster said a tier is set up wrong (``Invalid partition``, ``Invalid account``):
+    ``qos`` ``None`` for every tier.  ``setting`` is what eps rendered for it
+    (``partition=gpu account=fellows``), so a fixed config no longer matches."""
+
+    cluster: str
+    qos: str | None
+    reason: str
+    fix: str
+    setting: str = ""
 
 
 class ClusterState(NamedTuple):
@@ -461,6 +531,9 @@ class CapacitySnapshot(NamedTuple):
     #: and when they were read (the ``now`` their window is measured from).
     lives: tuple[MachineLife, ...] = ()
     lives_at: float = 0.0
+    #: Tiers a cluster said are set up wrong (its partition, account or QoS): the walk
+    #: stops there rather than fall to a paid lane, unless the job says ``fall_through``.
+    faults: tuple[TierFault, ...] = ()
 
 
 class QosGrants(NamedTuple):

@@ -6,7 +6,8 @@ by asking the provider for eps's names alone.  A dispatch id is a short
 lowercase token (:data:`DISPATCH_ID`): it must fit a SLURM job name, a GCE
 instance name and label value, and a pod name unchanged.
 
-- SLURM job: ``eps-<dispatch>`` (one name per dispatch; the QoS tells the rungs apart)
+- SLURM job: ``eps-<dispatch>`` (one name per dispatch; the QoS tells the rungs apart), or
+  ``eps-<dispatch>-<user>`` where the cluster row says ``user_in_job_name``
 - RunPod pod: ``eps-<dispatch>-<attempt seq>``
 - GCE instance: ``eps-<slug>-<digest>`` (see the GCP lane's wire module; the digest
   fixes the name per dispatch, rung and copy)
@@ -49,16 +50,20 @@ def copy_id(parent: str, index: int) -> str:
     return f"{parent}n{index}"
 
 
-def job_name(dispatch: str) -> str:
-    """The SLURM job name of ``dispatch`` (``squeue --name`` finds it)."""
-    return PREFIX + check_dispatch_id(dispatch)
+def job_name(dispatch: str, user: str | None = None) -> str:
+    """The SLURM job name of ``dispatch`` (``squeue --name`` finds it): ``eps-<dispatch>``, or
+    ``eps-<dispatch>-<user>`` on a cluster whose people must see whose job it is (a dispatch
+    id holds no ``-``, so the two parts never run together)."""
+    base = PREFIX + check_dispatch_id(dispatch)
+    return base if user is None else f"{base}-{user}"
 
 
 def dispatch_of_job(name: str) -> str | None:
-    """The dispatch id a SLURM job name carries, or ``None`` when eps did not make it."""
+    """The dispatch id a SLURM job name carries (with or without its user), or ``None``
+    when eps did not make it."""
     if not name.startswith(PREFIX):
         return None
-    rest = name[len(PREFIX) :]
+    rest = name[len(PREFIX) :].split("-", 1)[0]
     return rest if DISPATCH_ID.fullmatch(rest) else None
 
 

@@ -25,6 +25,7 @@ from eps.core.model import (
     Rung,
     RunpodState,
     Stock,
+    TierFault,
     evolve,
 )
 from eps.core.states import HandleState
@@ -40,6 +41,7 @@ class FailureKind(StrEnum):
     NO_CAPACITY = "no_capacity"  # RunPod 400 "no longer any instances available"
     FORBIDDEN = "forbidden"  # RunPod 403: no access to this pool; skip the candidate
     REFUSED = "refused"  # SLURM refused at submit (invalid / not granted QoS)
+    MISCONFIGURED = "misconfigured"  # SLURM: the tier's partition or account is wrong (a config fix, not capacity)
     INSUFFICIENT_BALANCE = "insufficient_balance"  # RunPod 402: the provider's own spending limit
     AUTH = "auth"  # credentials missing or rejected: stop, nothing else on this lane will work
     INVALID_REQUEST = "invalid_request"  # 422 / 400 contract errors: a bug in eps, never retried
@@ -50,13 +52,37 @@ class FailureKind(StrEnum):
     UNKNOWN_FATE = "unknown_fate"  # a create whose answer never came: the machine may exist or yet appear
 
 
+#: What to change when a cluster says a setting of a tier is wrong, by the setting
+#: (``LaneFailure.code`` of a MISCONFIGURED failure).  ``{c}`` is the cluster.
+MISCONFIGURED_FIXES: dict[str, str] = {
+    "partition": (
+        "set the tier's partition in the config ([[clusters]] name = \"{c}\": partition, or "
+        "tier_partition for one tier); `sinfo -s` on the cluster lists its partitions"
+    ),
+    "account": (
+        "fix or remove the account in the config ([[clusters]] name = \"{c}\": account / tier_account; "
+        "without one the user's default account applies); `sacctmgr show assoc user=$USER` lists yours"
+    ),
+    "qos": (
+        "fix the QoS names in the config ([[clusters]] name = \"{c}\": qos_ladder); "
+        "`sacctmgr show qos` lists the cluster's"
+    ),
+}
+
+
+def misconfigured_fix(cluster: str, setting: str | None) -> str:
+    """The fix of a MISCONFIGURED failure on ``cluster`` whose ``setting`` is wrong."""
+    text = MISCONFIGURED_FIXES.get(setting or "", "fix [[clusters]] name = \"{c}\" in the config (`eps check` tests it)")
+    return text.format(c=cluster)
+
+
 #: Failures after which no other rung of the same lane can succeed.
 LANE_FATAL: frozenset[FailureKind] = frozenset(
     {FailureKind.AUTH, FailureKind.INSUFFICIENT_BALANCE, FailureKind.UNREACHABLE}
 )
 
 
-def stops_dispatch(failure: LaneFailure) -> bool:
+def stops_dispatch(failure: LaneFailure, *, fall_through: bool = False) -> bool:
     """Whether ``failure`` ends the dispatch instead of moving on to its next rung.
 
     One rule for every walker (the executor, the RunPod fan-out).  Stop on rejected
@@ -68,9 +94,15 @@ def stops_dispatch(failure: LaneFailure) -> bool:
 
     A create whose fate is unknown (its answer never came, after waiting it out) also
     stops: moving on could leave two machines of one dispatch; reconcile releases the
-    first one if it ever appears."""
+    first one if it ever appears.
+
+    A free cluster that says a tier is set up wrong (its partition or account:
+    MISCONFIGURED) stops too, so that a configuration error is never a silent cost on a
+    paid lane, unless the job asked to ``fall_through``."""
     if failure.kind in (FailureKind.AUTH, FailureKind.INSUFFICIENT_BALANCE, FailureKind.UNKNOWN_FATE):
         return True
+    if failure.kind is FailureKind.MISCONFIGURED:  # a free cluster set up wrong: never fall to a paid lane
+        return not fall_through
     return failure.kind is FailureKind.INVALID_REQUEST and failure.code != "400"
 
 
@@ -137,6 +169,9 @@ def absorb(
         # What the queue taught: jobs pend there (with this reason).  P8
         learned = QueueState(rung.lane, rung.qos or "", pending_reason=failure.code)
         return evolve(snap, queues=(*snap.queues, learned))
+    if rung.kind is LaneKind.SLURM and kind is FailureKind.MISCONFIGURED:
+        fault = TierFault(rung.lane, rung.qos, failure.message, misconfigured_fix(rung.lane, failure.code))
+        return evolve(snap, faults=(*snap.faults, fault))
     if rung.kind is LaneKind.SLURM and kind is FailureKind.UNREACHABLE:
         return evolve(snap, clusters=(*snap.clusters, ClusterState(rung.lane, reachable=False)))
     if kind in LANE_FATAL and not any(d.lane == rung.lane for d in snap.unavailable):

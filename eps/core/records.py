@@ -34,7 +34,7 @@ _SPECIAL = frozenset({"__module__", "__name__", "__annotations__"})
 
 _tuplegetter = collections._tuplegetter  # type: ignore[attr-defined]
 _tuple_new = tuple.__new__
-# collections.namedtuple's __new__ for 1..24 fields, ``lambda _cls, a, b: _tuple_new(_cls, (a, b))``,
+# collections.namedtuple's __new__ for 1..26 fields, ``lambda _cls, a, b: _tuple_new(_cls, (a, b))``,
 # compiled with this module (into its .pyc) rather than by an eval per class at each start (the
 # evals cost about a millisecond of every ``eps plan``); the field names are given to the code.
 # fmt: off
@@ -73,6 +73,10 @@ _NEW_BY_ARITY: "tuple[Any, ...]" = (
         _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z)),
     lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z, A: _tuple_new(
         _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z, A)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z, A, B: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z, A, B)),
+    lambda _cls, a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z, A, B, C: _tuple_new(
+        _cls, (a, b, c, d, e, f, g, h, j, k, m, n, p, q, r, s, t, u, v, w, x, y, z, A, B, C)),
 )
 # fmt: on
 

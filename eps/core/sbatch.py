@@ -17,6 +17,16 @@ sbatch's own option parser, which splits on blanks and knows no escapes):
   cannot be in an argv and is refused;
 - environment names must be shell identifiers; values are quoted like argv.
 
+The cluster's hard rules (the fellows row of :mod:`eps.core.tables` names them):
+
+- no ``--export`` ever (it crashes slurmd there): the environment is ``export`` lines in
+  the script body;
+- ``CUDA_VISIBLE_DEVICES`` is never set (SLURM sets it): a name that would set it is refused;
+- ``--mem`` and ``--cpus-per-task`` from the cluster row, scaled with the GPUs, never 0;
+- the job name carries the user when the row says so;
+- with ``cleanup_trap``, the script traps SIGTERM, SIGINT and SIGQUIT and passes the signal
+  to its whole process group, then waits: nothing the job started outlives the job's end.
+
 Clusters without a QoS ladder (``qos_ladder == ()``, rungs with ``qos=None``)
 render without any ``--qos`` line, and nothing here reads the ladder, the park
 caps or any other cluster: their renders stay byte-identical when a ladder
@@ -37,6 +47,13 @@ from eps.core.model import ClusterConfig, Job, LaneKind, Rung
 #: paths and filename patterns (``%j``).  No blank, quote, ``#`` or control character.
 _SBATCH_VALUE = re.compile(r"[A-Za-z0-9._%/:=@+,_-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
+
+#: Names no batch script may set: SLURM sets them for the job's own GPUs.
+FORBIDDEN_ENV = frozenset({"CUDA_VISIBLE_DEVICES"})
+
+#: The script's cleanup: a signal to the script reaches its whole process group, then it waits.
+_TRAP = "trap 'trap \"\" TERM INT QUIT; kill -TERM -- -$$ 2>/dev/null; wait' TERM INT QUIT"
 
 
 class SbatchRenderError(ValueError):
@@ -48,12 +65,31 @@ class SbatchRenderError(ValueError):
         self.value = value
 
 
-def job_name(dispatch_id: str) -> str:
-    """The SLURM job name that carries ``dispatch_id`` (:func:`eps.core.names.job_name`)."""
+def job_name(dispatch_id: str, user: str | None = None) -> str:
+    """The SLURM job name that carries ``dispatch_id`` (and ``user``: :func:`eps.core.names.job_name`)."""
     try:
-        return names.job_name(dispatch_id)
+        return names.job_name(dispatch_id, user)
     except names.BadName as exc:
         raise SbatchRenderError("dispatch id", dispatch_id, str(exc).split(": ", 1)[-1]) from None
+
+
+def resources(cluster: ClusterConfig, gpus: int) -> tuple[int | None, int | None]:
+    """``(--mem in GB, --cpus-per-task)`` of a job of ``gpus`` GPUs (:meth:`ClusterConfig.resources`)."""
+    return cluster.resources(gpus)
+
+
+def cluster_env(cluster: ClusterConfig, gpus: int, user: str | None) -> dict[str, str]:
+    """What a job of ``gpus`` GPUs on ``cluster`` gets exported in its script body: the row's
+    ``job_env``, and ``multi_gpu_env`` when it has more than one GPU; ``{user}`` is ``user``."""
+    pairs = [*cluster.job_env, *(cluster.multi_gpu_env if gpus > 1 else ())]
+    out = {}
+    for name, value in pairs:
+        if "{user}" in value:
+            if user is None:
+                raise SbatchRenderError(f"environment {name}", value, "needs the cluster user ({user})")
+            value = value.replace("{user}", user)
+        out[name] = value
+    return out
 
 
 def render_sbatch(
@@ -62,6 +98,7 @@ def render_sbatch(
     rung: Rung,
     *,
     dispatch_id: str,
+    user: str | None = None,
     output: str | None = None,
     env: Mapping[str, str] | None = None,
     time_s: int | None = None,
@@ -75,8 +112,12 @@ def render_sbatch(
     GPUs; ``--time`` from ``time_s`` or else the job's duration (``D-HH:MM:SS``,
     whole minutes, rounded up); ``--output`` when given; ``--account`` and ``--partition`` when
     the cluster configures them (a tier's own when it has one: ``tier_accounts``,
-    ``tier_partitions``).  Then ``export`` lines for ``env`` (sorted by
-    name), then the command.
+    ``tier_partitions``); ``--mem`` and ``--cpus-per-task`` when the row sets them
+    (:func:`resources`).  The job name is ``eps-<dispatch_id>-<user>`` when the row says
+    ``user_in_job_name``.  Then ``export`` lines for the cluster's environment
+    (:func:`cluster_env`) and ``env`` (``env`` wins a shared name), sorted by name; then, when
+    the row says ``cleanup_trap``, the trap and the command in the background with a ``wait``
+    for it; else the command itself.
 
     Raises :class:`SbatchRenderError` for a value that cannot be rendered safely,
     an empty command, a non-positive duration, no time at all (an unknown duration and no
@@ -92,7 +133,10 @@ def render_sbatch(
     if not job.command:
         raise SbatchRenderError("command", "", "is empty")
 
-    options: list[tuple[str, str]] = [("job-name", job_name(dispatch_id))]
+    if cluster.user_in_job_name and (user is None or _USER.fullmatch(user) is None):
+        raise SbatchRenderError("user", str(user), "is not a cluster user name (the job name carries it)")
+    named = job_name(dispatch_id, user if cluster.user_in_job_name else None)
+    options: list[tuple[str, str]] = [("job-name", named)]
     if rung.qos is not None:
         options.append(("qos", rung.qos))
     if rung.gpus > 0:
@@ -104,17 +148,30 @@ def render_sbatch(
         options.append(("account", account))
     if (partition := cluster.partition_for(rung.qos)) is not None:
         options.append(("partition", partition))
+    mem, cpus = resources(cluster, rung.gpus)
+    if mem is not None:
+        options.append(("mem", f"{mem}G"))
+    if cpus is not None:
+        options.append(("cpus-per-task", str(cpus)))
 
     lines = ["#!/bin/bash", "#SBATCH --no-requeue"]  # a second run is eps's to start (its retry policy)
     for name, value in options:
         if _SBATCH_VALUE.fullmatch(value) is None:
             raise SbatchRenderError(f"--{name}", value, "holds a character sbatch cannot take safely")
         lines.append(f"#SBATCH --{name}={value}")
-    for name, value in sorted((env or {}).items()):
+    own = cluster_env(cluster, rung.gpus, user)
+    exports = {**own, **(env or {})}
+    for name, value in sorted(exports.items()):
         if _ENV_NAME.fullmatch(name) is None:
             raise SbatchRenderError("environment name", name, "is not a shell identifier")
+        if name in FORBIDDEN_ENV:
+            raise SbatchRenderError("environment name", name, "is SLURM's to set (the job's own GPUs)")
         lines.append(f"export {name}={quote_arg(value)}")
-    lines.append(" ".join(quote_arg(arg) for arg in job.command))
+    command = " ".join(quote_arg(arg) for arg in job.command)
+    if cluster.cleanup_trap:
+        lines += [_TRAP, f"{command} &", "wait $!"]
+    else:
+        lines.append(command)
     return "\n".join(lines) + "\n"
 
 

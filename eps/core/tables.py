@@ -282,10 +282,30 @@ BIG_VOLUME_INTENT = "cpu-bigmem"
 #: The intent a gradient-descent fit on a CPU intent is routed to (P4).
 GRADIENT_FIT_INTENT = "gpu-1"
 
+#: The fellows cluster as it really is.  Sources: its handbook and live ``sacctmgr`` as the
+#: original project recorded them (its fellows-lane task card "Add the Anthropic fellows Slurm
+#: cluster (charmander) as a backend router lane" and its ``slurm.py`` cluster table), and the
+#: cohort's own batch scripts on the cluster's shared filesystem (``--partition=general``,
+#: ``--cpus-per-task=16 --mem=128G`` per GPU, ``HF_HOME=/workspace-vast/pretrained_ckpts``,
+#: ``HF_TOKEN_PATH=/workspace-vast/$USER/.cache/huggingface/token``,
+#: ``NCCL_SOCKET_IFNAME=vxlan0``, ``NCCL_NVLS_ENABLE=0``):
+#:
+#: - batch jobs go to partition ``general`` (high-eur, normal-eur) or ``general,overflow``
+#:   (low-eur); no ``--account``: the user's default account applies;
+#: - about 128 GB per GPU, never more than about 250 GB per GPU, never ``--mem=0``
+#:   (``--mem = min(128 x GPUs, 1800)`` GB); CPUs scale with the GPUs;
+#: - the hard rules, each the cause of a real multi-user outage: never ``--export=`` (the
+#:   environment goes in the script body), never ``CUDA_VISIBLE_DEVICES``, never sbatch in a
+#:   loop (one at a time, paced), NCCL settings for multi-GPU jobs, caches on the shared
+#:   filesystem (``/home`` is per node), a cleanup trap that kills the job's process group,
+#:   job names that carry the user and self-scoped cancels (``scancel -u``);
+#: - high-eur preempts normal-eur and low-eur; low-eur is preemptible (about 3 min of
+#:   SIGTERM grace, auto-requeue, which ``--no-requeue`` turns into an end eps relaunches);
+#: - dev-eur is srun-only: sbatch rejects it, so the dev QoS stays off (``dev_qos_for_debug``).
 FELLOWS = ClusterConfig(
     name="fellows",
-    partition="gpu",
-    account="fellows",
+    partition="general",
+    account=None,
     qos_ladder=("high-eur", "normal-eur", "low-eur"),
     dev_qos="dev-eur",
     dev_qos_for_debug=False,
@@ -294,16 +314,33 @@ FELLOWS = ClusterConfig(
     advance_on_self_cap=False,
     gpus_per_node=8,
     gpu_model="H200",
+    tier_partitions=(("low-eur", "general,overflow"),),
+    mem_per_gpu_gb=128,
+    mem_max_gb=1800,
+    mem_max_per_gpu_gb=250,
+    cpus_per_gpu=16,
+    cpus_max=128,
+    job_env=(
+        ("HF_HOME", "/workspace-vast/pretrained_ckpts"),
+        ("HF_TOKEN_PATH", "/workspace-vast/{user}/.cache/huggingface/token"),
+    ),
+    multi_gpu_env=(("NCCL_NVLS_ENABLE", "0"), ("NCCL_SOCKET_IFNAME", "vxlan0")),
+    user_in_job_name=True,
+    preemptible=("normal-eur", "low-eur"),
+    submit_gap_s=2.0,
+    cleanup_trap=True,
 )
 
 #: What ``sacctmgr show qos`` reports on fellows (SPEC.md facts).  Used when the
 #: user gives no grants file and no live discovery is done (``eps plan``).
 DEFAULT_FELLOWS_GRANTS: tuple[QosTier, ...] = (
-    QosTier("high-eur", priority=100_000, max_wall_s=7 * DAY_S, max_gpus_per_user=16),
+    QosTier("high-eur", priority=100_000, max_wall_s=7 * DAY_S, max_gpus_per_user=16,
+            preempts=("normal-eur", "low-eur")),
     QosTier("normal-eur", priority=50_000, max_wall_s=7 * DAY_S, max_gpus_per_user=16),
-    QosTier("low-eur", priority=10_000, max_wall_s=14 * DAY_S, max_gpus_per_user=None),
+    QosTier("low-eur", priority=10_000, max_wall_s=14 * DAY_S, max_gpus_per_user=None,
+            preempt_mode="requeue", grace_s=180),
     QosTier("dev-eur", priority=200_000, max_wall_s=1 * DAY_S, max_gpus_per_user=8),
-)
+)  # fmt: skip
 
 DEFAULT_GRANTS = QosGrants(clusters=(("fellows", DEFAULT_FELLOWS_GRANTS),))
 

@@ -187,8 +187,9 @@ def next_step(walk: Walk, seen: Observation, *, policy: Policy = DEFAULT_POLICY)
         case Running(handle):
             return walk, Landed(handle)
         case Failed(rung, failure):
-            if stops_dispatch(failure):
-                return walk, Stop(failure.message, failure=failure)
+            if stops_dispatch(failure, fall_through=walk.job.fall_through):
+                terminal = Terminal.MISCONFIGURED if failure.kind is FailureKind.MISCONFIGURED else None
+                return walk, Stop(failure.message, terminal=terminal, failure=failure)
             if failure.kind is FailureKind.TRANSIENT and rung.kind in _MAY_LEAVE_MACHINES:
                 why = "the create failed but may have made it; release it by name before moving on"
                 unsettled = (rung, failure, WithdrawWhy.MAYBE_MADE)
@@ -223,6 +224,10 @@ def _learn(walk: Walk, rung: Rung, failure: LaneFailure) -> Walk:
 
 def _replan(walk: Walk, policy: Policy) -> tuple[Walk, Step]:
     p = plan(walk.job, walk.snapshot, walk.grants, None, policy=policy)
+    if p.terminal is None and p.rungs[0].fault is not None:
+        # The cluster said this tier is set up wrong (a fault known before the walk): stop
+        # here rather than fall to a paid lane (the job did not ask to fall through).
+        return walk, Stop(p.rungs[0].fault, terminal=Terminal.MISCONFIGURED, plan=p)
     if p.terminal is None:
         return walk, Start(p.rungs[0], p)
     message = terminal_text(p)
