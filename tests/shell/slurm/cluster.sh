@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# A real single-node SLURM cluster ("fellows") with accounting and the QoS
-# ladder of SPEC.md, for the SLURM lane's integration tests and CI.
+# A real single-node SLURM cluster shaped like fellows (SPEC.md, "fellows as the
+# cluster really is"): accounting, the QoS ladder, batch partitions `general` and
+# `overflow`, the user's default account (no --account needed), memory checked
+# against the node, and QoS preemption (high-eur preempts normal-eur and low-eur,
+# PreemptMode=REQUEUE with a grace), for the SLURM lane's integration tests and CI.
 #
 #   bash tests/shell/slurm/cluster.sh start    # install if missing, configure, start, wait until ready
 #   bash tests/shell/slurm/cluster.sh stop     # stop every daemon this script started
@@ -20,7 +23,10 @@ set -euo pipefail
 STATE=${EPS_SLURM_STATE:-/var/lib/eps-test-slurm}
 CLUSTER=fellows
 ACCOUNT=fellows
-PARTITION=gpu
+PARTITION=general
+OVERFLOW=overflow
+# The SIGTERM grace of a preempted job (fellows: about 3 min; short here, for the tests).
+GRACE=${EPS_SLURM_GRACE:-15}
 NODE=$(hostname -s)
 USER_NAME=${EPS_SLURM_USER:-root}
 READY_TIMEOUT=${EPS_SLURM_READY_TIMEOUT:-90}
@@ -28,11 +34,12 @@ READY_TIMEOUT=${EPS_SLURM_READY_TIMEOUT:-90}
 # The QoS ladder, as SPEC.md ("Facts the tables start from") states it:
 # name|priority|MaxWall|MaxTRESPerUser ("" = no cap).  The field order is the
 # order `sacctmgr -P -n show qos format=Name,Priority,MaxWall,MaxTRESPU` prints.
+# Then Preempt|GraceTime (seconds) ("" = none).
 QOS_SPEC=(
-  "high-eur|100000|7-00:00:00|gres/gpu=16"
-  "normal-eur|50000|7-00:00:00|gres/gpu=16"
-  "low-eur|10000|14-00:00:00|"
-  "dev-eur|200000|1-00:00:00|gres/gpu=8"
+  "high-eur|100000|7-00:00:00|gres/gpu=16|low-eur,normal-eur|0"
+  "normal-eur|50000|7-00:00:00|gres/gpu=16||$GRACE"
+  "low-eur|10000|14-00:00:00|||$GRACE"
+  "dev-eur|200000|1-00:00:00|gres/gpu=8||0"
 )
 QOS_NAMES="dev-eur,high-eur,low-eur,normal-eur"
 
@@ -127,14 +134,21 @@ AccountingStorageTRES=gres/gpu
 # priority by QoS
 PriorityType=priority/multifactor
 PriorityWeightQOS=100000
+# fellows: high-eur preempts normal-eur and low-eur; a preempted job gets its QoS's
+# GraceTime of SIGTERM, then is requeued (or cancelled when it said --no-requeue)
+PreemptType=preempt/qos
+PreemptMode=REQUEUE
+JobRequeue=1
 # pending reasons appear within a second
 SchedulerParameters=sched_interval=1,bf_interval=1
 ReturnToService=2
 MinJobAge=60
 # more CPUs than the machine has, so several test jobs run at once
 SlurmdParameters=config_overrides
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 Gres=gpu:8 State=UNKNOWN
+# an H200 node's size (eps asks for 16 CPUs and 128 GB per GPU there); memory is checked, not consumed
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=128 Sockets=1 CoresPerSocket=128 ThreadsPerCore=1 RealMemory=2000000 Gres=gpu:8 State=UNKNOWN
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+PartitionName=$OVERFLOW Nodes=$NODE MaxTime=INFINITE State=UP
 EOF
   then CONF_CHANGED=1; fi
 
@@ -220,7 +234,9 @@ ctld_up() { scontrol ping | grep -q 'is UP'; }
 
 start_slurmctld() {
   if alive "$PIDS/slurmctld.pid" && ((CONF_CHANGED)); then
-    scontrol reconfigure || true
+    # a changed PreemptType takes effect only on a restart (scontrol reconfigure logs it, no more)
+    scancel --quiet --full --user="$USER_NAME" 2>/dev/null || true
+    stop_pidfiles "$PIDS/slurmctld.pid"
   fi
   if ! alive "$PIDS/slurmctld.pid"; then
     /usr/sbin/slurmctld
@@ -260,15 +276,18 @@ setup_accounting() {
   local clusters qos_now line name prio wall tres cur assoc
   clusters=$(sacctmgr -n -P show cluster format=Cluster)
   grep -qx "$CLUSTER" <<<"$clusters" || sacct_i add cluster "$CLUSTER"
-  qos_now=$(sacctmgr -n -P show qos format=Name,Priority,MaxWall,MaxTRESPU)
+  qos_now=$(sacctmgr -n -P show qos format=Name,Priority,MaxWall,MaxTRESPU,Preempt,GraceTime)
+  for line in "${QOS_SPEC[@]}"; do  # every tier first: a Preempt list names the others
+    grep -q "^${line%%|*}|" <<<"$qos_now" || sacct_i add qos "${line%%|*}"
+  done
   for line in "${QOS_SPEC[@]}"; do
-    IFS='|' read -r name prio wall tres <<<"$line"
+    IFS='|' read -r name prio wall tres preempt grace <<<"$line"
     cur=$(grep "^$name|" <<<"$qos_now" || true)
-    [[ $cur == "$line" ]] && continue
-    [[ -z $cur ]] && sacct_i add qos "$name"
-    # gres/gpu=-1 clears a per-user GPU cap
+    # sacctmgr prints GraceTime as HH:MM:SS
+    [[ $cur == "$name|$prio|$wall|$tres|$preempt|$(printf '%02d:%02d:%02d' $((grace / 3600)) $((grace / 60 % 60)) $((grace % 60)))" ]] && continue
+    # gres/gpu=-1 clears a per-user GPU cap; an empty Preempt= clears the list
     sacct_i modify qos where name="$name" set Priority="$prio" MaxWall="$wall" \
-      MaxTRESPerUser="${tres:-gres/gpu=-1}"
+      MaxTRESPerUser="${tres:-gres/gpu=-1}" Preempt="$preempt" GraceTime="$grace"
   done
   sacctmgr -n -P show account format=Account | grep -qx "$ACCOUNT" \
     || sacct_i add account "$ACCOUNT" cluster="$CLUSTER" description=eps-test organization=eps
@@ -277,7 +296,7 @@ setup_accounting() {
     sacct_i add user "$USER_NAME" account="$ACCOUNT" cluster="$CLUSTER"
   fi
   if ! grep -qx "$ACCOUNT|$QOS_NAMES" <<<"$assoc"; then
-    sacct_i modify user where name="$USER_NAME" account="$ACCOUNT" set QOS="$QOS_NAMES" DefaultQOS=high-eur
+    sacct_i modify user where name="$USER_NAME" account="$ACCOUNT" set QOS="$QOS_NAMES" DefaultQOS=low-eur
   fi
   # The user holds only the ladder's tiers: drop the association `add cluster`
   # creates in account root (QoS normal).
@@ -287,7 +306,7 @@ setup_accounting() {
   fi
 }
 
-test_only() { sbatch --test-only --qos="$1" --account="$ACCOUNT" -o /dev/null --wrap=true; }
+test_only() { sbatch --test-only --qos="$1" -o /dev/null --wrap=true; }
 
 wait_ready() {
   local q deadline=$((SECONDS + READY_TIMEOUT))
