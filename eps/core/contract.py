@@ -24,6 +24,7 @@ class Exit(IntEnum):
     BAD_INPUT = 2
     INTERNAL = 70
     STILL_RUNNING = 75
+    MISCONFIGURED = 78
     INTERRUPTED = 130
 
 
@@ -40,6 +41,9 @@ EXIT_TABLE: tuple[tuple[int, str, str], ...] = (
     (Exit.STILL_RUNNING, "still running", "`eps wait` / `eps attach --timeout` passed, SIGTERM/SIGHUP stopped the "
      "caller, or `eps execute` left a dispatch waiting for capacity (`--retry no-capacity`): the dispatch goes on "
      "under its supervisor (`eps attach D` follows it again, `eps cancel D` stops it)"),
+    (Exit.MISCONFIGURED, "cluster misconfigured", "a free cluster said a tier eps would use is set up wrong (its "
+     "partition, account or QoS): `eps execute` stopped there and started nothing on a paid lane (`--fall-through` "
+     "skips the cluster instead); `eps check` names the setting and the fix"),
     (Exit.INTERRUPTED, "interrupted", "Ctrl-C: this eps stopped (a supervised dispatch goes on: `eps attach D`); "
      "`eps wait` of a cancelled job"),
 )  # fmt: skip

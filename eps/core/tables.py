@@ -334,11 +334,12 @@ FELLOWS = ClusterConfig(
 #: What ``sacctmgr show qos`` reports on fellows (SPEC.md facts).  Used when the
 #: user gives no grants file and no live discovery is done (``eps plan``).
 DEFAULT_FELLOWS_GRANTS: tuple[QosTier, ...] = (
+    # Preempt as sacctmgr lists it (sorted); PreemptMode is the cluster's (REQUEUE: auto-requeue,
+    # which --no-requeue turns into an end eps relaunches); about 3 min of grace on low-eur.
     QosTier("high-eur", priority=100_000, max_wall_s=7 * DAY_S, max_gpus_per_user=16,
-            preempts=("normal-eur", "low-eur")),
+            preempts=("low-eur", "normal-eur")),
     QosTier("normal-eur", priority=50_000, max_wall_s=7 * DAY_S, max_gpus_per_user=16),
-    QosTier("low-eur", priority=10_000, max_wall_s=14 * DAY_S, max_gpus_per_user=None,
-            preempt_mode="requeue", grace_s=180),
+    QosTier("low-eur", priority=10_000, max_wall_s=14 * DAY_S, max_gpus_per_user=None, grace_s=180),
     QosTier("dev-eur", priority=200_000, max_wall_s=1 * DAY_S, max_gpus_per_user=8),
 )  # fmt: skip
 

@@ -43,7 +43,7 @@ from eps.core.model import (
     Terminal,
     evolve,
 )
-from eps.core.outcome import FailureKind, Handle, LaneFailure, absorb, stops_dispatch
+from eps.core.outcome import FailureKind, Handle, LaneFailure, absorb, misconfigured_fix, stops_dispatch
 from eps.core.router import plan
 from eps.core.states import LEFT_ATTEMPT_STATES, RETRYABLE_OUTCOMES, AttemptState, HandleState, Outcome
 from eps.core.tables import DEFAULT_POLICY
@@ -188,8 +188,10 @@ def next_step(walk: Walk, seen: Observation, *, policy: Policy = DEFAULT_POLICY)
             return walk, Landed(handle)
         case Failed(rung, failure):
             if stops_dispatch(failure, fall_through=walk.job.fall_through):
-                terminal = Terminal.MISCONFIGURED if failure.kind is FailureKind.MISCONFIGURED else None
-                return walk, Stop(failure.message, terminal=terminal, failure=failure)
+                if failure.kind is FailureKind.MISCONFIGURED:
+                    said = misconfigured_text(rung, failure)
+                    return _learn(walk, rung, failure), Stop(said, terminal=Terminal.MISCONFIGURED, failure=failure)
+                return walk, Stop(failure.message, failure=failure)
             if failure.kind is FailureKind.TRANSIENT and rung.kind in _MAY_LEAVE_MACHINES:
                 why = "the create failed but may have made it; release it by name before moving on"
                 unsettled = (rung, failure, WithdrawWhy.MAYBE_MADE)
@@ -217,6 +219,16 @@ def next_step(walk: Walk, seen: Observation, *, policy: Policy = DEFAULT_POLICY)
     raise TypeError(f"not an observation: {seen!r}")  # pragma: no cover - Observation is closed
 
 
+def misconfigured_text(rung: Rung, failure: LaneFailure) -> str:
+    """The one line a dispatch stopped by a misconfigured free cluster ends with: what the
+    cluster said, the fix, and the way on (P6: never a silent fall to a paid lane)."""
+    fix = misconfigured_fix(rung.lane, failure.code)
+    return (
+        f"{rung.lane} says {rung.qos or 'its queue'} is set up wrong ({failure.message}); fix: {fix}; "
+        "nothing was started on a paid lane (--fall-through skips the cluster instead)"
+    )
+
+
 def _learn(walk: Walk, rung: Rung, failure: LaneFailure) -> Walk:
     snap = absorb(walk.snapshot, rung, failure, restartable=walk.job.restartable)
     return walk._replace(snapshot=snap, failures=(*walk.failures, failure))
@@ -227,7 +239,8 @@ def _replan(walk: Walk, policy: Policy) -> tuple[Walk, Step]:
     if p.terminal is None and p.rungs[0].fault is not None:
         # The cluster said this tier is set up wrong (a fault known before the walk): stop
         # here rather than fall to a paid lane (the job did not ask to fall through).
-        return walk, Stop(p.rungs[0].fault, terminal=Terminal.MISCONFIGURED, plan=p)
+        said = f"{p.rungs[0].fault}; nothing was started on a paid lane (--fall-through skips the cluster instead)"
+        return walk, Stop(said, terminal=Terminal.MISCONFIGURED, plan=p)
     if p.terminal is None:
         return walk, Start(p.rungs[0], p)
     message = terminal_text(p)

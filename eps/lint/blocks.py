@@ -135,6 +135,52 @@ def render_qos_ladder(facts: PolicyFacts) -> list[str]:
     return out or ["(no cluster has a QoS ladder)"]
 
 
+def render_cluster_rules(facts: PolicyFacts) -> list[str]:
+    """Each SLURM cluster's row as the renders apply it (eps.core.tables, eps.core.sbatch)."""
+    from eps.core.ladder import preempted_by
+    from eps.core.sbatch import FORBIDDEN_ENV
+
+    out: list[str] = []
+    for c in facts.policy.clusters:
+        tiers = [*c.qos_ladder, *([c.dev_qos] if c.dev_qos else [])] or [None]
+        rows = []
+        for qos in tiers:
+            by = () if qos is None else preempted_by(c, qos, tuple(facts.tiers(c.name).values()))
+            rows.append((qos or "(its queue)", f"`{c.partition_for(qos) or '(the default)'}`",
+                         f"`{c.account_for(qos)}`" if c.account_for(qos) else "none: the user's default",
+                         f"by {', '.join(by)}" if by else "no"))  # fmt: skip
+        if out:
+            out.append("")
+        out += [f"{c.name}:", ""]
+        out += table(("tier", "partition", "account", "preemptible"), rows)
+        sizes = []
+        for n in sorted({1, c.gpus_per_node}):
+            mem, cpus = c.resources(n)
+            sizes.append(f"{n} GPU: {'--mem=' + str(mem) + 'G' if mem else 'no --mem'}, "
+                         f"{'--cpus-per-task=' + str(cpus) if cpus else 'no --cpus-per-task'}")  # fmt: skip
+        per_gpu = "not set (the cluster's default)" if c.mem_per_gpu_gb is None else (
+            f"{c.mem_per_gpu_gb} GB per GPU, at most {c.mem_max_gb} GB a job"
+            + (f" (the cluster's ceiling: {c.mem_max_per_gpu_gb} GB per GPU)" if c.mem_max_per_gpu_gb else "")
+        )  # fmt: skip
+        env = ", ".join(f"`{k}={v}`" for k, v in c.job_env) or "none"
+        multi = ", ".join(f"`{k}={v}`" for k, v in c.multi_gpu_env) or "none"
+        out += [
+            "",
+            f"- Memory: {per_gpu}; never `--mem=0`. CPUs: "
+            + (f"{c.cpus_per_gpu} per GPU, at most {c.cpus_max}" if c.cpus_per_gpu else "not set")
+            + f" ({'; '.join(sizes)})",
+            f"- Exported in the script body (never `--export`): {env}; multi-GPU jobs also {multi}",
+            f"- Never set: {', '.join(f'`{n}`' for n in sorted(FORBIDDEN_ENV))} (SLURM sets it)",
+            f"- Job name: `eps-<dispatch>{'-<user>' if c.user_in_job_name else ''}`; cancels are "
+            "`scancel -u <user> <id>` (self-scoped)",
+            f"- Submissions from one host: one sbatch at a time, at least {c.submit_gap_s:g} s apart",
+            f"- Cleanup trap (SIGTERM/SIGINT/SIGQUIT to the script's process group): "
+            f"{'yes' if c.cleanup_trap else 'no'}; SLURM's own requeue: never (`--no-requeue`)",
+            f"- Access: {c.access}",
+        ]
+    return out or ["(no SLURM cluster)"]
+
+
 def _tier_row(rung: str, qos: str, tier: object, cap: str) -> tuple[str, ...]:
     from eps.core.model import QosTier
 
@@ -226,6 +272,7 @@ RENDERERS: dict[str, Renderer] = {
     "intents": render_intents,
     "lane-orders": render_lane_orders,
     "qos-ladder": render_qos_ladder,
+    "cluster-rules": render_cluster_rules,
     "pending-reasons": render_pending_reasons,
 }
 #: Every block name a document may hold.

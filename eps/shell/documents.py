@@ -48,6 +48,7 @@ def rung_dict(r: Rung, down: LaneDown | None = None) -> dict[str, Any]:
         "key": r.key,
         "runnable": down is None,
         "not_runnable": None if down is None else {"code": down.code.value, "text": down.reason, "fix": down.fix},
+        "misconfigured": r.fault,
     }
 
 
@@ -65,6 +66,7 @@ def job_dict(job: Job) -> dict[str, Any]:
         "count": job.count,
         "pin": job.pin,
         "command": list(job.command),
+        "fall_through": job.fall_through,
     }
 
 

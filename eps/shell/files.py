@@ -42,6 +42,7 @@ from eps.core.model import (
 )
 from eps.core.records import is_record
 from eps.shell import lane_settings, ssh_settings
+from eps.shell.lane_settings import ClusterDoc
 from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings, duration_setting
 from eps.shell.ssh_settings import SshDoc
 
@@ -94,7 +95,7 @@ def _is_sequence(t: Any) -> bool:
 def _converter() -> cattrs.Converter:
     # The records are written with postponed annotations; resolve them so cattrs
     # sees real types instead of strings.
-    for cls in (_ThresholdsDoc, _ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _JobsDoc, _LanesDoc, _ConfigDoc):
+    for cls in (_ThresholdsDoc, ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _JobsDoc, _LanesDoc, _ConfigDoc):
         attrs.resolve_types(cls)
     conv = cattrs.Converter(forbid_extra_keys=True)
     # The core's records are NamedTuples (eps.core.records'): structure them from dicts, strictly, too.
@@ -132,12 +133,13 @@ def _converter() -> cattrs.Converter:
     conv.register_structure_hook(Stock, stock)
     conv.register_structure_hook_func(_is_sequence, sequence)
 
-    def wall(value: Any, _: type) -> str | int | None:
+    def wall(value: Any, target: Any) -> str | float | None:  # a duration: text, or seconds
         if value is None or isinstance(value, str):
             return value
-        return _strict_int(value, int)
+        return _strict_int(value, int) if int in typing.get_args(target) else _strict_float(value, float)
 
     conv.register_structure_hook(str | int | None, wall)
+    conv.register_structure_hook(str | float | None, wall)
 
     def line_or_argv(value: Any, _: type) -> str | list[str] | None:
         if value is None or isinstance(value, str):
@@ -244,6 +246,13 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "clusters.first_park_cap_s": (0, 7 * 86_400, False),
     "clusters.next_park_cap_s": (0, 7 * 86_400, False),
     "clusters.gpus_per_node": (1, 1024, False),
+    # Never 0: --mem=0 takes a whole node's memory from everyone else on it.
+    "clusters.mem_per_gpu_gb": (0, 10**4, True),
+    "clusters.mem_max_gb": (0, 10**5, True),
+    "clusters.mem_max_per_gpu_gb": (0, 10**4, True),
+    "clusters.cpus_per_gpu": (0, 1024, True),
+    "clusters.cpus_max": (0, 10**5, True),
+    "clusters.submit_gap_s": (0, 60, False),  # 20 dispatches at once, a minute apart, already wait 20 min
 }
 
 
@@ -312,27 +321,6 @@ class _VmDoc:
 
 
 @frozen
-class _ClusterDoc:
-    name: str
-    login: list[str] | None = None
-    user: str | None = None
-    work_root: str | None = None
-    partition: str | None = None
-    account: str | None = None
-    qos_ladder: list[str] | None = None
-    dev_qos: str | None = None
-    dev_qos_for_debug: bool | None = None
-    first_park_cap_s: int | None = None
-    next_park_cap_s: int | None = None
-    advance_on_self_cap: bool | None = None
-    gpus_per_node: int | None = None
-    gpu_model: str | None = None
-    tier_partition: dict[str, str] | None = None
-    tier_account: dict[str, str] | None = None
-    login_master: str | None = None
-
-
-@frozen
 class _LanesDoc:
     gpu: list[str] | None = None
     cpu: list[str] | None = None
@@ -396,7 +384,7 @@ class _ConfigDoc:
     gcp: _GcpDoc | None = None
     runpod: _RunpodDoc | None = None
     vm: _VmDoc | None = None
-    clusters: list[_ClusterDoc] | None = None
+    clusters: list[ClusterDoc] | None = None
     lanes: _LanesDoc | None = None
 
 
@@ -405,12 +393,13 @@ def _set(obj: Any, **changes: Any) -> Any:
     return evolve(obj, **real) if real else obj
 
 
-def _section(doc: Any, name: str, source: str) -> None:
-    """Range-check every number of one config section against :data:`RANGES`."""
+def _section(doc: Any, name: str, source: str, where: str | None = None) -> None:
+    """Range-check every number of one config section (at ``where``, an entry of a list of
+    them) against :data:`RANGES`."""
     for field in attrs.fields(type(doc)):
         key = f"{name}.{field.name}"
         if key in RANGES:
-            _in_range(source, key, key, getattr(doc, field.name))
+            _in_range(source, f"{where or name}.{field.name}", key, getattr(doc, field.name))
 
 
 def _thresholds(policy: Policy, t: _ThresholdsDoc, source: str) -> Policy:
@@ -506,11 +495,13 @@ def _runpod(base: RunpodSettings, r: _RunpodDoc, source: str) -> RunpodSettings:
 
 
 def _clusters(
-    policy: Policy, access: list[ClusterAccess], docs: list[_ClusterDoc], source: str
+    policy: Policy, access: list[ClusterAccess], docs: list[ClusterDoc], source: str
 ) -> tuple[Policy, list[ClusterAccess]]:
     clusters = list(policy.clusters)
     for i, c in enumerate(docs):
-        _section(c, "clusters", source)
+        _section(c, "clusters", source, f"clusters[{i}]")
+        gap = lane_settings.submit_gap(c.submit_gap, f"clusters[{i}]", source)
+        _in_range(source, f"clusters[{i}].submit_gap", "clusters.submit_gap_s", gap)
         if c.name in _LANE_NAMES:
             raise ConfigError(f"{source}: {c.name!r} is a lane name, not a cluster @ $.clusters[{i}].name")
         if not c.name.strip():
@@ -521,8 +512,8 @@ def _clusters(
         current = clusters[existing] if existing is not None else ClusterConfig(name=c.name)
         updated = _set(
             current,
-            partition=c.partition,
-            account=c.account,
+            partition=c.partition or None,  # "" (none) is cleared by lane_settings.facts
+            account=c.account or None,
             qos_ladder=c.qos_ladder,
             dev_qos=c.dev_qos,
             dev_qos_for_debug=c.dev_qos_for_debug,
@@ -531,8 +522,18 @@ def _clusters(
             advance_on_self_cap=c.advance_on_self_cap,
             gpus_per_node=c.gpus_per_node,
             gpu_model=c.gpu_model,
+            mem_per_gpu_gb=c.mem_per_gpu_gb,
+            mem_max_gb=c.mem_max_gb,
+            mem_max_per_gpu_gb=c.mem_max_per_gpu_gb,
+            cpus_per_gpu=c.cpus_per_gpu,
+            cpus_max=c.cpus_max,
+            user_in_job_name=c.user_in_job_name,
+            access=c.access,
+            submit_gap_s=gap,
+            cleanup_trap=c.cleanup_trap,
         )
         updated = lane_settings.per_tier(updated, c.tier_partition, c.tier_account, f"clusters[{i}]", source)
+        updated = lane_settings.facts(updated, c, f"clusters[{i}]", source)
         if existing is None:
             clusters.append(updated)
         else:

@@ -64,7 +64,8 @@ class Job:
     "Jobs that heal"): ``retry`` (events: ``("interruption", "error")`` or
     ``"interruption,error"``; ``None``: the default), ``retry_for`` (a duration),
     ``max_restarts`` (0..1000), ``sync_every`` (a duration; 0: never; ``None``: ``[jobs]
-    sync_every_s``).  ``settings_env`` replaces ``os.environ`` when the settings are read
+    sync_every_s``).  ``fall_through``: a free cluster that says it is set up wrong is skipped
+    instead of ending the dispatch.  ``settings_env`` replaces ``os.environ`` when the settings are read
     for the check.
     """
 
@@ -84,6 +85,7 @@ class Job:
     retry_for: str | int | float | None = None
     max_restarts: int | None = None
     sync_every: str | int | float | None = None
+    fall_through: bool = False
     settings_env: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -120,6 +122,7 @@ class Job:
             retry_for_s=None if self.retry_for is None else seconds(self.retry_for, "retry_for"),
             max_restarts=self.max_restarts,
             sync_every_s=None if self.sync_every is None else seconds(self.sync_every, "sync_every"),
+            fall_through=bool(self.fall_through),
         )
 
     def shipping(self) -> Shipping:
@@ -147,4 +150,5 @@ class Job:
         out += ["--retry-for", str(core.retry_for_s)] if core.retry_for_s is not None else []
         out += ["--max-restarts", str(core.max_restarts)] if core.max_restarts is not None else []
         out += ["--sync-every", str(core.sync_every_s)] if core.sync_every_s is not None else []
+        out += ["--fall-through"] if core.fall_through else []
         return [*out, "--", *core.command] if core.command else out

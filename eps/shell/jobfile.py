@@ -15,6 +15,7 @@ env = ["HF_TOKEN", "MODE=fast"]
 time_limit = "3h"
 command = "python analyse.py --out $EPS_OUTPUT_DIR/result.csv"   # a shell line, or a list: an argv
 sync_every = "10m"         # pull $EPS_OUTPUT_DIR this often while the job runs (0: never)
+fall_through = false       # a free cluster that says it is set up wrong: skip it (true) or stop (false)
 
 [retry]                    # the retry policy (see "Jobs that heal" in the README)
 on = ["interruption", "error"]   # a list of events: no-capacity, interruption, error
@@ -67,6 +68,7 @@ class _JobDoc:
     time_limit: str | int | None = None
     command: str | list[str] | None = None
     sync_every: str | int | None = None
+    fall_through: bool | None = None
     retry: _RetryDoc | None = None
 
 
@@ -90,6 +92,7 @@ class JobFile(NamedTuple):
     retry_for_s: int | None = None
     max_restarts: int | None = None
     sync_every_s: int | None = None
+    fall_through: bool | None = None
 
 
 def _seconds(path: str, field: str, value: str | int | None, *, positive: bool = False) -> int | None:
@@ -147,6 +150,7 @@ def load_job_file(path: str) -> JobFile:
         env=None if doc.env is None else tuple(doc.env),
         time_limit_s=_seconds(path, "time_limit", doc.time_limit, positive=True),
         command=command,
+        fall_through=doc.fall_through,
         retry=_checked(path, "retry.on", job_retry, retry.on),
         retry_for_s=_seconds(path, "retry.for", retry.for_),
         max_restarts=_checked(path, "retry.max_restarts", job_max_restarts, retry.max_restarts),

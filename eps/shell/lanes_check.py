@@ -26,20 +26,54 @@ from eps.shell.events import SCHEMA_VERSION
 from eps.shell.settings import Settings
 
 
-def _probe(lanes: Any, name: str) -> Callable[[], tuple[bool, str]]:
-    """The one read-only question for lane ``name``: (answered, what it said)."""
+#: What a lane's probe answers: (usable, what it said, the fix when a setting is wrong, per-tier findings).
+Answer = tuple[bool, str, str | None, list[dict[str, Any]]]
+
+
+def _tiers(lanes: Any, name: str, lane: Any, granted: set[str]) -> tuple[list[dict[str, Any]], str | None]:
+    """Each tier eps would submit under on cluster ``name`` (its granted ladder tiers, or its one
+    queue), tested with ``sbatch --test-only`` of the exact script eps renders: the findings,
+    and the fix of the first that the cluster says is set up wrong.  What the cluster says
+    is remembered for ``eps plan`` and ``eps execute`` (:mod:`eps.shell.cluster_faults`)."""
+    from eps.core.model import TierFault
+    from eps.core.outcome import FailureKind, misconfigured_fix
+    from eps.shell import cluster_faults
+
+    cluster = lanes.policy.cluster(name)
+    tiers: list[str | None] = [q for q in cluster.qos_ladder if q in granted] if cluster.qos_ladder else [None]
+    state_dir = lanes.settings.state_dir
+    found, first_fix = [], None
+    for qos in tiers:
+        failure = lane.check_tier(qos)
+        if failure is None:
+            cluster_faults.clear(state_dir, name, qos)
+            found.append({"qos": qos, "ok": True, "text": "sbatch --test-only accepts the script eps submits",
+                          "fix": None})  # fmt: skip
+            continue
+        fix = misconfigured_fix(name, failure.code) if failure.kind is FailureKind.MISCONFIGURED else None
+        if fix is not None:
+            cluster_faults.record(state_dir, lanes.policy, TierFault(name, qos, failure.message, fix))
+            first_fix = first_fix or fix
+        found.append({"qos": qos, "ok": False, "text": f"{failure.kind.value}: {failure.message}", "fix": fix})
+    return found, first_fix
+
+
+def _probe(lanes: Any, name: str) -> Callable[[], Answer]:
+    """The one read-only question for lane ``name`` (a cluster: its grants, then a
+    ``sbatch --test-only`` of each tier it would use)."""
     kind = lanes.policy.lane_kind(name)
 
-    def ask() -> tuple[bool, str]:
+    def ask() -> Answer:
         if kind is LaneKind.VM:
-            return True, "local subprocesses on this machine (trivial CPU ops, P2)"
+            return True, "local subprocesses on this machine (trivial CPU ops, P2)", None, []
         lane = lanes.get(name)
         if kind is LaneKind.SLURM:
             client = getattr(lane, "client", None)
             if client is None:  # a test's stand-in
-                return True, "set up"
-            user = lanes.settings.cluster_access(name).user or lanes.env.get("USER") or lanes.env.get("LOGNAME")
-            match client.discover_grants(user or "root"):
+                return True, "set up", None, []
+            from eps.shell.lanes.registry import cluster_user
+
+            match client.discover_grants(cluster_user(lanes, name)):
                 case Success(grants):
                     tiers = grants.tiers(name) or (grants.clusters[0][1] if len(grants.clusters) == 1 else ())
                     ladder = lanes.policy.cluster(name).qos_ladder
@@ -47,14 +81,20 @@ def _probe(lanes: Any, name: str) -> Callable[[], tuple[bool, str]]:
                     said = "QoS granted: " + (", ".join(t.name for t in tiers) or "none")
                     if missing:
                         said += f"; not granted: {', '.join(missing)} (the ladder skips them, P9)"
-                    return bool(tiers), said
+                    if not tiers:
+                        return False, said, None, []
+                    found, fix = _tiers(lanes, name, lane, {t.name for t in tiers})
+                    wrong = [f"{t['qos'] or 'queue'}: {t['text']}" for t in found if not t["ok"]]
+                    if wrong:
+                        said += "; the cluster refuses what eps would submit: " + "; ".join(wrong)
+                    return not wrong, said, fix, found
                 case Failure(f):
-                    return False, f"did not answer: {f.message}"
+                    return False, f"did not answer: {f.message}", None, []
         match lane.inventory(None):
             case Success(items):
-                return True, f"answered; {len(items)} machine(s) of eps there now"
+                return True, f"answered; {len(items)} machine(s) of eps there now", None, []
             case Failure(f):
-                return False, f"{f.kind.value}: {f.message}"
+                return False, f"{f.kind.value}: {f.message}", None, []
         raise AssertionError("unreachable")  # pragma: no cover
 
     return ask
@@ -78,13 +118,13 @@ def gather(settings: Settings, env: dict[str, str], options: Any, timeout_s: flo
     lanes = Lanes(settings, opts)
     names = lanes.names()
     downs: dict[str, LaneDown | None] = {n: lanes.down(n) for n in names}
-    answers: dict[str, tuple[bool, str]] = {}
+    answers: dict[str, Answer] = {}
 
     def run(name: str) -> None:
         try:
             answers[name] = _probe(lanes, name)()
         except Exception as exc:  # a probe must never stop the others
-            answers[name] = (False, f"{type(exc).__name__}: {exc}")
+            answers[name] = (False, f"{type(exc).__name__}: {exc}", None, [])
 
     # Every lane asked at once, each within the timeout; daemon threads, so a lane that
     # hangs never holds the command open.
@@ -136,7 +176,7 @@ def _row(
     settings: Settings,
     name: str,
     down: LaneDown | None,
-    answer: tuple[bool, str] | None,
+    answer: Answer | None,
     timeout_s: float,
 ) -> dict[str, Any]:
     kind = settings.policy.lane_kind(name)
@@ -163,12 +203,17 @@ def _row(
         row["fix"] = down.fix
         return row
     if answer is None:
-        answer = (False, f"no answer within {timeout_s:g} s")
-    ok, said = answer
-    row["reachable"] = ok
+        answer = (False, f"no answer within {timeout_s:g} s", None, [])
+    ok, said, fix, tiers = answer
+    row["reachable"] = ok or fix is not None
     row["usable"] = ok
     row["detail"] = said
-    if not ok:
+    if tiers:
+        row["tiers"] = tiers
+    if fix is not None:  # it answered, and says a setting of eps's config is wrong
+        row["problem"] = {"code": "misconfigured", "text": said}
+        row["fix"] = fix
+    elif not ok:
         row["problem"] = {"code": DownCode.LANE_DOWN.value, "text": said}
         row["fix"] = _fix_unreachable(settings, name, kind)
     return row

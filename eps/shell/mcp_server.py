@@ -166,11 +166,11 @@ def build(svc: Service) -> Any:
     def plan(intent: Intent, duration: Duration = None, restartable: bool = False, footprint_gb: float = 0.0,
              gradient_fit: bool = False, count: int = 1, pin: Lane = None, retry: Retry = None,
              retry_for: Duration = None, max_restarts: int | None = None, sync_every: Duration = None,
-             snapshot: Doc = None, grants: Doc = None, park: str | None = None,
+             fall_through: bool = False, snapshot: Doc = None, grants: Doc = None, park: str | None = None,
              park_reason: str | None = None) -> CallToolResult:  # fmt: skip
         def run() -> dict[str, Any]:
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
-                         max_restarts, sync_every)  # fmt: skip
+                         max_restarts, sync_every, fall_through=fall_through)  # fmt: skip
             snap, qos = inputs(snapshot, grants)
             return svc.plan(job.core(), snapshot=snap, grants=qos, park=park_state(park, park_reason, policy)).to_dict()
 
@@ -181,12 +181,12 @@ def build(svc: Service) -> Any:
                 footprint_gb: float = 0.0, gradient_fit: bool = False, count: int = 1, pin: Lane = None,
                 workdir: str | None = None, setup: str | None = None, env: Env = None, time_limit: Duration = None,
                 retry: Retry = None, retry_for: Duration = None, max_restarts: int | None = None,
-                sync_every: Duration = None, snapshot: Doc = None, grants: Doc = None,
-                dispatch_id: str | None = None) -> CallToolResult:  # fmt: skip
+                sync_every: Duration = None, fall_through: bool = False, snapshot: Doc = None,
+                grants: Doc = None, dispatch_id: str | None = None) -> CallToolResult:  # fmt: skip
         def run() -> dict[str, Any]:
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
                          max_restarts, sync_every, command=command, workdir=workdir, setup=setup,
-                         env=tuple(env or ()), time_limit=time_limit)  # fmt: skip
+                         env=tuple(env or ()), time_limit=time_limit, fall_through=fall_through)  # fmt: skip
             snap, qos = inputs(snapshot, grants)
             return svc.execute(job.core(), job.shipping(), dispatch_id=dispatch_id, snapshot=snap, grants=qos)
 

@@ -49,7 +49,9 @@ def gather(
     job never does (P1)."""
     from eps.core.router import plan
 
-    snapshot = ledger.remember(snapshot)
+    from eps.shell import cluster_faults
+
+    snapshot = cluster_faults.known(ledger.remember(snapshot), ledger.state_dir, lanes.policy)
     down: tuple[LaneDown, ...] = lanes.unavailable()
     wants_cluster = job is None or any(
         lanes.policy.cluster(r.lane) is not None for r in plan(job, snapshot, grants, None, policy=lanes.policy).rungs

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from attrs import frozen
 from returns.result import Failure, Success
 
-from eps.core.model import CapacitySnapshot, Job, JobError, Policy, QosGrants, RoutePlan, Rung, evolve
+from eps.core.model import CapacitySnapshot, Job, JobError, Policy, QosGrants, RoutePlan, Rung, TierFault, evolve
 from eps.core.names import BadName, check_dispatch_id, copy_id
 from eps.core.outcome import FailureKind, Handle
 from eps.core.router import plan
@@ -341,6 +341,12 @@ class Walker:
                     "failed", dispatch=dispatch, rung=rung.key, kind=failure.kind.value, code=failure.code,
                     message=failure.message, reason={"code": failure.kind.value, "text": failure.message},
                 )  # fmt: skip
+                if failure.kind is FailureKind.MISCONFIGURED:  # eps plan marks the tier from now on
+                    from eps.core.outcome import misconfigured_fix
+                    from eps.shell import cluster_faults
+
+                    fault = TierFault(rung.lane, rung.qos, failure.message, misconfigured_fix(rung.lane, failure.code))
+                    cluster_faults.record(self.ledger.state_dir, self.settings.policy, fault)
                 return flight, Failed(rung, failure)
             case Success(handle) if handle.state is HandleState.PENDING:
                 self.ledger.update_attempt(attempt.id, AttemptState.PENDING, handle=handle.id)

@@ -32,6 +32,7 @@ JOB_DEFAULTS: dict[str, Any] = {
     "footprint_gb": 0.0,
     "gradient_fit": False,
     "count": 1,
+    "fall_through": False,
 }
 
 #: Each subcommand's examples, shown at the end of its help (and parsed by a test).
@@ -154,6 +155,8 @@ PLAN_FLAGS: dict[str, tuple[str, bool]] = {
     "--no-restartable": ("restartable", False),
     "--gradient-fit": ("gradient_fit", True),
     "--no-gradient-fit": ("gradient_fit", False),
+    "--fall-through": ("fall_through", True),
+    "--no-fall-through": ("fall_through", False),
     "--json": ("json", True),
     "--wide": ("wide", True),
 }
@@ -163,7 +166,7 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "version": False, "list_intents": False, "cmd": "plan", "intent": None, "job": None, "duration": None,
     "restartable": None, "footprint_gb": None, "gradient_fit": None, "count": None, "retry": None,
     "retry_for": None, "max_restarts": None, "sync_every": None, "pin": None, "snapshot": None, "grants": None,
-    "json": False, "wide": False, "park": None, "park_reason": None,
+    "fall_through": None, "json": False, "wide": False, "park": None, "park_reason": None,
 }  # fmt: skip
 
 

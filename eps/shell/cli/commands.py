@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED = Exit.OK, Exit.NOTHING_STARTS
 
 
+def _nothing(rows: Sequence[Any]) -> int:
+    """The exit status of a dispatch that started nothing: a free cluster set up wrong has its
+    own (the fix is in the config, and nothing was paid for), anything else is 1."""
+    if any(getattr(r, "terminal", None) == "misconfigured" for r in rows):
+        return Exit.MISCONFIGURED
+    return EXIT_FAILED
+
+
 def run(
     ns: argparse.Namespace,
     settings: Settings,
@@ -194,7 +202,7 @@ def _execute(
             _result_line(r.dispatch, r.handle, r.failure, r.terminal)
     started = all(r.handle is not None for r in results)
     if not any(r.handle is not None for r in results):
-        return EXIT_FAILED
+        return _nothing(results)
     if getattr(ns, "wait", False) or getattr(ns, "follow", False):
         follow = _follower(ledger, lanes) if ns.follow else None
         code = life.wait(ledger, lanes, reporter, dispatch, poll_s=settings.jobs.wait_poll_s, follow=follow)
@@ -324,12 +332,14 @@ def _follow(
         return Exit.STILL_RUNNING
     if wait:
         code = exit_of(rows, sys.stderr.write)
+        if not any(r.handle is not None for r in rows) and ns.cmd == "execute":
+            return max(code, _nothing(rows))
         return code if started or ns.cmd != "execute" else max(code, EXIT_FAILED)
     if not reporter.json_lines:
         for r in rows:
             _result_line(r.id, r.handle, None if r.handle else r.message, r.terminal)
         sys.stdout.write(f"follow it: eps logs -f {dispatch}; wait for it: eps wait {dispatch}\n")
-    return EXIT_OK if started else EXIT_FAILED
+    return EXIT_OK if started else _nothing(rows)
 
 
 def _supervise(ns: argparse.Namespace, ledger: Ledger, pid: int | None) -> int:

@@ -79,6 +79,7 @@ def make_job(ns: Args, command: Sequence[str] = ()) -> Job:
         retry_for_s=pick("retry_for", "retry_for_s"),
         max_restarts=pick("max_restarts"),
         sync_every_s=pick("sync_every", "sync_every_s"),
+        fall_through=pick("fall_through"),
     )
 
 

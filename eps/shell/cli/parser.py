@@ -238,6 +238,11 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--footprint-gb", type=_footprint, help="data footprint in GB (0)")
     p.add_argument("--gradient-fit", action=argparse.BooleanOptionalAction, help="the job is a gradient-descent fit")
+    p.add_argument(
+        "--fall-through", action=argparse.BooleanOptionalAction,
+        help="a free cluster the cluster itself says is set up wrong (partition, account) is skipped "
+        "instead of ending the dispatch (default: the dispatch ends with the fix; nothing is paid for)",
+    )  # fmt: skip
     p.add_argument("--count", type=_count, help="parallel copies (CPU: N machines; GPU: one N-times machine) (1)")
     p.add_argument(
         "--retry", type=_retry, metavar="EVENT[,EVENT]",

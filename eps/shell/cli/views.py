@@ -95,6 +95,8 @@ def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = (
             if r.kind.value == "slurm" and r.park_cap_s is None:
                 cap = "pin"
             here = "yes" if s.runnable else "no"
+            if r.fault is not None:
+                here = "MISCONFIGURED"
             money = _money(r.price_per_hour)
             rows.append([str(i), r.lane, _target(r), r.provisioning.value, cap, money, here, r.reason])
         out.table(_PLAN_COLS, rows)
@@ -118,6 +120,12 @@ def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = (
             out.line(f"  {d.lane}: {d.reason}")
             if d.fix:
                 out.line(f"    fix: {d.fix}")
+    faulted = [r for r in plan.rungs if r.fault is not None]
+    if faulted:
+        out.line("misconfigured: eps execute stops at the first of these and starts nothing on a paid lane "
+                 "(--fall-through skips them):")  # fmt: skip
+        for r in faulted:
+            out.line(f"  {r.key}: {r.fault}")
     if plan.terminal is not None:
         out.line(f"terminal: {terminal_text(plan, down)}")
     elif not can_start(plan, down):

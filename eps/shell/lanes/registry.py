@@ -29,6 +29,17 @@ def _vm(lanes: Lanes, name: str) -> Lane:
     return VmLane(lanes.settings.state_dir, name=name)
 
 
+def cluster_user(lanes: Lanes, name: str) -> str:
+    """The user eps acts as on cluster ``name``: the config's ``user``, else this machine's
+    (``$USER``, ``$LOGNAME``, the password database)."""
+    given = lanes.settings.cluster_access(name).user or lanes.env.get("USER") or lanes.env.get("LOGNAME")
+    if given:
+        return given
+    import getpass
+
+    return getpass.getuser()
+
+
 def _slurm(lanes: Lanes, name: str) -> Lane:
     from eps.shell.lanes.slurm.cli import SlurmClient, subprocess_runner
     from eps.shell.lanes.slurm.lane import SlurmLane
@@ -38,9 +49,15 @@ def _slurm(lanes: Lanes, name: str) -> Lane:
         raise KeyError(name)
     access = lanes.settings.cluster_access(name)
     opts = lanes.options
+    user = cluster_user(lanes, name)
+    from eps.shell.lanes.slurm.pacing import Pacer
+
+    # one sbatch at a time per cluster from this host, spaced by the row's gap (never a burst)
+    pacer = Pacer(os.path.join(lanes.settings.state_dir, "submit"), name, cluster.submit_gap_s)
     return SlurmLane(
         cluster,
-        SlurmClient(runner=opts.slurm_runner or subprocess_runner, prefix=access.prefix),
+        SlurmClient(runner=opts.slurm_runner or subprocess_runner, prefix=access.prefix, user=user, pacer=pacer),
+        user=user,
         login=access.prefix,
         work_root=access.work_root,
         cancel_timeout_s=opts.slurm_cancel_timeout_s,

@@ -18,7 +18,7 @@ from slurm_support import FIRST_CAP_S, NEXT_CAP_S, USER, Recorder, ladder, live_
 from eps.core.model import Job, LaneKind, Policy, Provisioning, QosGrants, QosTier, Rung, evolve
 from eps.core.sbatch import render_sbatch
 from eps.core.tables import DEFAULT_FELLOWS_GRANTS
-from eps.shell.lanes.slurm.cli import JobStatus, SlurmClient, parse_grants
+from eps.shell.lanes.slurm.cli import QOS_FORMAT, JobStatus, SlurmClient, parse_grants
 from eps.shell.walker import WalkResult
 
 pytestmark = pytest.mark.slurm
@@ -61,13 +61,20 @@ def _state(client: SlurmClient, job_id: str) -> JobStatus:
 def test_grants_discovery_matches_sacctmgr(client: SlurmClient) -> None:
     grants = client.discover_grants(USER).unwrap()
     assoc = run("sacctmgr", "-P", "-n", "show", "assoc", f"user={USER}", "format=Cluster,User,Account,QOS")
-    qos = run("sacctmgr", "-P", "-n", "show", "qos", "format=Name,Priority,MaxWall,MaxTRESPU")
+    qos = run("sacctmgr", "-P", "-n", "show", "qos", QOS_FORMAT)
     assert grants == parse_grants(assoc, qos)
     assert [name for name, _ in grants.clusters] == ["fellows"]
-    # exactly the SPEC tiers (cluster.sh sets them from SPEC.md; the tables say the same)
-    assert set(grants.tiers("fellows")) == set(DEFAULT_FELLOWS_GRANTS)
+    # exactly the SPEC tiers (cluster.sh sets them from SPEC.md; the tables say the same), but for
+    # the grace of a preempted job: 15 s on the test cluster, about 3 min on fellows
+    def same(t: QosTier) -> QosTier:
+        return evolve(t, grace_s=None)
+
+    assert {same(t) for t in grants.tiers("fellows")} == {same(t) for t in DEFAULT_FELLOWS_GRANTS}
     high = next(t for t in grants.tiers("fellows") if t.name == "high-eur")
-    assert high == QosTier("high-eur", priority=100_000, max_wall_s=7 * DAY, max_gpus_per_user=16)
+    assert high == QosTier("high-eur", priority=100_000, max_wall_s=7 * DAY, max_gpus_per_user=16,
+                           preempts=("low-eur", "normal-eur"))  # fmt: skip
+    low = next(t for t in grants.tiers("fellows") if t.name == "low-eur")
+    assert low.grace_s == 15
     assert f"|{USER}|fellows|dev-eur,high-eur,low-eur,normal-eur" in assoc
 
 

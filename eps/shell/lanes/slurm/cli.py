@@ -9,6 +9,12 @@ because ssh hands its arguments to the remote shell joined by blanks.
 Fallible calls return ``returns.result.Result`` with a :class:`LaneFailure` on
 failure; the adapter classifies what SLURM said and decides nothing else.  A
 PENDING job is a state, not a failure.
+
+Two of the fellows cluster's hard rules are also enforced here, as a last guard
+behind the renderer: :meth:`SlurmClient.submit` never sends ``--export`` nor a
+script that sets ``CUDA_VISIBLE_DEVICES``, and with a ``user`` every ``scancel`` is
+scoped to that user's own jobs (``scancel -u USER``).  With a :class:`Pacer`,
+submissions to the cluster from this host go one at a time, spaced by its gap.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from attrs import frozen
 from returns.result import Failure, Result, Success
@@ -27,6 +33,9 @@ from eps.core.durations import parse_slurm_time
 from eps.core.model import QosGrants, QosTier
 from eps.core.outcome import FailureKind, LaneFailure
 from eps.shell.polling import poll_until
+
+if TYPE_CHECKING:  # the pacer's module is imported by whoever builds one (the lane registry)
+    from eps.shell.lanes.slurm.pacing import Pacer
 
 
 class Runner(Protocol):
@@ -63,11 +72,23 @@ _LIST_FORMAT = "%i|%T|%r|%q|%j"
 
 # What sbatch/scancel print when a job id is unknown to the controller.
 _INVALID_JOB = "Invalid job id"
-# sbatch refusals that mean "not under this QoS / account": skip the rung (REFUSED).
+# sbatch refusals that mean the config names a partition or account the cluster does not
+# have (or does not give this user): a fix for the user, never a capacity refusal
+# (MISCONFIGURED, code = the setting).  Matched case-insensitively: SLURM 22.05's sbatch
+# prints "sbatch: error: invalid partition specified: X" itself, then the controller's
+# "Batch job submission failed: Invalid partition name specified"; a bad --account (or one
+# the partition does not allow) is "Invalid account or account/partition combination
+# specified" (``--test-only`` says "allocation failure: ..." with the same texts).
+_MISCONFIGURED_MARKERS = (
+    ("invalid partition", "partition"),
+    ("no partition specified or system default partition", "partition"),
+    ("user's group not permitted to use this partition", "partition"),
+    ("invalid account", "account"),
+)
+# sbatch refusals that mean "not under this QoS": skip the rung (REFUSED).  A QoS the user
+# is not granted ("Invalid qos specification") is a capacity refusal, not a config error.
 _REFUSED_MARKERS = (
     "Invalid qos specification",
-    "Invalid account",
-    "Invalid partition",
     "QOSNotAllowed",
     "not allowed to use",
     "Job violates accounting/QOS policy",
@@ -85,6 +106,14 @@ _UNREACHABLE_MARKERS = (
     "Permission denied (publickey",
 )
 _TRANSIENT_MARKERS = ("Socket timed out", "Resource temporarily unavailable", "slurm_persist_conn_open")
+
+# What no submission may carry (fellows' hard rules; each crashed or broke shared nodes
+# there): an --export option (slurmd crashes), or a script that exports through #SBATCH
+# or sets CUDA_VISIBLE_DEVICES (SLURM sets it to the job's own GPUs).
+_EXPORT_OPTION = "--export"
+_FORBIDDEN_SCRIPT_LINE = re.compile(
+    r"^[ \t]*(?:#SBATCH[ \t]+--export|(?:export[ \t]+)?CUDA_VISIBLE_DEVICES=)", re.MULTILINE
+)
 
 
 @frozen
@@ -108,9 +137,19 @@ class JobStatus:
 class SlurmClient:
     """SLURM's CLIs, run locally or through ``prefix`` (a login command such as ssh)."""
 
-    def __init__(self, runner: Runner = subprocess_runner, prefix: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        runner: Runner = subprocess_runner,
+        prefix: Sequence[str] = (),
+        user: str | None = None,
+        pacer: Pacer | None = None,
+    ) -> None:
+        """``user``: every scancel names it (``scancel -u USER``), so a wrong job id can
+        never cancel another user's job.  ``pacer``: every sbatch takes its turn."""
         self._runner = runner
         self._prefix = tuple(prefix)
+        self._user = user
+        self._pacer = pacer
 
     def _run(self, argv: Sequence[str], stdin: str | None = None) -> tuple[int, str, str]:
         if self._prefix:
@@ -122,14 +161,36 @@ class SlurmClient:
     def submit(self, script: str, options: Sequence[str] = ()) -> Result[str, LaneFailure]:
         """``sbatch --parsable [OPTIONS]`` reading ``script`` on stdin; the job id on success.
         ``options`` go on the command line, where any path is one argument (an ``#SBATCH``
-        line cannot hold a blank)."""
-        rc, out, err = self._run(["sbatch", "--parsable", *options], script)
+        line cannot hold a blank).
+
+        Refused without running sbatch (INVALID_REQUEST, a bug in whoever built the
+        submission): any ``--export`` option, and a script with an ``#SBATCH --export`` line
+        or one that sets ``CUDA_VISIBLE_DEVICES``."""
+        refusal = _forbidden(script, options)
+        if refusal is not None:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, refusal, code="cluster_rule"))
+        argv = ["sbatch", "--parsable", *options]
+        if self._pacer is None:
+            rc, out, err = self._run(argv, script)
+        else:
+            with self._pacer.turn():
+                rc, out, err = self._run(argv, script)
         if rc == 0:
             job_id = out.strip().splitlines()[-1].split(";")[0] if out.strip() else ""
             if job_id.isdigit():
                 return Success(job_id)
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"sbatch printed no job id: {out.strip()!r}"))
         return Failure(classify(rc, err or out, "sbatch"))
+
+    def test_only(self, script: str, options: Sequence[str] = ()) -> LaneFailure | None:
+        """Whether the cluster would take ``script`` (``sbatch --test-only``, nothing
+        submitted, so not paced): ``None`` when it would, else what it said, classified
+        (a wrong partition or account is MISCONFIGURED).  The submit guards apply."""
+        refusal = _forbidden(script, options)
+        if refusal is not None:
+            return LaneFailure(FailureKind.INVALID_REQUEST, refusal, code="cluster_rule")
+        rc, out, err = self._run(["sbatch", "--test-only", *options], script)
+        return None if rc == 0 else classify(rc, err or out, "sbatch")
 
     def start_estimate(self, script: str) -> int | None:
         """Seconds until ``script`` would start, by the cluster's own estimate (``sbatch
@@ -190,9 +251,16 @@ class SlurmClient:
     def cancel(self, job_id: str, *, pending_only: bool = False) -> Result[None, LaneFailure]:
         """``scancel``; a job the controller no longer knows counts as cancelled.
 
+        With the client's ``user``: ``scancel -u USER ... JOBID``, which SLURM applies only
+        when the job is that user's (another user's job is left alone, and scancel exits 0).
         ``pending_only`` adds ``--state=PENDING``: a job that started meanwhile is left
         running (scancel then succeeds and changes nothing)."""
-        argv = ["scancel", "--state=PENDING", job_id] if pending_only else ["scancel", job_id]
+        argv = ["scancel"]
+        if self._user is not None:
+            argv += ["-u", self._user]
+        if pending_only:
+            argv.append("--state=PENDING")
+        argv.append(job_id)
         rc, out, err = self._run(argv)
         if rc == 0 or _INVALID_JOB in err:
             return Success(None)
@@ -237,14 +305,15 @@ class SlurmClient:
 
         ``sacctmgr -P -n show assoc user=U format=Cluster,User,Account,QOS`` gives
         the granted names (the union over the user's associations);
-        ``sacctmgr -P -n show qos format=Name,Priority,MaxWall,MaxTRESPU`` their
-        priority, MaxWall and per-user GPU cap.  Tiers come highest priority first."""
+        ``sacctmgr -P -n show qos format=Name,Priority,MaxWall,MaxTRESPU,Preempt,PreemptMode,GraceTime``
+        their priority, MaxWall, per-user GPU cap and preemption (:func:`parse_grants`).
+        Tiers come highest priority first."""
         rc, assoc_out, err = self._run(
             ["sacctmgr", "-P", "-n", "show", "assoc", f"user={user}", "format=Cluster,User,Account,QOS"]
         )
         if rc != 0:
             return Failure(classify(rc, err, "sacctmgr"))
-        rc, qos_out, err = self._run(["sacctmgr", "-P", "-n", "show", "qos", "format=Name,Priority,MaxWall,MaxTRESPU"])
+        rc, qos_out, err = self._run(["sacctmgr", "-P", "-n", "show", "qos", f"format={QOS_FORMAT}"])
         if rc != 0:
             return Failure(classify(rc, err, "sacctmgr"))
         try:
@@ -253,9 +322,21 @@ class SlurmClient:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"cannot read sacctmgr output: {exc}"))
 
 
+#: The QoS fields :meth:`SlurmClient.discover_grants` asks ``sacctmgr show qos`` for, in order.
+QOS_FORMAT = "Name,Priority,MaxWall,MaxTRESPU,Preempt,PreemptMode,GraceTime"
+
+
 def parse_grants(assoc_out: str, qos_out: str) -> QosGrants:
     """Build :class:`QosGrants` from the two ``sacctmgr -P -n`` listings (see
-    :meth:`SlurmClient.discover_grants`).  Raises ``ValueError`` on a malformed line."""
+    :meth:`SlurmClient.discover_grants`).  Raises ``ValueError`` on a malformed line.
+
+    A QoS line has the fields of :data:`QOS_FORMAT`; a line of only the first four (a
+    listing captured before preemption was read) gives a tier without preemption facts.
+    ``Preempt`` is a comma list (empty: preempts nothing).  ``PreemptMode`` is lowercased;
+    ``cluster`` or empty is ``None``: the cluster's own PreemptMode applies.  ``GraceTime``
+    0 is ``None``, like a missing one: SLURM prints ``00:00:00`` for every QoS that sets
+    none, so 0 cannot tell "no grace" from "not configured", and either way a preempted
+    job gets only the cluster's KillWait between SIGTERM and SIGKILL, no grace of its tier."""
     granted: dict[str, set[str]] = {}
     for line in assoc_out.splitlines():
         if not line.strip():
@@ -272,12 +353,16 @@ def parse_grants(assoc_out: str, qos_out: str) -> QosGrants:
         parts = line.split("|")
         if len(parts) < 4:
             raise ValueError(f"QoS line {line!r} has fewer than 4 fields")
-        name, priority, max_wall, max_tres = parts[:4]
+        name, priority, max_wall, max_tres, preempt, mode, grace = [*parts, "", "", ""][:7]
+        mode = mode.strip().lower()
         tiers[name] = QosTier(
             name,
             priority=int(priority or 0),
             max_wall_s=parse_slurm_time(max_wall),
             max_gpus_per_user=gpu_cap(max_tres),
+            preempts=tuple(q for q in preempt.split(",") if q),
+            preempt_mode=None if mode in ("", "cluster") else mode,
+            grace_s=_grace_s(grace),
         )
     clusters = []
     for cluster in sorted(granted):
@@ -285,6 +370,14 @@ def parse_grants(assoc_out: str, qos_out: str) -> QosGrants:
         found.sort(key=lambda t: (-t.priority, t.name))
         clusters.append((cluster, tuple(found)))
     return QosGrants(clusters=tuple(clusters))
+
+
+def _grace_s(text: str) -> int | None:
+    # "" and "00:00:00" alike: no grace of the tier's own (see parse_grants)
+    if not text.strip():
+        return None
+    seconds = parse_slurm_time(text)
+    return seconds or None
 
 
 _WILL_START = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
@@ -326,12 +419,30 @@ def classify(rc: int, message: str, command: str) -> LaneFailure:
         return LaneFailure(FailureKind.UNREACHABLE, text, code=f"rc={rc}")
     if rc == 124 or any(m in text for m in _TRANSIENT_MARKERS):
         return LaneFailure(FailureKind.TRANSIENT, text, code=f"rc={rc}")
+    lowered = text.lower()
+    for marker, setting in _MISCONFIGURED_MARKERS:
+        if marker in lowered:
+            return LaneFailure(FailureKind.MISCONFIGURED, text, code=setting)
     for marker in _REFUSED_MARKERS:
         if marker in text:
             return LaneFailure(FailureKind.REFUSED, text, code=marker)
     if command == "sbatch":
         return LaneFailure(FailureKind.REFUSED, text, code=f"rc={rc}")
     return LaneFailure(FailureKind.TRANSIENT, text, code=f"rc={rc}")
+
+
+def _forbidden(script: str, options: Sequence[str]) -> str | None:
+    """Why this submission breaks a cluster rule, or ``None`` when it breaks none."""
+    for option in options:
+        if option.startswith(_EXPORT_OPTION):
+            return f"refused to submit with {option!r}: never --export (it crashes slurmd); export in the script"
+    found = _FORBIDDEN_SCRIPT_LINE.search(script)
+    if found is None:
+        return None
+    line = script[found.start() :].split("\n", 1)[0].strip()
+    if "--export" in found[0]:
+        return f"refused to submit a script with {line[:80]!r}: never --export (it crashes slurmd)"
+    return f"refused to submit a script with {line[:80]!r}: never set CUDA_VISIBLE_DEVICES (SLURM sets it)"
 
 
 def _parse_status(line: str, *, with_name: bool = False) -> JobStatus | None:

@@ -65,6 +65,7 @@ class SlurmLane:
         cluster: ClusterConfig,
         client: SlurmClient,
         *,
+        user: str | None = None,
         login: tuple[str, ...] = (),
         work_root: str | None = None,
         cancel_timeout_s: float = 120.0,
@@ -74,6 +75,7 @@ class SlurmLane:
         self.name = cluster.name
         self.cluster = cluster
         self.client = client
+        self.user = user
         self._login = login
         default = remote_work_root(LaneKind.SLURM).root
         # Behind a login prefix a relative root is under the login's home (where ssh and
@@ -86,8 +88,12 @@ class SlurmLane:
         self._clock = clock
         self._sleep = sleep
 
+    def job_name(self, dispatch: str) -> str:
+        """This dispatch's job name here (with the user where the cluster row says so)."""
+        return job_name(dispatch, self.user if self.cluster.user_in_job_name else None)
+
     def name_for(self, dispatch: str, rung: Rung, seq: int) -> str:
-        return job_name(dispatch)
+        return self.job_name(dispatch)
 
     def site(self, handle: Handle | None, dispatch: str, job: Job) -> Result[Site, LaneFailure]:
         from eps.shell.lanes.jobs import Site, site_root
@@ -118,7 +124,9 @@ class SlurmLane:
         lay = LAYOUT.under(site.root)
         step = evolve(job, command=("bash", lay.script, "run"))
         try:
-            script = render_sbatch(step, self.cluster, rung, dispatch_id=dispatch, time_s=batch_time_s(job))
+            script = render_sbatch(
+                step, self.cluster, rung, dispatch_id=dispatch, user=self.user, time_s=batch_time_s(job)
+            )
         except SbatchRenderError as exc:
             return Failure(LaneFailure(FailureKind.INVALID_REQUEST, str(exc), code="sbatch_render"))
         # on sbatch's command line, not in the script: a path may hold blanks
@@ -132,10 +140,27 @@ class SlurmLane:
         (``None``: it gives none); nothing is shipped or submitted."""
         probe = evolve(on_rung(job, rung), command=("true",))
         try:
-            script = render_sbatch(probe, self.cluster, rung, dispatch_id=dispatch, time_s=batch_time_s(probe))
+            script = render_sbatch(
+                probe, self.cluster, rung, dispatch_id=dispatch, user=self.user, time_s=batch_time_s(probe)
+            )
         except SbatchRenderError:
             return None
         return self.client.start_estimate(script)
+
+    def check_tier(self, qos: str | None, dispatch: str = "check") -> LaneFailure | None:
+        """Whether the cluster takes the exact script eps would submit under ``qos`` (a
+        one-GPU job of ten minutes): ``sbatch --test-only``, nothing submitted.  ``None`` when
+        it does; else what it said, classified (MISCONFIGURED names the wrong setting)."""
+        from eps.core.model import Provisioning
+
+        gpus = 1 if self.cluster.gpus_per_node > 0 else 0
+        rung = Rung(self.name, LaneKind.SLURM, Provisioning.QUEUE, "check", qos=qos, gpus=gpus)
+        probe = Job("gpu-1", 600, command=("true",))
+        try:
+            script = render_sbatch(probe, self.cluster, rung, dispatch_id=dispatch, user=self.user, time_s=600)
+        except SbatchRenderError as exc:
+            return LaneFailure(FailureKind.INVALID_REQUEST, str(exc), code="sbatch_render")
+        return self.client.test_only(script)
 
     def _with(self, handle: Handle, status: JobStatus) -> Handle:
         state = handle_state(status.state)
@@ -193,7 +218,7 @@ class SlurmLane:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
-        seen = self.client.history_by_name(job_name(dispatch), attempt.started_at - 60)
+        seen = self.client.history_by_name(self.job_name(dispatch), attempt.started_at - 60)
         return seen.map(lambda jobs: any(j.qos == attempt.rung.qos for j in jobs))
 
     def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
