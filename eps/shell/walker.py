@@ -349,6 +349,9 @@ class Walker:
                     cluster_faults.record(self.ledger.state_dir, self.settings.policy, fault)
                 return flight, Failed(rung, failure)
             case Success(handle) if handle.state is HandleState.PENDING:
+                # the park is measured from the submission: shipping the job's files and waiting
+                # for the cluster's turn (one sbatch at a time, paced) are not time in its queue
+                flight = _Flight(attempt, self.clock())
                 self.ledger.update_attempt(attempt.id, AttemptState.PENDING, handle=handle.id)
                 self.reporter.emit("submitted", dispatch=dispatch, rung=rung.key, qos=rung.qos, id=handle.id)
                 return flight, self._poll(rung, handle, flight)

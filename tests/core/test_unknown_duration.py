@@ -173,7 +173,7 @@ def test_sbatch_time_is_the_tiers_maxwall_and_the_wrapper_stops_the_job_first() 
     rungs = _rungs(job)
     for key, wall in (("fellows/high-eur/-/queue", "7-00:00:00"), ("fellows/low-eur/-/queue", "14-00:00:00")):
         ran = on_rung(job, rungs[key])
-        script = render_sbatch(ran, FELLOWS, rungs[key], dispatch_id="disp1", time_s=batch_time_s(ran))
+        script = render_sbatch(ran, FELLOWS, rungs[key], dispatch_id="disp1", user="jdoe", time_s=batch_time_s(ran))
         assert f"#SBATCH --time={wall}\n" in script
         assert time_limit_s(ran) + JOB_LIFECYCLE.kill_grace_s + 60 == batch_time_s(ran)
 

@@ -116,10 +116,11 @@ def strap(seps: Eps) -> SlurmTrap:
 @pytest.fixture
 def blocker(slurm_cluster: Path, tmp_path: Path) -> Iterator[str]:
     """A job of this suite holding one GPU (no eps name), so a gpu-8 job pends on every tier
-    (reason Resources) until the test cancels it.  No QoS is changed."""
+    (reason Resources) until the test cancels it.  No QoS is changed.  Under high-eur, which no
+    tier preempts (a low-eur one would be preempted by the gpu-8 job's high-eur rung)."""
     name = f"faults-blocker-{uuid.uuid4().hex[:6]}"
     out = subprocess.run(
-        ["sbatch", "--parsable", "-J", name, "--qos=low-eur", "--account=fellows", "--partition=gpu",
+        ["sbatch", "--parsable", "-J", name, "--qos=high-eur", "--partition=general",
          "--gres=gpu:1", "--time=10", "-o", "/dev/null", "--wrap", "sleep 600"],
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip

@@ -215,7 +215,7 @@ class Eps:
             + runpod_machines
             + ("[jobs]\nsupervise = 'detached'\nsupervisor_idle_s = 2\nwait_poll_s = 0.05\n" if detached
                else "[jobs]\nsupervise = 'inline'\nwait_poll_s = 0.05\n")
-            + f'[[clusters]]\nname = "fellows"\nlogin = {login}\nwork_root = "{tmp / "shared"}"\n'
+            + f'[[clusters]]\nname = "fellows"\nlogin = {login}\nwork_root = "{tmp / "shared"}"\nsubmit_gap = 0.2\n'
         )
         ssh_support.machines_here(gcp, runpod, self.state)  # each job runs on the test sshd, for real
         self.env = {

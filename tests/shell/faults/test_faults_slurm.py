@@ -171,7 +171,7 @@ def self_capped(slurm_cluster: Any) -> Any:
     cap(2)
     try:
         out = subprocess.run(
-            ["sbatch", "--parsable", "-J", name, "--qos=high-eur", "--account=fellows", "--partition=gpu",
+            ["sbatch", "--parsable", "-J", name, "--qos=high-eur", "--partition=general",
              "--gres=gpu:2", "--time=10", "-o", "/dev/null", "--wrap", "sleep 600"],
             capture_output=True, text=True, timeout=30, check=True,
         )  # fmt: skip

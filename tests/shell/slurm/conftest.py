@@ -63,7 +63,8 @@ def grants(client: SlurmClient) -> QosGrants:
 
 @pytest.fixture
 def fellows() -> ClusterConfig:
-    return evolve(FELLOWS, first_park_cap_s=FIRST_CAP_S, next_park_cap_s=NEXT_CAP_S)
+    # the real row, with short park caps and a short submission gap (its pacing has its own tests)
+    return evolve(FELLOWS, first_park_cap_s=FIRST_CAP_S, next_park_cap_s=NEXT_CAP_S, submit_gap_s=0.2)
 
 
 @pytest.fixture

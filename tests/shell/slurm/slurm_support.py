@@ -59,12 +59,13 @@ def run(*argv: str) -> str:
 
 
 def live_jobs(name: str | None = None) -> list[tuple[str, str, str]]:
-    """(job id, state, qos) of the user's live jobs, optionally only those named ``name``."""
+    """(job id, state, qos) of the user's live jobs, optionally only those named ``name``
+    (``eps-<dispatch>``: with the user the fellows row adds, ``eps-<dispatch>-<user>``)."""
     argv = ["squeue", "-h", "-u", USER, "-o", "%i|%T|%q|%j"]
     rows = []
     for line in run(*argv).splitlines():
         job_id, state, qos, job_name = line.split("|", 3)
-        if state in LIVE_STATES and (name is None or job_name == name):
+        if state in LIVE_STATES and (name is None or job_name in (name, f"{name}-{USER}")):
             rows.append((job_id, state, qos))
     return rows
 
@@ -76,12 +77,13 @@ _KINDS = {"attempt": "submitting", "submitted": "submitted", "parked": "parked",
 
 def fill_node(client: SlurmClient, policy: Policy, workdir: str, name: str) -> str:
     """A job eps did not make (dispatch id ``name``) holding all 8 GPUs of the node under
-    low-eur (no per-user cap); returns its id once RUNNING."""
+    high-eur (8 of its 16-GPU cap), which no tier may preempt, unlike low-eur and normal-eur
+    (the test cluster preempts those for high-eur, as fellows does); returns its id once RUNNING."""
     cluster = policy.cluster("fellows")
     assert cluster is not None
-    rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "blocker", qos="low-eur", gpus=8)
+    rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "blocker", qos="high-eur", gpus=8)
     job = Job(intent="gpu-8", duration_s=600, command=("sleep", "300"))
-    job_id = client.submit(render_sbatch(job, cluster, rung, dispatch_id=name, output=workdir)).unwrap()
+    job_id = client.submit(render_sbatch(job, cluster, rung, dispatch_id=name, user=USER, output=workdir)).unwrap()
     wait_until(lambda: client.poll(job_id).unwrap().state == "RUNNING", 15, f"blocker {job_id} to run")
     return job_id
 

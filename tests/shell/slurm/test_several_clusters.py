@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from slurm_support import Recorder, fill_node, ladder, live_jobs
+from slurm_support import USER, Recorder, fill_node, ladder, live_jobs
 
 from eps.core.model import ClusterConfig, Job, LaneKind, Policy, Provisioning, QosGrants, Rung, evolve
 from eps.core.sbatch import render_sbatch
@@ -48,7 +48,8 @@ def test_with_the_first_ladder_parked_out_the_walk_goes_to_the_second_cluster_be
     lanes = [r.split("/")[0] for r in _rungs(lad, recorder.dispatch_id)]
     assert lanes == ["fellows", "fellows", "fellows", "nibi"]  # every fellows tier parked out, then nibi
     assert lad.paid.started == []  # never GCP
-    assert live_jobs(f"eps-{recorder.dispatch_id}") == [(outcome.handle.id, "RUNNING", "high-eur")]
+    # nibi has no ladder: the job runs under the user's default QoS (low-eur, as on fellows)
+    assert live_jobs(f"eps-{recorder.dispatch_id}") == [(outcome.handle.id, "RUNNING", "low-eur")]
 
 
 def test_a_sooner_start_estimate_on_the_second_cluster_starts_the_walk_there(
@@ -79,7 +80,8 @@ def test_the_real_sbatch_test_only_answer_is_the_estimate(
     cluster = policy.cluster("fellows")
     assert cluster is not None
     rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "probe", qos="high-eur", gpus=1)
-    probe = render_sbatch(Job(intent="gpu-1", duration_s=600, command=("true",)), cluster, rung, dispatch_id="probe1")
+    job = Job(intent="gpu-1", duration_s=600, command=("true",))
+    probe = render_sbatch(job, cluster, rung, dispatch_id="probe1", user=USER)
     assert client.start_estimate(probe) == 0  # an idle node: now
     fill_node(client, policy, workdir, "blockerall")
     later = client.start_estimate(probe)

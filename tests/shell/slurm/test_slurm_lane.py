@@ -46,7 +46,7 @@ def _blocker(client: SlurmClient, policy: Policy, qos: str, gpus: int, workdir: 
     assert cluster is not None
     rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "blocker", qos=qos, gpus=gpus)
     blocker = "blocker" + qos.replace("-", "")
-    job_id = client.submit(render_sbatch(job, cluster, rung, dispatch_id=blocker, output=workdir)).unwrap()
+    job_id = client.submit(render_sbatch(job, cluster, rung, dispatch_id=blocker, user=USER, output=workdir)).unwrap()
     wait_until(lambda: _state(client, job_id).state == "RUNNING", 15, f"blocker {job_id} to run")
     return job_id
 
@@ -61,7 +61,7 @@ def _state(client: SlurmClient, job_id: str) -> JobStatus:
 def test_grants_discovery_matches_sacctmgr(client: SlurmClient) -> None:
     grants = client.discover_grants(USER).unwrap()
     assoc = run("sacctmgr", "-P", "-n", "show", "assoc", f"user={USER}", "format=Cluster,User,Account,QOS")
-    qos = run("sacctmgr", "-P", "-n", "show", "qos", QOS_FORMAT)
+    qos = run("sacctmgr", "-P", "-n", "show", "qos", f"format={QOS_FORMAT}")
     assert grants == parse_grants(assoc, qos)
     assert [name for name, _ in grants.clusters] == ["fellows"]
     # exactly the SPEC tiers (cluster.sh sets them from SPEC.md; the tables say the same), but for
@@ -192,8 +192,8 @@ def test_a_refused_tier_is_recorded_and_skipped(client, grants, policy, recorder
     with_gone = QosGrants((("fellows", (QosTier("gone-eur", 300_000), *grants.tiers("fellows"))),))
     outcome = _walk(Job(intent="gpu-1", duration_s=600, command=SLEEP), recorder, client, with_gone, ladder, workdir)
     assert _landed(outcome)
-    assert outcome.handle.qos == "high-eur"
     kinds = recorder.kinds()
+    assert outcome.handle.qos == "high-eur"
     assert (kinds[:2], kinds[-1], "advanced" in kinds) == (["refused", "submitted"], "started", False)
     assert outcome.walk.snapshot.attempted == ("fellows/gone-eur/-/queue",)
 

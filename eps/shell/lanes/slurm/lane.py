@@ -75,6 +75,10 @@ class SlurmLane:
         self.name = cluster.name
         self.cluster = cluster
         self.client = client
+        if user is None and cluster.user_in_job_name:  # the job name carries the user: this machine's
+            import getpass
+
+            user = getpass.getuser()
         self.user = user
         self._login = login
         default = remote_work_root(LaneKind.SLURM).root
