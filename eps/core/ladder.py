@@ -138,7 +138,7 @@ def _candidates(
             code = RungWhy.LADDER_NEXT
         by = preempted_by(cluster, qos, granted_tiers)
         if by:
-            why += f"; preemptible (by {', '.join(by)}): a preempted run is interrupted, then healed"
+            why += f"; preemptible (by {', '.join(by)})"
         rungs.append(_slurm_rung(cluster, qos, intent, cap, why, code))
         first = False
     return tuple(rungs), tuple(skipped)

@@ -127,6 +127,8 @@ def plan(
 
     if job.duration_s is None and job.time_limit_s is None:
         rungs = [_at_lane_maximum(r, qos_grants, index) for r in rungs]
+    if (said := _preemption_note(job, rungs, qos_grants, index)) is not None:
+        notes.append(said)
 
     terminal = None
     if not rungs:
@@ -151,6 +153,25 @@ def plan(
         notes=tuple(notes),
         park=decision,
     )
+
+
+def _preemption_note(job: Job, rungs: Sequence[Rung], grants: QosGrants, index: PolicyIndex) -> str | None:
+    """What this job does if a preemptible rung's run is preempted, under its retry policy."""
+    from eps.core.healing import RetryOn, policy_of
+    from eps.core.ladder import preempted_by
+
+    tiers = [
+        r.key for r in rungs
+        if r.kind is LaneKind.SLURM and r.qos and preempted_by(index.clusters[r.lane], r.qos, grants.tiers(r.lane))
+    ]  # fmt: skip
+    if not tiers:
+        return None
+    p = policy_of(job)
+    if RetryOn.INTERRUPTION in p.on and p.max_restarts > 0:
+        then = f"relaunched from the top of the ladder with its synced outputs (at most {p.max_restarts} restarts)"
+    else:
+        then = "not relaunched: the dispatch ends preempted (--restartable or --retry interruption relaunches it)"
+    return f"preemptible rungs ({', '.join(tiers)}): a preempted run is interrupted, not failed, and is {then}"
 
 
 def _left_out(

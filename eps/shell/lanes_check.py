@@ -8,8 +8,12 @@ that is set up one read-only question, all at once and each within ``--timeout``
 - GCP: the instances eps made (one listing; proves the project and the credentials);
 - RunPod: the pods (one ``GET /v2/pods``; proves the key is accepted).
 
+For a SLURM cluster it also tests each tier eps would use with ``sbatch --test-only`` of
+the exact script eps would submit: a tier the cluster says is set up wrong (its partition,
+account) makes the lane ``misconfigured``, with the fix.
+
 ``ok`` only when every resource kind (CPU, GPU) has at least one usable lane in its
-automatic lane order (``eps check`` then exits 0; 1 otherwise).
+automatic lane order and no cluster is misconfigured (``eps check`` then exits 0; 1 otherwise).
 """
 
 from __future__ import annotations
@@ -141,7 +145,9 @@ def gather(settings: Settings, env: dict[str, str], options: Any, timeout_s: flo
         "cpu": [n for n in settings.policy.cpu_lane_order if any(r["lane"] == n and r["usable"] for r in rows)],
         "gpu": [n for n in settings.policy.gpu_lane_order if any(r["lane"] == n and r["usable"] for r in rows)],
     }
-    return {"schema_version": SCHEMA_VERSION, "lanes": rows, "usable": usable, "ok": all(usable.values()),
+    # A free cluster eps would submit to wrongly is never fine, whatever else works: the fix is the config's
+    wrong = any((r["problem"] or {}).get("code") == "misconfigured" for r in rows)
+    return {"schema_version": SCHEMA_VERSION, "lanes": rows, "usable": usable, "ok": all(usable.values()) and not wrong,
             "left_out": _left_out(settings)}  # fmt: skip
 
 

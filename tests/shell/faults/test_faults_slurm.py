@@ -10,6 +10,7 @@ GCP server then say whether anything was orphaned or submitted twice."""
 
 from __future__ import annotations
 
+import getpass
 import signal
 import uuid
 from typing import Any
@@ -54,6 +55,8 @@ def _check(seps: Eps, strap: SlurmTrap, gtrap: GcpTrap, rtrap: RunpodTrap, d: st
     qos = [q for q, _job in strap.sbatches()]
     assert len(qos) == len(set(qos)), f"a tier was submitted twice: {strap.sbatches()}"
     assert set(qos) <= set(LADDER)
+    cancels = [c for c in strap.calls() if c.startswith("scancel")]
+    assert cancels and all(c.startswith(f"scancel -u {getpass.getuser()} ") for c in cancels), cancels  # self-scoped
     assert squeue(f"eps-{d}") == []
     assert handle["lane"] == "gcp"
     assert [i["name"] for i in gtrap.live(d)] == [handle["id"]]
@@ -73,7 +76,8 @@ def test_kill_at_the_first_sbatch_then_resume(seps, strap, gtrap, rtrap, blocker
     child = _walk(seps, d)
     assert child.wait(60) == -signal.SIGKILL
     [attempt] = seps.attempts(d)
-    assert (attempt["state"], attempt["qos"], attempt["name"]) == ("intent", "high-eur", f"eps-{d}")
+    name = f"eps-{d}-{getpass.getuser()}"  # the user in the job name (the cluster's rule 8)
+    assert (attempt["state"], attempt["qos"], attempt["name"]) == ("intent", "high-eur", name)
     queued = squeue(f"eps-{d}")
     if when == "before":
         assert queued == [] and strap.sbatches() == []
