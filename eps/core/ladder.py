@@ -136,10 +136,7 @@ def _candidates(
         else:
             cap, why = cluster.later_park_cap_s, "P7: next granted tier after a park timeout"
             code = RungWhy.LADDER_NEXT
-        by = preempted_by(cluster, qos, granted_tiers)
-        if by:
-            why += f"; preemptible (by {', '.join(by)})"
-        rungs.append(_slurm_rung(cluster, qos, intent, cap, why, code))
+        rungs.append(_slurm_rung(cluster, qos, intent, cap, why + _preemptible(cluster, qos, granted_tiers), code))
         first = False
     return tuple(rungs), tuple(skipped)
 
@@ -152,6 +149,11 @@ def preempted_by(cluster: ClusterConfig, qos: str, tiers: tuple[QosTier, ...]) -
         return live
     ladder = cluster.qos_ladder
     return ladder[: ladder.index(qos)] if qos in ladder else ()
+
+
+def _preemptible(cluster: ClusterConfig, qos: str, tiers: tuple[QosTier, ...]) -> str:
+    by = preempted_by(cluster, qos, tiers)
+    return f"; preemptible (by {', '.join(by)})" if by else ""
 
 
 def _slurm_rung(

@@ -225,7 +225,7 @@ class QosTier(NamedTuple):
 
 # ClusterConfig (a SLURM cluster's row) lives in eps.core.clusters; imported here so that
 # every record is reachable from this module.
-from eps.core.clusters import ClusterConfig  # noqa: E402
+from eps.core.clusters import ClusterConfig as ClusterConfig  # noqa: E402, PLC0414  (re-exported for mypy)
 
 
 class Thresholds(NamedTuple):

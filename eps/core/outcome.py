@@ -72,7 +72,8 @@ MISCONFIGURED_FIXES: dict[str, str] = {
 
 def misconfigured_fix(cluster: str, setting: str | None) -> str:
     """The fix of a MISCONFIGURED failure on ``cluster`` whose ``setting`` is wrong."""
-    text = MISCONFIGURED_FIXES.get(setting or "", "fix [[clusters]] name = \"{c}\" in the config (`eps check` tests it)")
+    other = 'fix [[clusters]] name = "{c}" in the config (`eps check` tests it)'
+    text = MISCONFIGURED_FIXES.get(setting or "", other)
     return text.format(c=cluster)
 
 

@@ -84,11 +84,9 @@ def cluster_env(cluster: ClusterConfig, gpus: int, user: str | None) -> dict[str
     pairs = [*cluster.job_env, *(cluster.multi_gpu_env if gpus > 1 else ())]
     out = {}
     for name, value in pairs:
-        if "{user}" in value:
-            if user is None:
-                raise SbatchRenderError(f"environment {name}", value, "needs the cluster user ({user})")
-            value = value.replace("{user}", user)
-        out[name] = value
+        if "{user}" in value and user is None:
+            raise SbatchRenderError(f"environment {name}", value, "needs the cluster user ({user})")
+        out[name] = value if user is None else value.replace("{user}", user)
     return out
 
 

@@ -29,7 +29,6 @@ from eps.core.model import DownCode, LaneDown, LaneKind
 from eps.shell.events import SCHEMA_VERSION
 from eps.shell.settings import Settings
 
-
 #: What a lane's probe answers: (usable, what it said, the fix when a setting is wrong, per-tier findings).
 Answer = tuple[bool, str, str | None, list[dict[str, Any]]]
 

@@ -64,11 +64,11 @@ def plan(settings: Settings, env: Mapping[str, str], job: Job, snapshot: Capacit
     from eps.core.router import plan as route
     from eps.core.tables import DEFAULT_GRANTS
     from eps.shell.availability import down_here
+    from eps.shell.cluster_faults import known
     from eps.shell.state.lives import remembered_here
 
-    from eps.shell.cluster_faults import known
-
-    snap = known(remembered_here(snapshot or CapacitySnapshot(), settings.state_dir), settings.state_dir, settings.policy)
+    snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir)
+    snap = known(snap, settings.state_dir, settings.policy)
     result = route(job, snap, grants or DEFAULT_GRANTS, park, policy=settings.policy)
     lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
     return Planned(result, job, (*snap.unavailable, *down_here(settings, env, lanes)), settings.jobs.healing())

@@ -48,7 +48,6 @@ def gather(
     for (sacctmgr: about half a second) only when the job could use a cluster at all: a CPU
     job never does (P1)."""
     from eps.core.router import plan
-
     from eps.shell import cluster_faults
 
     snapshot = cluster_faults.known(ledger.remember(snapshot), ledger.state_dir, lanes.policy)

@@ -165,7 +165,7 @@ def test_the_grants_file_round_trips_the_tables_preemption(tmp_path: Path) -> No
     path.write_text(json.dumps(grants_to_data(DEFAULT_GRANTS)))
     assert load_grants(str(path)) == DEFAULT_GRANTS
     [high, _normal, low, _dev] = load_grants(str(path)).tiers("fellows")
-    assert high.preempts == ("normal-eur", "low-eur") and (low.preempt_mode, low.grace_s) == ("requeue", 180)
+    assert high.preempts == ("low-eur", "normal-eur") and (low.preempt_mode, low.grace_s) == (None, 180)
 
 
 def test_a_grants_tier_without_preemption_fields_reads_as_before() -> None:

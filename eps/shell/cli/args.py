@@ -164,9 +164,9 @@ PLAN_FLAGS: dict[str, tuple[str, bool]] = {
 #: root's options, the subcommand, then the plan parser's).
 PLAN_DEFAULTS: dict[str, Any] = {
     "version": False, "list_intents": False, "cmd": "plan", "intent": None, "job": None, "duration": None,
-    "restartable": None, "footprint_gb": None, "gradient_fit": None, "count": None, "retry": None,
+    "restartable": None, "footprint_gb": None, "gradient_fit": None, "fall_through": None, "count": None, "retry": None,
     "retry_for": None, "max_restarts": None, "sync_every": None, "pin": None, "snapshot": None, "grants": None,
-    "fall_through": None, "json": False, "wide": False, "park": None, "park_reason": None,
+    "json": False, "wide": False, "park": None, "park_reason": None,
 }  # fmt: skip
 
 
