@@ -143,12 +143,15 @@ def _candidates(
 
 def preempted_by(cluster: ClusterConfig, qos: str, tiers: tuple[QosTier, ...]) -> tuple[str, ...]:
     """The tiers that may preempt a job under ``qos``: what the grants say (``Preempt`` of
-    ``sacctmgr show qos``), else, for a tier the row calls preemptible, the ladder's tiers above it."""
-    live = tuple(t.name for t in tiers if qos in t.preempts)
-    if live or qos not in cluster.preemptible:
-        return live
-    ladder = cluster.qos_ladder
-    return ladder[: ladder.index(qos)] if qos in ladder else ()
+    ``sacctmgr show qos``) when they say anything of preemption; else, for a tier the row calls
+    preemptible, the ladder's tiers above it that are not preemptible themselves (fellows:
+    high-eur preempts normal-eur and low-eur)."""
+    if any(t.preempts for t in tiers):
+        return tuple(t.name for t in tiers if qos in t.preempts)
+    if qos not in cluster.preemptible or qos not in cluster.qos_ladder:
+        return ()
+    above = cluster.qos_ladder[: cluster.qos_ladder.index(qos)]
+    return tuple(t for t in above if t not in cluster.preemptible)
 
 
 def _preemptible(cluster: ClusterConfig, qos: str, tiers: tuple[QosTier, ...]) -> str:

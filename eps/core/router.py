@@ -90,6 +90,7 @@ from eps.core.tables import (
     DEFAULT_POLICY,
     FLEX_START_MAX_RUN_S,
     GRADIENT_FIT_INTENT,
+    HEALING,
     lane_time_limit_s,
 )
 
@@ -157,7 +158,7 @@ def plan(
 
 def _preemption_note(job: Job, rungs: Sequence[Rung], grants: QosGrants, index: PolicyIndex) -> str | None:
     """What this job does if a preemptible rung's run is preempted, under its retry policy."""
-    from eps.core.healing import RetryOn, policy_of
+    from eps.core.healing import RetryOn
     from eps.core.ladder import preempted_by
 
     tiers = [
@@ -166,9 +167,12 @@ def _preemption_note(job: Job, rungs: Sequence[Rung], grants: QosGrants, index: 
     ]  # fmt: skip
     if not tiers:
         return None
-    p = policy_of(job)
-    if RetryOn.INTERRUPTION in p.on and p.max_restarts > 0:
-        then = f"relaunched from the top of the ladder with its synced outputs (at most {p.max_restarts} restarts)"
+    retried = job.restartable if job.retry is None else RetryOn.INTERRUPTION.value in job.retry
+    restarts = job.max_restarts
+    if restarts is None:
+        restarts = HEALING.restartable_restarts if job.retry is None else HEALING.max_restarts
+    if retried and restarts > 0:
+        then = f"relaunched from the top of the ladder with its synced outputs (at most {restarts} restarts)"
     else:
         then = "not relaunched: the dispatch ends preempted (--restartable or --retry interruption relaunches it)"
     return f"preemptible rungs ({', '.join(tiers)}): a preempted run is interrupted, not failed, and is {then}"

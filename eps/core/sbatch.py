@@ -47,6 +47,7 @@ from eps.core.model import ClusterConfig, Job, LaneKind, Rung
 #: paths and filename patterns (``%j``).  No blank, quote, ``#`` or control character.
 _SBATCH_VALUE = re.compile(r"[A-Za-z0-9._%/:=@+,_-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
 _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 
 #: Names no batch script may set: SLURM sets them for the job's own GPUs.
@@ -165,12 +166,21 @@ def render_sbatch(
         if name in FORBIDDEN_ENV:
             raise SbatchRenderError("environment name", name, "is SLURM's to set (the job's own GPUs)")
         lines.append(f"export {name}={quote_arg(value)}")
-    command = " ".join(quote_arg(arg) for arg in job.command)
+    command = " ".join([command_word(job.command[0]), *(quote_arg(arg) for arg in job.command[1:])])
     if cluster.cleanup_trap:
         lines += [_TRAP, f"{command} &", "wait $!"]
     else:
         lines.append(command)
     return "\n".join(lines) + "\n"
+
+
+def command_word(arg: str) -> str:
+    """The command's first word: quoted like any other, and quoted even when it needs no quotes but
+    reads as an assignment (``FOO=1`` would set FOO for the rest of the line, not run a command)."""
+    word = quote_arg(arg)
+    if word == arg and _ASSIGNMENT.match(arg):
+        return f"'{arg}'"
+    return word
 
 
 def quote_arg(arg: str) -> str:

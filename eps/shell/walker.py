@@ -20,10 +20,22 @@ from concurrent.futures import ThreadPoolExecutor
 from attrs import frozen
 from returns.result import Failure, Success
 
-from eps.core.model import CapacitySnapshot, Job, JobError, Policy, QosGrants, RoutePlan, Rung, TierFault, evolve
+from eps.core.model import (
+    CapacitySnapshot,
+    Job,
+    JobError,
+    LaneKind,
+    Policy,
+    QosGrants,
+    RoutePlan,
+    Rung,
+    TierFault,
+    evolve,
+)
 from eps.core.names import BadName, check_dispatch_id, copy_id
 from eps.core.outcome import FailureKind, Handle
 from eps.core.router import plan
+from eps.core.sbatch import FORBIDDEN_ENV
 from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
 from eps.core.walk import (
     Begin,
@@ -127,6 +139,10 @@ class Walker:
         if first.count > 1 and job.retry is not None and "no-capacity" in job.retry:
             raise JobError("usage", "--retry no-capacity is for one job, not a --count fan-out (its copies "
                            "that found no capacity end as they do today)", job)  # fmt: skip
+        slurm = [r.lane for r in first.rungs if r.kind is LaneKind.SLURM]
+        if slurm and (said := set(job.env_names) & FORBIDDEN_ENV):
+            raise JobError("bad_env", f"--env {', '.join(sorted(said))}: SLURM sets it for the job's own GPUs "
+                           f"and {slurm[0]} forbids setting it; drop it (or --pin a paid lane)", job)  # fmt: skip
         if dispatch is not None:
             try:
                 check_dispatch_id(dispatch, user_given=True)

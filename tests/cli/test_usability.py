@@ -106,7 +106,8 @@ def test_a_job_file_gives_the_options_and_flags_override_it(capsys: pytest.Captu
     d = json.loads(out)
     assert rc == 0, err
     assert d["job"] == {"intent": "cpu-small", "duration_s": 5400, "restartable": True, "footprint_gb": 0.0,
-                        "gradient_fit": False, "count": 3, "pin": "gcp", "command": ["python a.py"], "fall_through": False}  # fmt: skip
+                        "gradient_fit": False, "count": 3, "pin": "gcp", "command": ["python a.py"],
+                        "fall_through": False}  # fmt: skip
     rc, out, err = run(capsys, ["plan", "--job", str(job), "cpu-bigmem", "--duration", "2h", "--no-restartable",
                                 "--count", "1", "--json"], env)  # fmt: skip
     j = json.loads(out)["job"]

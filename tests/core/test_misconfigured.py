@@ -380,12 +380,13 @@ NOBODY = _tiers()  # grants read without any Preempt (an older grants file)
         (FELLOWS, DEFAULT_FELLOWS_GRANTS, "normal-eur", ("high-eur",)),
         (FELLOWS, DEFAULT_FELLOWS_GRANTS, "low-eur", ("high-eur",)),
         (FELLOWS, DEFAULT_FELLOWS_GRANTS, "dev-eur", ()),
-        # grants that say nothing: the row's preemptible tiers, by every ladder tier above them
+        # grants that say nothing of preemption: the row's preemptible tiers, by every ladder tier
+        # above them that is not preemptible itself (fellows: high-eur preempts both)
         (FELLOWS, NOBODY, "high-eur", ()),
         (FELLOWS, NOBODY, "normal-eur", ("high-eur",)),
-        (FELLOWS, NOBODY, "low-eur", ("high-eur", "normal-eur")),
+        (FELLOWS, NOBODY, "low-eur", ("high-eur",)),
         (FELLOWS, NOBODY, "dev-eur", ()),  # not on the ladder
-        (FELLOWS, (), "low-eur", ("high-eur", "normal-eur")),
+        (FELLOWS, (), "low-eur", ("high-eur",)),
         # the grants win, whatever the row says
         (FELLOWS, _tiers(("dev-eur", ("high-eur",))), "high-eur", ("dev-eur",)),
         (
@@ -394,7 +395,8 @@ NOBODY = _tiers()  # grants read without any Preempt (an older grants file)
             "low-eur",
             ("high-eur", "normal-eur"),
         ),
-        (FELLOWS, _tiers(("high-eur", ("low-eur",))), "normal-eur", ("high-eur",)),  # the row's fallback
+        # grants that say anything of preemption are the whole truth: normal-eur is not preempted here
+        (FELLOWS, _tiers(("high-eur", ("low-eur",))), "normal-eur", ()),
         # a row that calls nothing preemptible, or a tier off its ladder
         (evolve(FELLOWS, preemptible=()), NOBODY, "low-eur", ()),
         (evolve(FELLOWS, preemptible=("x",)), NOBODY, "x", ()),
@@ -418,15 +420,33 @@ def test_preempted_by_reads_the_grants_first_then_the_row(
     tiers = _tiers(*said.items())
     live = tuple(t.name for t in tiers if qos in t.preempts)
     ladder = cluster.qos_ladder
-    row = ladder[: ladder.index(qos)] if qos in preemptible and qos in ladder else ()
-    assert preempted_by(cluster, qos, tiers) == (live or row)
+    above = ladder[: ladder.index(qos)] if qos in preemptible and qos in ladder else ()
+    row = tuple(t for t in above if t not in preemptible)
+    assert preempted_by(cluster, qos, tiers) == (live if any(t.preempts for t in tiers) else row)
 
 
-def test_the_plan_says_which_rungs_are_preemptible() -> None:
-    rungs = {r.qos: r for r in _plan(GPU, CapacitySnapshot(), DEFAULT_GRANTS, None).rungs if r.lane == "fellows"}
+def test_the_plan_says_which_rungs_are_preemptible_and_what_a_preempted_run_does() -> None:
+    p = _plan(GPU, CapacitySnapshot(), DEFAULT_GRANTS, None)
+    rungs = {r.qos: r for r in p.rungs if r.lane == "fellows"}
     assert "preemptible" not in rungs["high-eur"].reason
     for qos in ("normal-eur", "low-eur"):
-        assert "preemptible (by high-eur)" in rungs[qos].reason and "interrupted, then healed" in rungs[qos].reason
+        assert "preemptible (by high-eur)" in rungs[qos].reason
+    said = [n for n in p.notes if n.startswith("preemptible rungs")]
+    assert said == [
+        "preemptible rungs (fellows/normal-eur/-/queue, fellows/low-eur/-/queue): a preempted run is interrupted, "
+        "not failed, and is not relaunched: the dispatch ends preempted (--restartable or --retry interruption "
+        "relaunches it)"
+    ]
+    restartable = _plan(evolve(GPU, restartable=True), CapacitySnapshot(), DEFAULT_GRANTS, None)
+    assert any("is relaunched from the top of the ladder with its synced outputs" in n for n in restartable.notes)
     older = QosGrants((("fellows", NOBODY),))
     low = next(r for r in _plan(GPU, CapacitySnapshot(), older, None).rungs if r.qos == "low-eur")
-    assert "preemptible (by high-eur, normal-eur)" in low.reason
+    assert low.reason.endswith("preemptible (by high-eur)")  # the row: by the tiers above that are not preemptible
+
+
+def test_a_plan_without_a_preemptible_rung_says_nothing_of_preemption() -> None:
+    row = evolve(FELLOWS, preemptible=())
+    pol = evolve(POLICY, clusters=(row,))
+    p = _plan(GPU, CapacitySnapshot(), QosGrants((("fellows", NOBODY),)), None, pol)
+    assert p.rungs and not any("preemptible" in r.reason for r in p.rungs)
+    assert not any(n.startswith("preemptible rungs") for n in p.notes)

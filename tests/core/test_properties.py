@@ -7,6 +7,7 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from eps.core.healing import RetryOn
 from eps.core.model import (
     Capacity,
     CapacitySnapshot,
@@ -55,6 +56,8 @@ def _jobs(intents: list[str], pins: list[str]) -> st.SearchStrategy[Job]:
         gradient_fit=st.booleans(),
         count=st.sampled_from([1, 1, 1, 2, 3, 4, 8]),
         pin=st.one_of(st.none(), st.none(), st.sampled_from(pins)),
+        # plan() reads the retry policy (what a preempted run does): events as the shell checks them
+        retry=st.one_of(st.none(), st.lists(st.sampled_from(list(RetryOn)), unique=True, min_size=1).map(tuple)),
     )
 
 
