@@ -40,6 +40,7 @@ CASES: list[tuple[list[str], str]] = [
     (["execute", "cpu-small", "--pin", "aws", "--", "true"], "unknown lane"),
     (["execute", "gpu-1", "--count", "3", "--", "true"], "no machine has 3"),
     (["execute", "gpu-2", "--count", "8", "--", "true"], "no machine has 16"),
+    (["execute", "gpu-1", "--env", "CUDA_VISIBLE_DEVICES=0", "--", "true"], "SLURM sets it"),
     (["execute", "cpu-small", "--count", "0", "--", "true"], "at least 1"),
     (["execute", "cpu-small", "--count", "-2", "--", "true"], "at least 1"),
     (["execute", "cpu-small", "--count", "x", "--", "true"], "whole number"),
