@@ -1,13 +1,34 @@
 """A SLURM cluster as the tables describe it: its ladder, park caps, partitions and account
 per tier, and the cluster's own rules that every render follows (memory and CPUs per GPU,
 the environment in the script body, the user in job names, preemptible tiers, the pace of
-submissions).  Re-exported by :mod:`eps.core.model`; split from it to keep each module small.
+submissions, and what a robot login lets eps run).  Re-exported by :mod:`eps.core.model`;
+split from it to keep each module small.
 
 No ``from __future__ import annotations`` here: the shell's cattrs converter structures by
 the fields' annotations (see :mod:`eps.core.model`).
 """
 
+from collections.abc import Sequence
+
 from eps.core.records import NamedTuple
+
+#: The only commands eps runs through a robot login (``[[clusters]] access = "robot"``): its
+#: key's forced command allows these and refuses everything else.  Source: the original
+#: project's DRAC clusters (nibi, fir), whose automation keys run sbatch, scancel, squeue, scp
+#: and rsync only (SPEC.md, "Robot-key clusters"; the Alliance's "Automation in the context of
+#: multifactor authentication" page: a ``restrict,command=...`` key, no pty).  The one list:
+#: the SLURM client and the job-file transport both refuse anything else before it is run.
+ROBOT_COMMANDS: tuple[str, ...] = ("sbatch", "scancel", "squeue", "scp", "rsync")
+
+
+def robot_refusal(argv: Sequence[str], cluster: str) -> str | None:
+    """Why a robot login may not run ``argv`` (its first word is not one of
+    :data:`ROBOT_COMMANDS`), one line; ``None`` when it may."""
+    command = argv[0] if argv else ""
+    if command in ROBOT_COMMANDS:
+        return None
+    allowed = ", ".join(ROBOT_COMMANDS)
+    return f"{cluster} is a robot login ({allowed} only): eps never runs {command or 'an empty command'!r} there"
 
 
 class ClusterConfig(NamedTuple):
@@ -75,6 +96,11 @@ class ClusterConfig(NamedTuple):
                 cpus = min(cpus, self.cpus_max)
             cpus = max(1, cpus)
         return mem, cpus
+
+    @property
+    def robot(self) -> bool:
+        """Reached through a robot login: eps runs only :data:`ROBOT_COMMANDS` there."""
+        return self.access == "robot"
 
     def partition_for(self, qos: str | None) -> str | None:
         """The partition a job under ``qos`` is submitted to."""

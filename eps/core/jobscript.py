@@ -415,7 +415,7 @@ def render_reap(root: str) -> str:
 
 
 #: The records the probe reads: LAYOUT field names, which are also the keys it prints.
-_PROBED = ("pid", "started_at", "ended_at", "status", "exit_code")
+PROBED = ("pid", "started_at", "ended_at", "status", "exit_code")
 
 
 def render_probe(root: str) -> str:
@@ -430,7 +430,7 @@ def render_probe(root: str) -> str:
     # the pid read by the shell itself (POSIX read: the login shell may not be bash), no cat
     read_pid = f"p=; {{ read -r p < {pid}; }} 2>/dev/null"
     parts.append(f'{read_pid}; if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then a=1; else a=0; fi')
-    for field in _PROBED:
+    for field in PROBED:
         name = quote_arg(getattr(LAYOUT, field))
         parts.append(f"printf '{field}=%s\\n' \"$(head -c 64 -- {name} 2>/dev/null)\"")
     parts.append("echo alive=$a")

@@ -402,7 +402,8 @@ def _out_of_order(natural: list[str], skipped: list[Skip], intent: Intent, index
 def _by_start_estimate(lanes: list[str], snap: CapacitySnapshot, index: PolicyIndex, notes: list[str]) -> list[str]:
     """Each run of consecutive clusters in ``lanes``, sorted by the clusters' own start
     estimates for this job (soonest first; unknown last; ties keep the order).  A hint: the
-    first cluster is parked and capped as any first choice."""
+    first cluster is parked and capped as any first choice.  A robot login's estimate was read
+    against eps's own clock (it runs no ``date``): the note says it has no clock correction."""
     est = {c.cluster: c.start_estimate_s for c in snap.clusters if c.start_estimate_s is not None}
     if not est:
         return lanes
@@ -410,10 +411,15 @@ def _by_start_estimate(lanes: list[str], snap: CapacitySnapshot, index: PolicyIn
     for ranks, run in lane_runs(lanes, index.policy):
         ranked = sorted(run, key=lambda n: (est.get(n) is None, est.get(n) or 0)) if ranks else run
         if ranks:
-            said = ", ".join(f"{n} in {est[n]} s" if n in est else f"{n} unknown" for n in ranked)
+            said = ", ".join(f"{n} in {est[n]} s{_NO_CLOCK if index.clusters[n].robot else ''}" if n in est
+                             else f"{n} unknown" for n in ranked)  # fmt: skip
             notes.append(f"clusters ranked by their start estimates (sbatch --test-only): {said}")
         out.extend(ranked)
     return out
+
+
+#: Said of a robot login's start estimate: its start time was read against this machine's clock.
+_NO_CLOCK = " (no clock correction: a robot login's estimate, read against this machine's clock)"
 
 
 def lane_runs(lanes: Sequence[str], policy: Policy) -> list[tuple[bool, list[str]]]:

@@ -44,17 +44,44 @@ def _apply_env(cluster: ClusterConfig, env: Mapping[str, str]) -> ClusterConfig:
     return cluster
 
 
-def load_settings(env: Mapping[str, str] | None = None) -> Settings:
-    """Defaults <- config file (if present) <- environment.  Raises ConfigError (one line)."""
+#: What besides the config file decides the settings: every ``EPS_`` variable, and where the
+#: config file and home are (never a secret: keys come from the providers' own variables and files).
+SETTINGS_ENV = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "USER", "LOGNAME")
+
+
+def settings_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``env`` the settings are made of (:data:`SETTINGS_ENV`, ``EPS_*``)."""
+    return {k: v for k, v in env.items() if k.startswith("EPS_") or k in SETTINGS_ENV}
+
+
+def config_text(env: Mapping[str, str]) -> bytes | None:
+    """The config file's bytes now (``None``: there is none); what a dispatch is handed over with."""
+    path = config_path(env)
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+
+
+def load_settings(env: Mapping[str, str] | None = None, *, text: bytes | None = None) -> Settings:
+    """Defaults <- config file (if present) <- environment.  Raises ConfigError (one line).
+
+    ``text``: the config file's content as it was when a dispatch was handed over (the
+    settings it is walked with, whatever the file says now); ``None``: read the file."""
     env = os.environ if env is None else env
     path = config_path(env)
     settings = Settings(policy=DEFAULT_POLICY, state_dir=state_dir(env))
-    if os.path.isfile(path):
+    if text is not None or os.path.isfile(path):
         import tomllib
 
         try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
+            if text is None:
+                with open(path, "rb") as fh:
+                    text = fh.read()
+            data = tomllib.loads(text.decode("utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read: {exc}") from None
         except tomllib.TOMLDecodeError as exc:

@@ -5,7 +5,9 @@ of that name.  ``tier_partition`` / ``tier_account``: a ladder tier's own partit
 account (each key a tier of that cluster); ``preemptible``: tiers of it too.  The facts
 that render into a batch script are checked here, before anything is submitted: the
 environment's names and values, the memory asked per GPU against the cluster's ceiling,
-the access word.  ``[lanes] gpu`` and ``[lanes] cpu``: the
+the access word (``robot``: a login that runs sbatch, scancel, squeue, scp and rsync only;
+its QoS grants then come from ``grants``, a grants file, or the built-in table, never
+sacctmgr).  ``[lanes] gpu`` and ``[lanes] cpu``: the
 automatic lane orders (defaults: the tables' ``DEFAULT_AUTO_LANE_ORDER`` and
 ``CPU_LANE_ORDER``).  A wrong name, a duplicate, RunPod in the automatic GPU order (P6), a
 cluster in the CPU order (P1) or the VM in either (P2 chooses it) is refused.  A configured
@@ -70,6 +72,7 @@ class ClusterDoc:
     access: str | None = None
     submit_gap: str | float | None = None  # seconds (0.5), or a duration read to whole seconds ("2s")
     cleanup_trap: bool | None = None
+    grants: str | None = None  # a grants file (the format of --grants); relative: to the config file
 
 
 def _why(kind: str, name: str, clusters: Sequence[str], trivial: str) -> str | None:
@@ -197,6 +200,18 @@ def _environment(table: dict[str, str], where: str, source: str) -> tuple[tuple[
         if any(c in value for c in "\0\n\r"):
             raise ConfigError(f"{source}: the value of {name} must be one line, without NUL {what}")
     return tuple(sorted(table.items()))
+
+
+def grants_file(path: str | None, where: str, source: str) -> str | None:
+    """``grants``: the path of a grants file (the format of ``--grants``) that gives the
+    cluster's QoS tiers instead of sacctmgr; ``~`` expanded, a relative path taken from the
+    config file's directory.  Read when the grants are needed, not here."""
+    if path is None:
+        return None
+    if not path.strip() or any(c in path for c in "\0\n\r"):
+        raise ConfigError(f"{source}: grants must be a one-line path @ $.{where}.grants (got {path!r})")
+    path = os.path.expanduser(path)
+    return path if os.path.isabs(path) else os.path.join(os.path.dirname(source), path)
 
 
 def master(login: tuple[str, ...], path: str | None, where: str, source: str) -> str | None:

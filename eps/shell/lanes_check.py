@@ -12,6 +12,11 @@ For a SLURM cluster it also tests each tier eps would use with ``sbatch --test-o
 the exact script eps would submit: a tier the cluster says is set up wrong (its partition,
 account) makes the lane ``misconfigured``, with the fix.
 
+A cluster reached through a robot login (``access = "robot"``: sbatch, scancel, squeue, scp
+and rsync only) proves its login answers with ``squeue``, takes its grants from the config
+(``[[clusters]] grants``, a grants file) or the built-in table, and tests each tier as above;
+its row's ``not_checked`` says what a robot login cannot show (the live grants: no sacctmgr).
+
 ``ok`` only when every resource kind (CPU, GPU) has at least one usable lane in its
 automatic lane order and no cluster is misconfigured (``eps check`` then exits 0; 1 otherwise).
 """
@@ -74,6 +79,8 @@ def _probe(lanes: Any, name: str) -> Callable[[], Answer]:
             client = getattr(lane, "client", None)
             if client is None:  # a test's stand-in
                 return True, "set up", None, []
+            if client.robot:
+                return _robot(lanes, name, lane)
             from eps.shell.lanes.registry import cluster_user
 
             match client.discover_grants(cluster_user(lanes, name)):
@@ -103,9 +110,59 @@ def _probe(lanes: Any, name: str) -> Callable[[], Answer]:
     return ask
 
 
+def _robot(lanes: Any, name: str, lane: Any) -> Answer:
+    """A robot login's answer: squeue (its jobs of eps), the grants of the config or the built-in
+    table (no sacctmgr there), each tier's ``sbatch --test-only``."""
+    from eps.core.names import PREFIX
+    from eps.core.tables import DEFAULT_GRANTS
+    from eps.shell.availability import fix_config
+    from eps.shell.settings import ConfigError
+    from eps.shell.snapshots import configured_tiers
+
+    match lane.client.list_by_name(PREFIX):
+        case Failure(f):
+            return False, f"did not answer squeue: {f.message}", None, []
+        case Success(jobs):
+            said = f"robot login: squeue answered ({len(jobs)} job(s) of eps there now)"
+    try:
+        tiers = configured_tiers(lanes.settings, name)
+    except ConfigError as exc:
+        return False, f"{said}; its grants file: {exc}", fix_config(lanes.settings, f"a readable grants file as "
+                                                                    f"{name}'s [[clusters]] grants"), []  # fmt: skip
+    source = f"from {lanes.settings.cluster_access(name).grants}"
+    if tiers is None:
+        tiers, source = DEFAULT_GRANTS.tiers(name), "from eps's built-in table"
+    ladder = lanes.policy.cluster(name).qos_ladder
+    if ladder and not tiers:
+        said += "; no QoS grants: a robot login runs no sacctmgr, and eps has none built in for it"
+        return False, said, fix_config(lanes.settings, f'grants = "PATH" (a grants file, the format of --grants) to '
+                                                       f"{name}'s [[clusters]] entry"), []  # fmt: skip
+    if ladder:
+        said += f"; QoS granted ({source}): " + ", ".join(t.name for t in tiers)
+    found, fix = _tiers(lanes, name, lane, {t.name for t in tiers})
+    wrong = [f"{t['qos'] or 'queue'}: {t['text']}" for t in found if not t["ok"]]
+    if wrong:
+        said += "; the cluster refuses what eps would submit: " + "; ".join(wrong)
+    return not wrong, said, fix, found
+
+
+def not_checked(settings: Settings, name: str) -> list[str]:
+    """What ``eps check`` cannot make of cluster ``name`` (a robot login), one line each."""
+    cluster = settings.policy.cluster(name)
+    if cluster is None or not cluster.robot:
+        return []
+    path = settings.cluster_access(name).grants
+    source = f"its grants file {path}" if path else "eps's built-in table (none: give [[clusters]] grants)"
+    return [f"the live QoS grants and limits (a robot login runs no sacctmgr): eps takes them from {source}",
+            "eps ssh into its jobs (a robot login allows no shell); logs, pull and cancel work by rsync and scancel",
+            "the job history for eps simulate (no sacct): eps simulate uses the ledger alone"]  # fmt: skip
+
+
 def _fix_unreachable(settings: Settings, name: str, kind: LaneKind | None) -> str:
     if kind is LaneKind.SLURM:
         login = " ".join(settings.cluster_access(name).login)
+        if (cluster := settings.policy.cluster(name)) is not None and cluster.robot:
+            return f"make `{(login + ' ') if login else ''}squeue --me` work from this machine (the robot key)"
         return f"make `{(login + ' ') if login else ''}sacctmgr show assoc user=$USER` work from this machine"
     if kind is LaneKind.GCP:
         return "check the project id and that the credentials may list Compute Engine instances in it"
@@ -198,6 +255,8 @@ def _row(
         "problem": None,
         "fix": None,
     }
+    if skipped := not_checked(settings, name):
+        row["not_checked"] = skipped
     if down is not None:
         row["configured"] = down.code is not DownCode.NOT_CONFIGURED
         if down.code is DownCode.NOT_CONFIGURED:

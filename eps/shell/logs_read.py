@@ -50,7 +50,9 @@ def read_piece(ledger: Ledger, lanes: Lanes, row: DispatchRow, offset: int, max_
             source = "live"
             where = site.unwrap()
             log = LAYOUT.under(where.root).log
-            if not where.remote.is_local:
+            if where.remote.robot:  # no shell through a robot login: the log comes by rsync
+                size, start, data = _fetched(where, offset, max_bytes, tail_lines, row.id)
+            elif not where.remote.is_local:
                 size, start, data = _remote(where.remote, log, offset, max_bytes, tail_lines, row.id)
             elif os.path.lexists(log):
                 size, start, data = _local(log, offset, max_bytes, tail_lines, row.id)
@@ -115,6 +117,20 @@ def _local(path: str, offset: int, max_bytes: int, tail_lines: int | None, dispa
             data += chunk
     start, data = _lines(data, start, tail_lines)
     return size, start, data
+
+
+def _fetched(site: Any, offset: int, max_bytes: int, tail_lines: int | None, dispatch: str) -> tuple[int, int, bytes]:
+    """The same through a robot login: the whole log fetched by rsync, then read here."""
+    import tempfile
+
+    from eps.shell.remote.robot import fetch_log
+
+    with tempfile.TemporaryDirectory(prefix="eps-log-") as local:
+        got = fetch_log(site.remote, site.root, local)
+        if isinstance(got, Failure):
+            raise JobError("logs", f"{dispatch}: {got.failure().message}", None)
+        path = got.unwrap()
+        return (0, 0, b"") if path is None else _local(path, offset, max_bytes, tail_lines, dispatch)
 
 
 def _remote(remote: Any, log: str, offset: int, max_bytes: int, tail_lines: int | None,

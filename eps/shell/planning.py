@@ -69,9 +69,20 @@ def plan(settings: Settings, env: Mapping[str, str], job: Job, snapshot: Capacit
 
     snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir)
     snap = known(snap, settings.state_dir, settings.policy)
-    result = route(job, snap, grants or DEFAULT_GRANTS, park, policy=settings.policy)
+    result = route(job, snap, grants or configured_grants(settings, DEFAULT_GRANTS), park, policy=settings.policy)
     lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
     return Planned(result, job, (*snap.unavailable, *down_here(settings, env, lanes)), settings.jobs.healing())
+
+
+def configured_grants(settings: Settings, grants: QosGrants) -> QosGrants:
+    """``grants`` with the tiers of every cluster whose config names a grants file
+    (``[[clusters]] grants``) from that file, as ``eps execute`` takes them; the file is read
+    only when one is named (a plan on a fresh machine reads nothing)."""
+    if not any(a.grants for a in settings.access):
+        return grants
+    from eps.shell.snapshots import with_configured
+
+    return with_configured(settings, grants)
 
 
 def park_state(text: str | None, reason: str | None, policy: Policy) -> ParkState | None:

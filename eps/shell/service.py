@@ -166,7 +166,7 @@ def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapsh
     from eps.shell.walker import Walker
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
-    supervisor.write_inputs(settings.state_dir, dispatch, snapshot, grants)
+    supervisor.write_inputs(settings.state_dir, dispatch, snapshot, grants, ctx.lanes.env)
     write_env_values(settings.state_dir, dispatch, ready.values)  # mode 0600; dropped when the dispatch settles
     Walker(settings, ledger, lanes, ctx.events, grants=grants or DEFAULT_GRANTS,
            snapshot=snapshot or CapacitySnapshot(), files=ready.files).record(ready.job, dispatch)  # fmt: skip

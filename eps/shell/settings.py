@@ -23,13 +23,15 @@ class ConfigError(ValueError):
 class ClusterAccess(NamedTuple):
     """How the shell reaches a SLURM cluster: a command prefix (``["ssh", "login"]``) and the
     user.  ``master``: the ControlPath of an ssh master connection the user opens (a login
-    that asks for a second factor); then eps reaches the login only through it."""
+    that asks for a second factor); then eps reaches the login only through it.  ``grants``:
+    the path of a grants file that gives the cluster's QoS tiers (``[[clusters]] grants``)."""
 
     name: str
     login: tuple[str, ...] = ()
     user: str | None = None
     work_root: str | None = None  # where dispatch roots go, on the filesystem the nodes share
     master: str | None = None
+    grants: str | None = None  # a grants file (the format of --grants): the QoS tiers, never sacctmgr
 
     @property
     def prefix(self) -> tuple[str, ...]:

@@ -10,7 +10,9 @@ pending, at the newest time the history holds (``as_of``): censored either way.
 
 The ledger adds eps's own SLURM attempts that sacct does not hold (older than its window, or
 purged): a park that timed out is a censored wait of its park time; one that started waited
-until eps saw it start (within eps's polling).  sacct wins for a job both hold.
+until eps saw it start (within eps's polling).  sacct wins for a job both hold.  A cluster
+reached through a robot login (sbatch, scancel, squeue, scp and rsync only) has no sacct: its
+history is the ledger alone (:data:`ROBOT_NOTE`, said by ``eps simulate``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 
 #: The sacct columns eps asks for, and the ones a file must have.
 SACCT_FIELDS = ("JobID", "JobName", "QOS", "Submit", "Start", "End", "State", "ReqTRES")
+#: What ``eps simulate`` says of a history read from the ledger alone (a robot login).
+ROBOT_NOTE = "a robot login runs no sacct: only eps's own attempts on it, as the ledger saw them"
 _NO_TIME = frozenset({"", "None", "Unknown", "N/A"})
 _GPUS = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
 

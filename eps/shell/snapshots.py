@@ -1,6 +1,6 @@
-"""The capacity snapshot (``--snapshot``) and QoS grants (``--grants``) files, read strictly
-through the same converter as the config (:mod:`eps.shell.files`): one line naming the
-file and the path for anything wrong."""
+"""The capacity snapshot (``--snapshot``) and QoS grants (``--grants``, and a cluster's
+``[[clusters]] grants``) files, read strictly through the same converter as the config
+(:mod:`eps.shell.files`): one line naming the file and the path for anything wrong."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from attrs import frozen
 from eps.core.durations import parse_duration, parse_slurm_time
 from eps.core.model import CapacitySnapshot, QosGrants, QosTier
 from eps.shell.files import _structure, _vm_sizes, read_data
-from eps.shell.settings import ConfigError
+from eps.shell.settings import ConfigError, Settings
 
 
 def load_snapshot(path: str) -> CapacitySnapshot:
@@ -107,3 +107,31 @@ def grants_to_data(grants: QosGrants) -> dict[str, list[dict[str, Any]]]:
 
 def load_grants(path: str) -> QosGrants:
     return grants_from_data(read_data(path), path)
+
+
+def configured_tiers(settings: Settings, cluster: str) -> tuple[QosTier, ...] | None:
+    """The QoS tiers of ``cluster`` from its ``[[clusters]] grants`` file: the file's entry of
+    that name, or its only entry (SLURM's own name for the cluster may differ, as with
+    sacctmgr).  ``None`` when the config names no file.  :class:`ConfigError`: the file cannot
+    be read, or names other clusters only."""
+    path = settings.cluster_access(cluster).grants
+    if path is None:
+        return None
+    grants = load_grants(path)
+    tiers = dict(grants.clusters).get(cluster)
+    if tiers is None and len(grants.clusters) == 1:
+        tiers = grants.clusters[0][1]
+    if tiers is None:
+        named = ", ".join(name for name, _ in grants.clusters) or "none"
+        raise ConfigError(f"{path}: no grants of cluster {cluster!r} (the file has: {named}) @ $")
+    return tiers
+
+
+def with_configured(settings: Settings, grants: QosGrants) -> QosGrants:
+    """``grants`` with each cluster whose config names a grants file taking its tiers from it."""
+    given = dict(grants.clusters)
+    for c in settings.policy.clusters:
+        tiers = configured_tiers(settings, c.name)
+        if tiers is not None:
+            given[c.name] = tiers
+    return QosGrants(clusters=tuple(given.items()))

@@ -14,8 +14,10 @@ from typing import Any
 
 from eps.core.model import CapacitySnapshot, QosGrants
 from eps.core.states import DispatchState
+from eps.shell.config import SETTINGS_ENV
 from eps.shell.events import log_path as events_path
 from eps.shell.events import read_from
+from eps.shell.settings import Settings
 
 #: The dispatch states a supervisor works on (``interrupted`` and ``preempted`` wait for
 #: ``eps execute --resume``, which hands them back as ``walking``, unless the retry policy
@@ -166,15 +168,27 @@ def supervised(state_dir: str, dispatch: str, env: Mapping[str, str], *, within_
 # --- what the walk starts from -------------------------------------------------------------------
 
 
-def write_inputs(state_dir: str, dispatch: str, snapshot: CapacitySnapshot | None, grants: QosGrants | None) -> None:
-    """Keep the ``--snapshot`` / ``--grants`` the caller gave, for the supervisor's walk."""
-    if snapshot is None and grants is None:
-        return
+def write_inputs(
+    state_dir: str,
+    dispatch: str,
+    snapshot: CapacitySnapshot | None,
+    grants: QosGrants | None,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Keep what the dispatch is to be walked with, for whichever supervisor walks it (now, or
+    one revived later): the ``--snapshot`` / ``--grants`` the caller gave, and the settings the
+    caller's ``eps plan`` would have used (``env``: the caller's environment; its settings part
+    and the config file's bytes now are kept, so a config edited later changes only new
+    dispatches).  Mode 0600 in a 0700 directory; no secret is among them."""
+    from eps.shell.config import config_text, settings_env
     from eps.shell.state.codec import to_data
 
     os.makedirs(os.path.dirname(inputs_path(state_dir, dispatch)), mode=0o700, exist_ok=True)
-    doc = {"snapshot": None if snapshot is None else to_data(snapshot),
-           "grants": None if grants is None else to_data(grants)}  # fmt: skip
+    doc: dict[str, Any] = {"snapshot": None if snapshot is None else to_data(snapshot),
+                           "grants": None if grants is None else to_data(grants)}  # fmt: skip
+    if env is not None:
+        text = config_text(env)
+        doc["settings"] = {"env": settings_env(env), "config": None if text is None else text.decode("utf-8")}
     tmp = inputs_path(state_dir, dispatch) + ".tmp"
     with open(tmp, "w") as fh:
         json.dump(doc, fh)
@@ -192,3 +206,24 @@ def read_inputs(state_dir: str, dispatch: str) -> tuple[CapacitySnapshot | None,
     snap = None if doc.get("snapshot") is None else structure(doc["snapshot"], CapacitySnapshot)
     grants = None if doc.get("grants") is None else structure(doc["grants"], QosGrants)
     return snap, grants
+
+
+def read_settings(state_dir: str, dispatch: str, base_env: Mapping[str, str]) -> tuple[Settings, dict[str, str]] | None:
+    """The settings ``dispatch`` was handed over with, and the environment its lanes use (this
+    process's, with the caller's settings part over it: keys stay the supervisor's own);
+    ``None`` when none were kept (a dispatch recorded before they were, or inline)."""
+    from eps.shell.config import load_settings
+
+    try:
+        with open(inputs_path(state_dir, dispatch)) as fh:
+            kept = json.load(fh).get("settings")
+    except FileNotFoundError:
+        return None
+    if kept is None:
+        return None
+    env = {k: v for k, v in base_env.items() if not (k.startswith("EPS_") or k in SETTINGS_ENV)}
+    env.update(kept["env"])
+    env["EPS_STATE_DIR"] = state_dir  # the supervisor's: the dispatch is in this ledger
+    text = kept.get("config")
+    # no file then: none now either (an empty config is the embedded defaults)
+    return load_settings(env, text=(text or "").encode("utf-8")), env

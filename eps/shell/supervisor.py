@@ -185,25 +185,46 @@ class Supervisor:
         revived = row.state is not DispatchState.WALKING or any(self.ledger.attempts(r.id) for r in rows)
         log.emit("supervised", dispatch=dispatch, pid=os.getpid(), state=row.state.value, revived=revived)
         walking = [r.id for r in rows if r.state is DispatchState.WALKING]
-        if walking:
-            snap, grants = read_inputs(self.ledger.state_dir, dispatch)
-            given = grants is not None
-            snapshot, grants_now = gather(self.lanes, self.ledger, row.job, snap or CapacitySnapshot(),
-                                          grants or DEFAULT_GRANTS, grants_given=given)  # fmt: skip
-            walker = Walker(self.settings, self.ledger, self.lanes, log, grants=grants_now, snapshot=snapshot,
-                            keep_locks=frozenset({dispatch}), supervised=not children)  # fmt: skip
-            if children:
-                if not revived:
-                    log.emit("fanout", dispatch=dispatch, children=walking)
-                walker.walk_copies(dispatch, walking)
-            else:
-                walker.walk_recorded(dispatch)
-        follow_to_end(self.ledger, self.lanes, log, ids_of(self.ledger, dispatch),
-                      poll_s=self.settings.jobs.wait_poll_s, stop=self.stopping.is_set, sync=True)  # fmt: skip
-        if children:  # the parent has ended when every copy has
-            from eps.shell.state.reconcile import Reconciler
+        settings, lanes = self.own_settings(dispatch)
+        try:
+            if walking:
+                snap, grants = read_inputs(self.ledger.state_dir, dispatch)
+                given = grants is not None
+                snapshot, grants_now = gather(lanes, self.ledger, row.job, snap or CapacitySnapshot(),
+                                              grants or DEFAULT_GRANTS, grants_given=given)  # fmt: skip
+                walker = Walker(settings, self.ledger, lanes, log, grants=grants_now, snapshot=snapshot,
+                                keep_locks=frozenset({dispatch}), supervised=not children)  # fmt: skip
+                if children:
+                    if not revived:
+                        log.emit("fanout", dispatch=dispatch, children=walking)
+                    walker.walk_copies(dispatch, walking)
+                else:
+                    walker.walk_recorded(dispatch)
+            follow_to_end(self.ledger, lanes, log, ids_of(self.ledger, dispatch),
+                          poll_s=settings.jobs.wait_poll_s, stop=self.stopping.is_set, sync=True)  # fmt: skip
+            if children:  # the parent has ended when every copy has
+                from eps.shell.state.reconcile import Reconciler
 
-            Reconciler(self.ledger, self.lanes, log, wake=True).reconcile({dispatch})
+                Reconciler(self.ledger, lanes, log, wake=True).reconcile({dispatch})
+        finally:
+            if lanes is not self.lanes:
+                lanes.close()
+
+    def own_settings(self, dispatch: str) -> tuple[Any, Any]:
+        """The settings ``dispatch`` was handed over with, and lanes built from them (this
+        supervisor's own when they are the same): a dispatch is walked as the ``eps plan`` of its
+        caller said, whatever config this supervisor started under or the file says now."""
+        from eps.shell.supervision import read_settings
+
+        kept = read_settings(self.ledger.state_dir, dispatch, self.lanes.env)
+        if kept is None or kept[0] == self.settings:
+            return self.settings, self.lanes
+        from eps.core.model import evolve as with_
+        from eps.shell.lanes import Lanes
+
+        settings, env = kept
+        return settings, Lanes(settings, with_(self.lanes.options, env=env), overrides=self.lanes.stand_ins(),
+                               clock=self.lanes.clock, sleep=self.lanes.sleep)  # fmt: skip
 
 
 def main() -> None:

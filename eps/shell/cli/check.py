@@ -50,6 +50,9 @@ def _print(doc: dict[str, Any], env: dict[str, str]) -> None:
         out.write("to fix:\n")
         for r in fixes:
             out.write(f"  {r['lane']}: {r['fix']}\n")
+    for r in doc["lanes"]:
+        for line in r.get("not_checked", ()):
+            out.write(f"{r['lane']}: not checked (robot login): {line}\n")
     for r in doc["left_out"]:
         out.write(f"{r['lane']}: {r['code']}: {r['text']}\n  fix: {r['fix']}\n")
     for kind in ("cpu", "gpu"):

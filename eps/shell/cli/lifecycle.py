@@ -108,6 +108,8 @@ def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: Any 
         where = site.unwrap()
         if follow:
             J.follow(where, sink_file.write)
+        elif where.remote.robot:  # no cat through a robot login: the log comes by rsync
+            _copy_fetched(where, sink_file.write, row.id)
         elif where.remote.is_local:
             log = LAYOUT.under(where.root).log
             if os.path.lexists(log):
@@ -125,6 +127,20 @@ def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: Any 
         sink_file.flush()
     J.drop_settled_env_values(ledger)
     return 0
+
+
+def _copy_fetched(site: Any, write: Callable[[bytes], None], dispatch: str) -> None:
+    """The live log of a job behind a robot login, fetched by rsync, to ``write``."""
+    import tempfile
+
+    from eps.shell.remote.robot import fetch_log
+
+    with tempfile.TemporaryDirectory(prefix="eps-log-") as local:
+        got = fetch_log(site.remote, site.root, local)
+        if isinstance(got, Failure):
+            raise JobError("logs", f"{dispatch}: {got.failure().message}", None)
+        if (path := got.unwrap()) is not None:
+            _copy_kept(path, write, dispatch)
 
 
 #: ``eps logs`` hands a log on in pieces of this size.
@@ -172,6 +188,9 @@ def ssh_argv(ledger: Ledger, lanes: Lanes, dispatch: str, command: Sequence[str]
     if isinstance(site, Failure):
         raise JobError("ssh", f"{row.id}: {site.failure().message}", None)
     where = site.unwrap()
+    if where.remote.robot:
+        raise JobError("ssh", f"{row.id} runs on {row.handle.lane}, reached through a robot login: it allows no "
+                       "shell (only sbatch, scancel, squeue, scp, rsync); eps logs and eps pull still work", None)
     workdir = LAYOUT.under(where.root).workdir
     step = lanes.get(row.handle.lane).shell_inner(row.handle) or []
     if command:

@@ -89,7 +89,7 @@ def cmd_plan(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
     job = make_job(ns)
     snap, grants = given(ns.snapshot, ns.grants)
     park = park_state(ns.park, ns.park_reason, settings.policy)
-    result = plan(settings, env, job, snap, grants, park)
+    result = plan(settings, env, job, snap, grants if ns.grants else None, park)  # None: the config's, else built-in
     if ns.json:
         emit(result.to_dict())
     else:

@@ -1,8 +1,9 @@
 """``eps simulate``: the cluster's own history replayed against other park caps (P8).
 
 The model is :mod:`eps.core.simulate` (its docstring states every rule and the estimator);
-the history comes from :mod:`eps.shell.simulate`.  This module parses nothing but the
-namespace, and renders: a table per run (one row per cap setting), the honest limits under
+the history comes from :mod:`eps.shell.simulate` (for a cluster reached through a robot
+login, which runs no sacct, from the ledger alone, and the output says so).  This module
+parses nothing but the namespace, and renders: a table per run (one row per cap setting), the honest limits under
 it, ``--json`` (``eps schema simulate``) and ``--plot FILE.png`` (the ``eps[plot]`` extra).
 """
 
@@ -15,7 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from eps.core.simulate import Caps, SettingResult, Simulation, default_settings, simulate
+from eps.core.model import ClusterConfig
+from eps.core.simulate import Caps, SettingResult, Simulation, Wait, default_settings, simulate
 from eps.shell.cli.args import UsageError
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
 from eps.shell.settings import Settings
@@ -36,6 +38,49 @@ def _cluster_name(ns: argparse.Namespace, settings: Settings) -> str:
     return names[0]
 
 
+def _history(
+    ns: argparse.Namespace, settings: Settings, cluster: ClusterConfig, since: float, now: float, lane_options: Any
+) -> tuple[list[Wait], dict[str, Any]] | None:
+    """The waits to replay and where they came from: a sacct file, the cluster's sacct through
+    its login, or (a robot login, which runs no sacct) nothing but what the ledger adds.
+    ``None``: sacct did not answer (said on stderr)."""
+    from eps.shell import simulate as history
+
+    try:
+        return _read_history(ns, settings, cluster, since, now, lane_options)
+    except history.HistoryError as exc:
+        raise UsageError(f"eps simulate: {exc}") from None
+
+
+def _read_history(
+    ns: argparse.Namespace, settings: Settings, cluster: ClusterConfig, since: float, now: float, lane_options: Any
+) -> tuple[list[Wait], dict[str, Any]] | None:
+    from eps.shell import simulate as history
+
+    name = cluster.name
+    if ns.sacct:
+        return history.read_file(ns.sacct), {"kind": "sacct_file", "path": ns.sacct, "cluster": name}
+    if cluster.robot:  # sbatch, scancel, squeue and rsync only there: the ledger is the history
+        if ns.ledger is False:
+            raise UsageError(f"eps simulate: {name} is reached through a robot login, which runs no sacct: the "
+                             "ledger is its only history (drop --no-ledger, or give --sacct FILE)")  # fmt: skip
+        return [], {"kind": "ledger", "cluster": name, "since_s": ns.since, "note": history.ROBOT_NOTE}
+    from returns.result import Failure, Success
+
+    from eps.shell.lanes.slurm.cli import SlurmClient, subprocess_runner
+
+    access = settings.cluster_access(name)
+    runner = getattr(lane_options, "slurm_runner", None) or subprocess_runner
+    client = SlurmClient(runner=runner, prefix=access.login)
+    match history.read_cluster(client, since, now, all_users=ns.all_users, user=access.user):
+        case Success(found):
+            return found, {"kind": "cluster", "cluster": name, "since_s": ns.since, "all_users": ns.all_users}
+        case Failure(failure):
+            write_error(sys.stderr, as_json=ns.json, code=str(failure.kind), exit_code=Exit.NOTHING_STARTS,
+                        text=f"sacct on {name}: {failure.message}", prefix="eps: error: ")  # fmt: skip
+    return None
+
+
 def run_simulate(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str], lane_options: Any) -> int:
     from eps.shell import simulate as history
 
@@ -43,29 +88,10 @@ def run_simulate(ns: argparse.Namespace, settings: Settings, env: Mapping[str, s
     cluster = next(c for c in settings.policy.clusters if c.name == name)
     now = time.time()
     since = now - ns.since
-    source: dict[str, Any]
-    try:
-        if ns.sacct:
-            waits = history.read_file(ns.sacct)
-            source = {"kind": "sacct_file", "path": ns.sacct, "cluster": name}
-        else:
-            from returns.result import Failure, Success
-
-            from eps.shell.lanes.slurm.cli import SlurmClient, subprocess_runner
-
-            access = settings.cluster_access(name)
-            runner = getattr(lane_options, "slurm_runner", None) or subprocess_runner
-            client = SlurmClient(runner=runner, prefix=access.login)
-            match history.read_cluster(client, since, now, all_users=ns.all_users, user=access.user):
-                case Success(found):
-                    waits = found
-                case Failure(failure):
-                    write_error(sys.stderr, as_json=ns.json, code=str(failure.kind), exit_code=Exit.NOTHING_STARTS,
-                                text=f"sacct on {name}: {failure.message}", prefix="eps: error: ")  # fmt: skip
-                    return Exit.NOTHING_STARTS
-            source = {"kind": "cluster", "cluster": name, "since_s": ns.since, "all_users": ns.all_users}
-    except history.HistoryError as exc:
-        raise UsageError(f"eps simulate: {exc}") from None
+    read = _history(ns, settings, cluster, since, now, lane_options)
+    if read is None:
+        return Exit.NOTHING_STARTS
+    waits, source = read
     from_sacct = len(waits)
     use_ledger = ns.ledger if ns.ledger is not None else not ns.sacct  # it joins a file only when asked
     if use_ledger:
@@ -159,7 +185,8 @@ def text_of(sim: Simulation, source: Mapping[str, Any], recorded: Caps, price: f
     def para(text: str) -> str:
         return (textwrap.fill(text, width, subsequent_indent="  ") if width else text) + "\n"
 
-    where = source.get("path") or f"sacct on {source['cluster']}"
+    where = source.get("path") or (
+        f"the ledger alone ({source['note']})" if source["kind"] == "ledger" else f"sacct on {source['cluster']}")
     out = para(f"eps simulate: {sim.dispatches} dispatches from {where} down {' -> '.join(sim.ladder)}, "
                f"{sim.rounds} rounds of draws (seed {sim.seed})") + "\n"  # fmt: skip
     cols = [Column("caps (s)", keep=True), Column("worst", right=True), Column("median", right=True),

@@ -56,7 +56,8 @@ def _slurm(lanes: Lanes, name: str) -> Lane:
     pacer = Pacer(os.path.join(lanes.settings.state_dir, "submit"), name, cluster.submit_gap_s)
     return SlurmLane(
         cluster,
-        SlurmClient(runner=opts.slurm_runner or subprocess_runner, prefix=access.prefix, user=user, pacer=pacer),
+        SlurmClient(runner=opts.slurm_runner or subprocess_runner, prefix=access.prefix, user=user, pacer=pacer,
+                    robot=name if cluster.robot else None),
         user=user,
         login=access.prefix,
         work_root=access.work_root,
@@ -149,6 +150,10 @@ class Lanes:
         self._overrides = frozenset(overrides or {})
         self._lock = threading.Lock()
 
+    def stand_ins(self) -> dict[str, Lane]:
+        """The lanes a test gave in place of real ones (``overrides``)."""
+        return {n: self._built[n] for n in self._overrides}
+
     @property
     def policy(self) -> Policy:
         return self.settings.policy
@@ -193,7 +198,11 @@ class Lanes:
         return tuple(d for d in (self.down(n) for n in names) if d is not None)
 
     def discover_grants(self, defaults: QosGrants) -> tuple[QosGrants, tuple[LaneDown, ...]]:
-        """Live grants for every configured cluster; a cluster that does not answer is unavailable."""
+        """Live grants for every configured cluster; a cluster that does not answer is unavailable.
+        A cluster whose config names a grants file (``[[clusters]] grants``) takes its tiers
+        from it, and one reached through a robot login (which runs no sacctmgr) from it or
+        else from ``defaults`` (the built-in table's, when it has that cluster): sacctmgr is
+        never asked there.  A grants file that cannot be read makes its cluster unavailable."""
         from eps.shell.lanes.slurm.lane import SlurmLane
 
         clusters = []
@@ -206,6 +215,19 @@ class Lanes:
             lane = self.get(cluster.name)
             if not isinstance(lane, SlurmLane):  # a test's stand-in: no grants to ask for
                 continue
+            if self.settings.cluster_access(cluster.name).grants is not None or cluster.robot:
+                from eps.shell.settings import ConfigError
+                from eps.shell.snapshots import configured_tiers
+
+                try:
+                    tiers = configured_tiers(self.settings, cluster.name)
+                except ConfigError as exc:
+                    down.append(LaneDown(cluster.name, f"{cluster.name}: {exc}", fix=f"fix or remove {cluster.name}'s"
+                                         " [[clusters]] grants file (the format of --grants)"))  # fmt: skip
+                    continue
+                if tiers is not None:
+                    clusters.append((cluster.name, tiers))
+                continue  # none configured (a robot login): the built-in ones below, if any
             user = self.settings.cluster_access(cluster.name).user
             user = user or self.env.get("USER") or self.env.get("LOGNAME") or "root"
             match lane.client.discover_grants(user):

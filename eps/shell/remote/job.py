@@ -4,7 +4,8 @@ pull outputs and log, cancel.  The file names are :data:`eps.core.jobscript.LAYO
 what the wrapper does is :func:`eps.core.jobscript.render_jobscript`'s contract.
 
 Every function reads the job's truth from the files the wrapper wrote, so it
-holds after eps exited and came back: ``exit-code`` present means ended.
+holds after eps exited and came back: ``exit-code`` present means ended.  Through a
+robot login (``remote.robot``) each does the same by rsync alone (:mod:`eps.shell.remote.robot`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from eps.core.jobscript import (
     render_reap,
     render_start,
 )
+from eps.shell.remote import robot
 from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
 from eps.shell.remote.process import Runner, Streamer, run_process, stream_process
 from eps.shell.remote.ssh import BRIEF, Patience, Remote, check_remote, shell_argv, stream_remote
@@ -59,12 +61,18 @@ def stage_job(
 ) -> Result[None, RemoteFailure]:
     """Put the wrapper (``run.sh``), the env file (0600, only when ``env`` is given)
     and the workdir's files (into ``work/``) under ``root`` on ``remote``."""
-    for name, content, mode in job_root_files(spec, env):
+    files = job_root_files(spec, env)
+    if remote.robot:  # laid out here, sent by one rsync that makes the root itself
+        staged = robot.stage(remote, root, files, patience=patience, runner=runner, sleep=sleep)
+        if isinstance(staged, Failure):
+            return staged
+        files = []
+    for name, content, mode in files:
         path = root.rstrip("/") + "/" + name if root.rstrip("/") else "/" + name  # as LAYOUT.under joins
         put = put_file(remote, path, content, mode=mode, patience=patience, runner=runner, sleep=sleep)
         if isinstance(put, Failure):
             return put
-    if workdir is not None:
+    if workdir is not None:  # into work/: the last component of its destination, made by rsync
         workdir_dir = LAYOUT.under(root).workdir
         return upload_files(
             remote, workdir.root, workdir.files, workdir_dir, patience=patience, runner=runner, sleep=sleep
@@ -107,7 +115,9 @@ def start_job(
 def probe_job(
     remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process
 ) -> Result[JobProgress, RemoteFailure]:
-    """What the job's record files say now (one command)."""
+    """What the job's record files say now (one command; a robot login: one rsync)."""
+    if remote.robot:
+        return robot.probe(remote, root, patience=patience, runner=runner)
     read = check_remote(remote, render_probe(root), f"reading {root}", patience=patience, runner=runner)
     return read.map(parse_probe)
 
@@ -151,7 +161,10 @@ def follow_log(
 ) -> Result[int, RemoteFailure]:
     """Stream ``job.log`` from its start to ``sink`` until the job has ended (``eps logs -f``);
     ``wrapper_here``: the job runs on ``remote``, so a wrapper gone without its end ends it too.
-    The follow ends, there too, once eps is gone: see :func:`until_reader_gone`."""
+    The follow ends, there too, once eps is gone: see :func:`until_reader_gone`.  A robot
+    login: the log fetched by rsync every few seconds (:func:`eps.shell.remote.robot.follow`)."""
+    if remote.robot:
+        return robot.follow(remote, root, sink)
     return stream_remote(remote, until_reader_gone(render_follow(root, wrapper_here=wrapper_here)), sink,
                          streamer=streamer)  # fmt: skip
 
@@ -185,7 +198,10 @@ def pull_log(
 def cancel_job(
     remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process
 ) -> Result[None, RemoteFailure]:
-    """Stop a running job (its wrapper records ``killed``); nothing when it has ended."""
+    """Stop a running job (its wrapper records ``cancelled``); nothing when it has ended.
+    A robot login: only the ``cancel`` mark is left (by rsync); the TERM is SLURM's (scancel)."""
+    if remote.robot:
+        return robot.leave_cancel_mark(remote, root, patience=patience, runner=runner)
     done = check_remote(remote, render_cancel(root), f"cancelling the job in {root}", patience=patience, runner=runner)
     return done.map(lambda _: None)
 
@@ -194,6 +210,11 @@ def reap_job(
     remote: Remote, root: str, *, patience: Patience = BRIEF, runner: Runner = run_process
 ) -> Result[None, RemoteFailure]:
     """KILL what a job whose wrapper died left running (:func:`~eps.core.jobscript.render_reap`)."""
+    if remote.robot:
+        # Unnecessary there: a robot login is a SLURM cluster's, and the job's end under SLURM
+        # (scancel, its time limit, a preemption) ends every process of it (its cgroup); a
+        # wrapper's death is never even seen from the login (it runs on a compute node).
+        return Success(None)
     done = check_remote(remote, render_reap(root), f"stopping what is left of the job in {root}",
                         patience=patience, runner=runner)  # fmt: skip
     return done.map(lambda _: None)

@@ -16,6 +16,10 @@ Rules of this module:
   (``HostKeyAlias``): a new machine that got an address an earlier one had is a
   new machine, trusted on first use; its entry is forgotten when it is released
   (:func:`eps.shell.remote.keys.forget_host`).  A login prefix is the user's own ssh setup and is used as given.
+- A robot login (``Remote.via(login, robot=True)``, ``[[clusters]] access = "robot"``) runs
+  no shell line at all: :func:`run_remote` and :func:`stream_remote` refuse it without running
+  anything (a COMMAND failure), and :func:`remote_argv` raises; its files move by rsync only
+  (:mod:`eps.shell.remote.robot`).
 - One master connection per machine eps made (:mod:`eps.shell.remote.mux`): every ssh and
   rsync to it shares it.  A command that failed in transport through a master closes that
   master and is tried once more at once (connecting afresh), whatever the patience: a dead
@@ -104,6 +108,7 @@ class Remote:
     host_key_alias: str | None = None  # the machine's id: its known_hosts entry is keyed by it
     control_path: str | None = None  # the socket of the machine's shared master connection (mux)
     kex_algorithms: str | None = None  # ssh's KexAlgorithms ([ssh] key_exchange); None: ssh's default
+    robot: bool = False  # a robot login: rsync through it, never a shell line (see the module docstring)
 
     def __attrs_post_init__(self) -> None:
         if self.host is not None and self.login:
@@ -136,10 +141,11 @@ class Remote:
         )  # fmt: skip
 
     @classmethod
-    def via(cls, login: Sequence[str]) -> Remote:
+    def via(cls, login: Sequence[str], *, robot: bool = False) -> Remote:
         """A login node reached by the user's own command prefix (SLURM clusters).
-        An empty prefix is this machine."""
-        return cls(login=tuple(login))
+        An empty prefix is this machine.  ``robot``: the login's key runs only sbatch,
+        scancel, squeue, scp and rsync (files move by rsync; no shell line is ever run)."""
+        return cls(login=tuple(login), robot=robot)
 
     @property
     def is_local(self) -> bool:
@@ -192,7 +198,10 @@ def ssh_options(remote: Remote) -> list[str]:
 
 
 def remote_argv(remote: Remote, command: str, *, tty: bool = False) -> list[str]:
-    """The argv that runs the shell line ``command`` on ``remote``."""
+    """The argv that runs the shell line ``command`` on ``remote``.  A robot login runs none:
+    ``ValueError`` (a caller that got here skipped the refusal of :func:`run_remote`)."""
+    if remote.robot:
+        raise ValueError(robot_refusal(remote))
     if remote.login:
         prefix = list(remote.login)
         if tty and os.path.basename(prefix[0]) == "ssh":
@@ -227,7 +236,10 @@ def run_remote(
 ) -> Result[Completed, RemoteFailure]:
     """Run ``command`` on ``remote``.  Success carries whatever the command left,
     whatever its exit code; Failure is a transport failure (unreachable, auth, host
-    key, no ssh here), after the retries ``patience`` allows."""
+    key, no ssh here), after the retries ``patience`` allows.  A robot login: a COMMAND
+    failure, nothing run."""
+    if remote.robot:
+        return Failure(RemoteFailure.of(RemoteErrorKind.COMMAND, robot_refusal(remote)))
     argv = remote_argv(remote, command)
     path = remote.control_path if runner is run_process else None
 
@@ -282,7 +294,10 @@ def stream_remote(
     remote: Remote, command: str, sink: Callable[[bytes], None], *, streamer: Streamer = stream_process
 ) -> Result[int, RemoteFailure]:
     """Run ``command`` on ``remote`` and hand its stdout to ``sink`` as it comes
-    (``eps logs -f``); the command's exit code, or UNREACHABLE when ssh itself failed."""
+    (``eps logs -f``); the command's exit code, or UNREACHABLE when ssh itself failed.
+    A robot login: a COMMAND failure, nothing run."""
+    if remote.robot:
+        return Failure(RemoteFailure.of(RemoteErrorKind.COMMAND, robot_refusal(remote)))
     code = streamer(remote_argv(remote, command), sink)
     if code == NOT_FOUND and not remote.is_local:
         return Failure(RemoteFailure.of(RemoteErrorKind.MISSING_TOOL, f"cannot run {remote_argv(remote, '')[0]}"))
@@ -367,6 +382,14 @@ def _classified(remote: Remote, done: Completed, timeout_s: float | None) -> Res
             )  # ssh logs "no matching key exchange method" below LogLevel=ERROR
             return Failure(RemoteFailure.of(kind or RemoteErrorKind.UNREACHABLE, f"{where}: {message}"))
     return Success(done)
+
+
+def robot_refusal(remote: Remote) -> str:
+    """What is said when a shell line is asked of a robot login (one line)."""
+    from eps.core.clusters import ROBOT_COMMANDS
+
+    allowed = ", ".join(ROBOT_COMMANDS)
+    return f"{remote.describe()} is a robot login ({allowed} only): eps runs no shell line through it"
 
 
 def last_line(text: str) -> str:

@@ -8,7 +8,9 @@
 - rsync's ssh is eps's own (:func:`~eps.shell.remote.ssh.ssh_options`): it shares the
   machine's master connection like every other command.
 - The destination directory is made on the far side in the same connection
-  (``--rsync-path='mkdir -p -- DIR && rsync'``).
+  (``--rsync-path='mkdir -p -- DIR && rsync'``), except through a robot login, which runs
+  rsync and nothing else: there rsync itself makes only the destination's last component, and
+  the caller plans the tree accordingly (:mod:`eps.shell.remote.robot`).
 - A small file (the env file, the wrapper) travels on ssh's stdin into
   ``umask 077; cat > tmp; mv tmp file``: its content is never an argument, so it
   shows up in no process listing, no log and no error message.
@@ -56,6 +58,11 @@ from eps.shell.remote.ssh import (
 
 #: rsync: "Partial transfer due to vanished source files".
 RSYNC_VANISHED = 24
+#: rsync: "Partial transfer due to error" (a source that is not there, among others).
+RSYNC_PARTIAL = 23
+#: What the sending rsync says when the directory it is to send from is not there
+#: (``rsync: [sender] change_dir "/x" failed: No such file or directory (2)``).
+_NO_SOURCE_DIR = "No such file or directory"
 #: The host name rsync is given for a login-prefix target (the prefix knows the real one).
 LOGIN_HOST = "eps-login"
 #: Base options: archive, but files take the receiving user's owner and group, holes stay
@@ -91,15 +98,23 @@ def remote_spec(remote: Remote, path: str) -> str:
     return f"{remote.user}@{host}:{path}" if remote.user else f"{host}:{path}"
 
 
-def upload_argv(remote: Remote, local_root: str, remote_dir: str, *, compress: bool = False) -> list[str]:
+def upload_argv(
+    remote: Remote, local_root: str, remote_dir: str, *, compress: bool = False, implied_dirs: bool = True
+) -> list[str]:
     """rsync argv that sends the files named on stdin (NUL-separated, relative to
-    ``local_root``) into ``remote_dir``, creating it."""
+    ``local_root``) into ``remote_dir``, creating it (through a robot login: only its last
+    component).  ``implied_dirs=False``: the directories above a listed name are not sent; those
+    missing on the far side are made, those there are left as they are (``--no-implied-dirs``)."""
     argv = [*RSYNC_BASE, "--files-from=-", "--from0"]
     if compress:
         argv.append("-z")
+    if not implied_dirs:
+        argv.append("--no-implied-dirs")
     rsh = rsync_rsh(remote)
     if rsh is not None:
-        argv += ["-e", rsh, f"--rsync-path=mkdir -p -- {shlex.quote(remote_dir)} && rsync"]
+        argv += ["-e", rsh]
+        if not remote.robot:  # a robot login runs rsync alone: no mkdir before it
+            argv.append(f"--rsync-path=mkdir -p -- {shlex.quote(remote_dir)} && rsync")
     return [*argv, _slash(local_root), remote_spec(remote, _slash(remote_dir))]
 
 
@@ -122,18 +137,20 @@ def upload_files(
     remote_dir: str,
     *,
     compress: bool = False,
+    implied_dirs: bool = True,
     timeout_s: float | None = None,
     patience: Patience = BRIEF,
     runner: Runner = run_process,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Result[None, RemoteFailure]:
-    """Send ``files`` (relative to ``local_root``, e.g. :attr:`Workdir.files`) to ``remote_dir``."""
+    """Send ``files`` (relative to ``local_root``, e.g. :attr:`Workdir.files`) to ``remote_dir``
+    (``implied_dirs``: see :func:`upload_argv`)."""
     if remote.is_local:
         try:
             os.makedirs(remote_dir, exist_ok=True)
         except OSError as exc:
             return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"cannot create {remote_dir}: {exc.strerror}"))
-    argv = upload_argv(remote, local_root, remote_dir, compress=compress)
+    argv = upload_argv(remote, local_root, remote_dir, compress=compress, implied_dirs=implied_dirs)
     listing = b"".join(os.fsencode(f) + b"\0" for f in files)
     return _transfer(remote, argv, listing, f"upload to {remote_dir}", timeout_s, patience, runner, sleep)
 
@@ -155,6 +172,42 @@ def download_dir(
         return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"cannot create {local_dir}: {exc.strerror}"))
     argv = download_argv(remote, remote_dir, local_dir, directory=True)
     return _transfer(remote, argv, None, f"download of {remote_dir}", timeout_s, patience, runner, sleep)
+
+
+def download_matching(
+    remote: Remote,
+    remote_dir: str,
+    includes: Sequence[str],
+    local_dir: str,
+    *,
+    timeout_s: float | None = 120,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Result[bool, RemoteFailure]:
+    """Bring what of ``remote_dir`` matches the rsync ``includes`` (``/pid``, ``/*/``,
+    ``/*/started-at``: anchored at ``remote_dir``; everything else excluded, no symlink ever)
+    into ``local_dir`` (created).  A name that is not there is no error.  ``False``:
+    ``remote_dir`` itself is not there (nothing brought)."""
+    try:
+        os.makedirs(local_dir, exist_ok=True)
+    except OSError as exc:
+        return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, f"cannot create {local_dir}: {exc.strerror}"))
+    argv = [*RSYNC_DOWNLOAD, "--no-links", *(f"--include={i}" for i in includes), "--exclude=*"]
+    rsh = rsync_rsh(remote)
+    if rsh is not None:
+        argv += ["-e", rsh]
+    argv += [remote_spec(remote, _slash(remote_dir)), _slash(local_dir)]
+    what = f"download from {remote_dir}"
+
+    def attempt() -> Result[Completed, RemoteFailure]:
+        done = runner(argv, stdin=None, timeout_s=timeout_s)
+        if done.returncode == RSYNC_PARTIAL and _NO_SOURCE_DIR in done.stderr and "change_dir" in done.stderr:
+            return Success(done)
+        return _classify_rsync(remote, done, what, timeout_s)
+
+    got = retrying(through_master(remote, attempt), patience, sleep=sleep)
+    return got.map(lambda done: done.returncode != RSYNC_PARTIAL)
 
 
 def download_file(

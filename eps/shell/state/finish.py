@@ -42,6 +42,9 @@ from eps.shell.state.ledger import DispatchRow, Ledger
 #: After its TERM, how long ``eps cancel`` waits for the job's end: the wrapper's kill
 #: grace, and time to write the end.
 STOP_WAIT_S = JOB_LIFECYCLE.kill_grace_s + 30.0
+#: How long a SLURM job whose wrapper ended may still read as running (COMPLETING through a
+#: preemption's grace, sacct behind squeue) before its end is judged on what SLURM says then.
+SLURM_SETTLE_S = 60.0
 
 
 class Collected(NamedTuple):
@@ -157,11 +160,19 @@ class Finisher:
 
         if row.handle is None or row.handle.kind is not LaneKind.SLURM:
             return None
-        polled = self.lanes.get(row.handle.lane).poll(row.handle)
-        if isinstance(polled, Failure):
-            return None
-        h = polled.unwrap()
-        return slurm_interruption(h.id, h.state, h.reason)
+        lane = self.lanes.get(row.handle.lane)
+
+        def settled() -> Handle | None:
+            # The job's wrapper has ended; SLURM is told a moment later (a preempted job is
+            # COMPLETING through its grace, and sacct lags squeue): judge its final state.
+            polled = lane.poll(row.handle)
+            if isinstance(polled, Failure):
+                return None
+            h = polled.unwrap()
+            return None if h.state in (HandleState.RUNNING, HandleState.STARTING) else h
+
+        h = poll_until(settled, timeout_s=SLURM_SETTLE_S, interval_s=0.5)
+        return None if h is None else slurm_interruption(h.id, h.state, h.reason)
 
     def interrupted(self, row: DispatchRow, got: Collected, why: str) -> str:
         """An interrupted run: what it wrote is pulled (``got``; not counted as the end), a
@@ -210,6 +221,10 @@ class Finisher:
         if isinstance(site, Failure):
             return None
         J.cancel(site.unwrap())
+        if site.unwrap().remote.robot and row.handle is not None:
+            # A robot login runs no kill: the cancel mark went by rsync, the TERM comes from
+            # SLURM (scancel: the wrapper then records its end as cancelled).
+            self.lanes.get(row.handle.lane).release(row.handle)
 
         def ended() -> JobProgress | None:
             seen = _probe(site.unwrap()).value_or(None)

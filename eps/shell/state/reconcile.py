@@ -374,6 +374,12 @@ def _seen(progress: JobProgress | None) -> JobSeen:
     return JobSeen.RUNNING if progress.launched else JobSeen.NONE
 
 
+def _settled_or_unowned(ledger: Ledger, dispatch: str) -> bool | None:
+    row = ledger.dispatch(dispatch)
+    settled = row is None or row.state in (DispatchState.ENDED, DispatchState.FAILED, DispatchState.CANCELLED)
+    return True if settled or not ledger.is_owned_elsewhere(dispatch) else None
+
+
 def _unowned(ledger: Ledger, dispatch: str) -> bool | None:
     return True if not ledger.is_owned_elsewhere(dispatch) else None
 
@@ -439,10 +445,21 @@ def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, repor
     A dispatch its supervisor follows is first marked cancelled, so the supervisor lets it
     go (it follows only started dispatches); then it is stopped and pulled here."""
     if ledger.is_owned_elsewhere(row.id):
-        ledger.set_dispatch(row.id, DispatchState.CANCELLED, message="cancelled by eps cancel; stopping its job")
         from eps.shell.state.finish import STOP_WAIT_S
 
-        poll_until(partial(_unowned, ledger, row.id), timeout_s=STOP_WAIT_S, interval_s=0.1)
+        # A job that has already ended is not cancelled: its supervisor finishes it with its own
+        # result, or, if it lets go first, it is finished below (a cancel is final: marked
+        # first, the job's own exit code would be lost).
+        early = finisher.progress(row).value_or(None)
+        if early is not None and early.ended:
+            poll_until(partial(_settled_or_unowned, ledger, row.id), timeout_s=STOP_WAIT_S, interval_s=0.1)
+            now = ledger.dispatch(row.id)
+            if now is not None and now.state in (DispatchState.ENDED, DispatchState.FAILED):
+                report["finished"].append(f"{row.id}: had already ended; not cancelled: {now.message}")
+                return
+        else:
+            ledger.set_dispatch(row.id, DispatchState.CANCELLED, message="cancelled by eps cancel; stopping its job")
+            poll_until(partial(_unowned, ledger, row.id), timeout_s=STOP_WAIT_S, interval_s=0.1)
     with ledger.owning(row.id) as owned:
         fresh = ledger.dispatch(row.id) if owned else None
         if fresh is not None and fresh.state is DispatchState.CANCELLED and fresh.handle is not None:

@@ -15,6 +15,13 @@ behind the renderer: :meth:`SlurmClient.submit` never sends ``--export`` nor a
 script that sets ``CUDA_VISIBLE_DEVICES``, and with a ``user`` every ``scancel`` is
 scoped to that user's own jobs (``scancel -u USER``).  With a :class:`Pacer`,
 submissions to the cluster from this host go one at a time, spaced by its gap.
+
+A robot login (``robot=True``, ``[[clusters]] access = "robot"``) runs only
+:data:`~eps.core.clusters.ROBOT_COMMANDS`: any other command is refused before anything runs
+(an INVALID_REQUEST, code ``robot_login``), so sacct and sacctmgr are never asked there.  Its
+squeue formats use ``@`` between fields (a forced command refuses ``|``); a job squeue no
+longer lists is :data:`GONE` (its end is in its wrapper's files, read by the lane's callers);
+a start estimate is read against this machine's clock (no ``date`` runs there).
 """
 
 from __future__ import annotations
@@ -24,11 +31,13 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from attrs import frozen
 from returns.result import Failure, Result, Success
 
+from eps.core.clusters import robot_refusal
 from eps.core.durations import parse_slurm_time
 from eps.core.model import QosGrants, QosTier
 from eps.core.outcome import FailureKind, LaneFailure
@@ -67,8 +76,15 @@ LIVE_STATES: frozenset[str] = frozenset(
 #: The state :meth:`SlurmClient.poll` reports for a job neither squeue nor sacct knows.
 GONE = "GONE"
 
-_POLL_FORMAT = "%i|%T|%r|%q"
-_LIST_FORMAT = "%i|%T|%r|%q|%j"
+_POLL_FIELDS = ("%i", "%T", "%r", "%q")
+_LIST_FIELDS = (*_POLL_FIELDS, "%j")
+#: What the squeue formats put between fields: ``|``, and through a robot login ``@`` (its
+#: forced command refuses a ``|`` anywhere in a command; no state, reason or QoS holds an ``@``).
+_SEPARATOR = {False: "|", True: "@"}
+#: The exit code of a command a robot login may not run, refused here before anything ran
+#: (a shell's "cannot execute"); :func:`classify` reads it with :data:`_ROBOT_MARK`.
+NOT_ALLOWED = 126
+_ROBOT_MARK = "is a robot login"
 
 # What sbatch/scancel print when a job id is unknown to the controller.
 _INVALID_JOB = "Invalid job id"
@@ -143,15 +159,31 @@ class SlurmClient:
         prefix: Sequence[str] = (),
         user: str | None = None,
         pacer: Pacer | None = None,
+        *,
+        robot: str | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         """``user``: every scancel names it (``scancel -u USER``), so a wrong job id can
-        never cancel another user's job.  ``pacer``: every sbatch takes its turn."""
+        never cancel another user's job.  ``pacer``: every sbatch takes its turn.
+        ``robot``: the cluster's name when it is reached through a robot login (only
+        sbatch, scancel, squeue, scp, rsync); ``wall``: this machine's clock (its estimates)."""
         self._runner = runner
         self._prefix = tuple(prefix)
         self._user = user
         self._pacer = pacer
+        self._robot = robot
+        self._wall = wall
+        self._sep = _SEPARATOR[robot is not None]
+
+    @property
+    def robot(self) -> bool:
+        return self._robot is not None
 
     def _run(self, argv: Sequence[str], stdin: str | None = None) -> tuple[int, str, str]:
+        """Run one SLURM command (through the prefix).  Through a robot login, a command its
+        key does not run is not run at all: rc :data:`NOT_ALLOWED` and why, on stderr."""
+        if self._robot is not None and (refusal := robot_refusal(argv, self._robot)) is not None:
+            return NOT_ALLOWED, "", refusal
         if self._prefix:
             return self._runner([*self._prefix, shlex.join(argv)], stdin)
         return self._runner(list(argv), stdin)
@@ -195,23 +227,29 @@ class SlurmClient:
     def start_estimate(self, script: str) -> int | None:
         """Seconds until ``script`` would start, by the cluster's own estimate (``sbatch
         --test-only``, nothing submitted), against the cluster's own clock (its local time,
-        printed by the same shell); ``None`` when it gives none."""
+        printed by the same shell); ``None`` when it gives none.  Through a robot login,
+        ``sbatch --test-only`` alone, against this machine's clock: no clock correction."""
+        if self.robot:
+            _, out, err = self._run(["sbatch", "--test-only"], script)
+            return start_estimate_s(out + err, now=datetime.fromtimestamp(self._wall()))
         line = "sbatch --test-only 2>&1; echo; date +%Y-%m-%dT%H:%M:%S"
         _, out, err = self._run(["bash", "-c", line], script)
         return start_estimate_s(out + err)
 
     def poll(self, job_id: str) -> Result[JobStatus, LaneFailure]:
         """The job's state and pending reason from ``squeue``; once it has left squeue,
-        its final state from ``sacct``, or :data:`GONE` when neither knows it."""
-        rc, out, err = self._run(["squeue", "-h", "-j", job_id, "-o", _POLL_FORMAT])
+        its final state from ``sacct``, or :data:`GONE` when neither knows it.  A robot login
+        has no sacct: a job squeue no longer lists is :data:`GONE` (its wrapper's files say
+        how it ended)."""
+        rc, out, err = self._run(["squeue", "-h", "-j", job_id, "-o", self._sep.join(_POLL_FIELDS)])
         if rc == 0:
             for line in out.splitlines():
-                status = _parse_status(line)
+                status = _parse_status(line, self._sep)
                 if status is not None and status.job_id == job_id:
                     return Success(status)
         elif _INVALID_JOB not in err:
             return Failure(classify(rc, err, "squeue"))
-        return self._from_sacct(job_id)
+        return Success(JobStatus(job_id, GONE)) if self.robot else self._from_sacct(job_id)
 
     def _from_sacct(self, job_id: str) -> Result[JobStatus, LaneFailure]:
         rc, out, err = self._run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,State,QOS"])
@@ -288,12 +326,12 @@ class SlurmClient:
 
     def list_by_name(self, prefix: str) -> Result[tuple[JobStatus, ...], LaneFailure]:
         """The user's jobs (any live state) whose name starts with ``prefix``: for reconcile."""
-        rc, out, err = self._run(["squeue", "-h", "--me", "-o", _LIST_FORMAT])
+        rc, out, err = self._run(["squeue", "-h", "--me", "-o", self._sep.join(_LIST_FIELDS)])
         if rc != 0:
             return Failure(classify(rc, err, "squeue"))
         found = []
         for line in out.splitlines():
-            status = _parse_status(line, with_name=True)
+            status = _parse_status(line, self._sep, with_name=True)
             if status is not None and status.name is not None and status.name.startswith(prefix):
                 found.append(status)
         return Success(tuple(found))
@@ -384,15 +422,19 @@ _WILL_START = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 _NOW = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\s*$", re.MULTILINE)
 
 
-def start_estimate_s(text: str) -> int | None:
+def start_estimate_s(text: str, *, now: datetime | None = None) -> int | None:
     """``sbatch --test-only``'s start time less the cluster's time after it (both its local
-    time), in whole seconds, at least 0; ``None`` when either is missing."""
-    from datetime import datetime
-
-    start, now = _WILL_START.search(text), _NOW.findall(text)
-    if start is None or not now:
+    time), in whole seconds, at least 0; ``None`` when either is missing.  ``now``: this
+    machine's local time instead of the cluster's (a robot login prints none): no clock
+    correction, so a cluster clock or time zone that differs from this machine's is off by
+    as much."""
+    start = _WILL_START.search(text)
+    if now is None:
+        seen = _NOW.findall(text)
+        now = datetime.fromisoformat(seen[-1]) if seen else None
+    if start is None or now is None:
         return None
-    seconds = (datetime.fromisoformat(start[1]) - datetime.fromisoformat(now[-1])).total_seconds()
+    seconds = (datetime.fromisoformat(start[1]) - now).total_seconds()
     return max(0, int(seconds))
 
 
@@ -415,6 +457,8 @@ def gpu_cap(max_tres: str) -> int | None:
 def classify(rc: int, message: str, command: str) -> LaneFailure:
     """Map a failed SLURM command to one :class:`FailureKind` (the message is kept, trimmed)."""
     text = " ".join(message.split()) or f"{command} exited {rc}"
+    if rc == NOT_ALLOWED and _ROBOT_MARK in text:  # refused here, never run (SlurmClient._run)
+        return LaneFailure(FailureKind.INVALID_REQUEST, text, code="robot_login")
     if rc in (127, 255) or any(m in text for m in _UNREACHABLE_MARKERS):
         return LaneFailure(FailureKind.UNREACHABLE, text, code=f"rc={rc}")
     if rc == 124 or any(m in text for m in _TRANSIENT_MARKERS):
@@ -445,9 +489,9 @@ def _forbidden(script: str, options: Sequence[str]) -> str | None:
     return f"refused to submit a script with {line[:80]!r}: never set CUDA_VISIBLE_DEVICES (SLURM sets it)"
 
 
-def _parse_status(line: str, *, with_name: bool = False) -> JobStatus | None:
+def _parse_status(line: str, sep: str = "|", *, with_name: bool = False) -> JobStatus | None:
     fields = 5 if with_name else 4
-    parts = line.strip().split("|", fields - 1)
+    parts = line.strip().split(sep, fields - 1)
     if len(parts) != fields or not parts[0]:
         return None
     reason = parts[2] if parts[2] not in ("", "None", "(null)") else None

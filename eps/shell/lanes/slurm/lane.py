@@ -7,6 +7,13 @@ timeout cancels it only while it is still pending (``scancel --state=PENDING``)
 and confirms it has left every live state before the walk moves on, so no two
 jobs of one dispatch are ever live; a job that started between the last poll
 and the cancel is kept and reported as started.
+
+A cluster reached through a robot login (``access = "robot"``) is the same lane with
+sbatch, scancel, squeue and rsync alone: its site is a robot :class:`~eps.shell.remote.ssh.
+Remote` (the job's files move by rsync, :mod:`eps.shell.remote.robot`), a job squeue no
+longer lists is ``GONE`` (how it ended is in its wrapper's files, which the finisher reads),
+and "was it submitted?" after a crash is squeue's live jobs, else a start in the dispatch's
+own files since the attempt (never sacct).
 """
 
 from __future__ import annotations
@@ -103,7 +110,8 @@ class SlurmLane:
         from eps.shell.lanes.jobs import Site, site_root
         from eps.shell.remote.ssh import Remote
 
-        return Success(Site(Remote.via(self._login), site_root(self.work_root, dispatch, job)))
+        remote = Remote.via(self._login, robot=self.cluster.robot)
+        return Success(Site(remote, site_root(self.work_root, dispatch, job)))
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
         return Success(handle)  # started in one step: nothing is ever made without its job
@@ -222,11 +230,32 @@ class SlurmLane:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
+        if self.cluster.robot:
+            return self._robot_submitted(dispatch, attempt)
         seen = self.client.history_by_name(self.job_name(dispatch), attempt.started_at - 60)
         return seen.map(lambda jobs: any(j.qos == attempt.rung.qos for j in jobs))
 
+    def _robot_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
+        """No sacct through a robot login: a live job of this name and tier in squeue, else a
+        start written in one of the dispatch's roots since the attempt (a job of it ran)."""
+        import posixpath
+
+        from eps.core.jobscript import dispatch_root
+        from eps.shell.remote.robot import started_since
+        from eps.shell.remote.ssh import Remote
+
+        name = self.job_name(dispatch)
+        match self.client.list_by_name(name):
+            case Failure(f):
+                return Failure(f)
+            case Success(jobs) if any(j.name == name and j.qos == attempt.rung.qos for j in jobs):
+                return Success(True)
+        where = posixpath.dirname(dispatch_root(self.work_root, dispatch))
+        ran = started_since(Remote.via(self._login, robot=True), where, attempt.started_at - 60)
+        return ran.alt(lambda f: f.lane_failure())
+
     def how_it_ended(self, handle: Handle, dispatch: str) -> str | None:
-        final = self.client.poll(handle.id)  # squeue forgot it; sacct knows how it ended
+        final = self.client.poll(handle.id)  # squeue forgot it; sacct knows how it ended (a robot login: GONE)
         if isinstance(final, Success):
             return f"SLURM job {handle.id}: {final.unwrap().state}"
         return None
