@@ -160,12 +160,13 @@ class Finisher:
 
         if row.handle is None or row.handle.kind is not LaneKind.SLURM:
             return None
-        lane = self.lanes.get(row.handle.lane)
+        handle = row.handle
+        lane = self.lanes.get(handle.lane)
 
         def settled() -> Handle | None:
             # The job's wrapper has ended; SLURM is told a moment later (a preempted job is
             # COMPLETING through its grace, and sacct lags squeue): judge its final state.
-            polled = lane.poll(row.handle)
+            polled = lane.poll(handle)
             if isinstance(polled, Failure):
                 return None
             h = polled.unwrap()
