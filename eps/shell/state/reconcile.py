@@ -374,6 +374,9 @@ def _seen(progress: JobProgress | None) -> JobSeen:
     return JobSeen.RUNNING if progress.launched else JobSeen.NONE
 
 
+SETTLE_FIRST_S = 20.0  # a cancel leaves a job that ended (or is unreadable) to its supervisor this long
+
+
 def _settled_or_unowned(ledger: Ledger, dispatch: str) -> bool | None:
     row = ledger.dispatch(dispatch)
     settled = row is None or row.state in (DispatchState.ENDED, DispatchState.FAILED, DispatchState.CANCELLED)
@@ -447,17 +450,17 @@ def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, repor
     if ledger.is_owned_elsewhere(row.id):
         from eps.shell.state.finish import STOP_WAIT_S
 
-        # A job that has already ended is not cancelled: its supervisor finishes it with its own
-        # result, or, if it lets go first, it is finished below (a cancel is final: marked
-        # first, the job's own exit code would be lost).
-        early = finisher.progress(row).value_or(None)
-        if early is not None and early.ended:
-            poll_until(partial(_settled_or_unowned, ledger, row.id), timeout_s=STOP_WAIT_S, interval_s=0.1)
+        # A cancel is final: marked first, a job that had already ended would lose its own result, so
+        # only a job seen running is marked at once; an ended (or unreadable) one is left to its supervisor.
+        latest = ledger.dispatch(row.id) or row
+        early = finisher.progress(latest).value_or(None)
+        if latest.exit_code is not None or early is None or early.ended or not early.exists:
+            poll_until(partial(_settled_or_unowned, ledger, row.id), timeout_s=SETTLE_FIRST_S, interval_s=0.1)
             now = ledger.dispatch(row.id)
             if now is not None and now.state in (DispatchState.ENDED, DispatchState.FAILED):
                 report["finished"].append(f"{row.id}: had already ended; not cancelled: {now.message}")
                 return
-        else:
+        if ledger.is_owned_elsewhere(row.id):
             ledger.set_dispatch(row.id, DispatchState.CANCELLED, message="cancelled by eps cancel; stopping its job")
             poll_until(partial(_unowned, ledger, row.id), timeout_s=STOP_WAIT_S, interval_s=0.1)
     with ledger.owning(row.id) as owned:
@@ -468,7 +471,7 @@ def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, repor
             report["finished"].append(f"{row.id}: being finished by another eps process; nothing to cancel")
             return
         seen = finisher.progress(fresh).value_or(None)
-        if seen is not None and seen.ended:
+        if (seen is not None and seen.ended) or (seen is None and fresh.exit_code is not None):
             note = finisher.finish(fresh)
             report["finished"].append(f"{row.id}: had already ended; not cancelled: {note}")
             if "its machine is kept" in note:

@@ -71,7 +71,9 @@ def test_a_dispatch_handed_to_a_running_supervisor_is_walked_with_its_own_settin
     ev = wait_until(parked, 60, "the gpu-8 job to park (the node holds the first job)")
     assert ev["cap_s"] == 7 and ev["rung"] == "fellows/high-eur/-/queue", ev  # not the supervisor's 60
     assert _supervisor_pid(deps) == pid
-    deps.run("cancel", d2, keep, "--json")
+    for dispatch in (d2, keep):
+        rc, out, err = deps.run("cancel", dispatch, "--json")
+        assert rc == 0, (out, err)
     assert squeue(f"eps-{d2}") == [] and squeue(f"eps-{keep}") == []
 
 
