@@ -162,6 +162,9 @@ class Intent(NamedTuple):
     runpod_cpu: tuple[str, ...] = ()  # RunPod CPU flavors, in preference order
     runpod_gpu: tuple[str, ...] = ()  # RunPod GPU type ids, in preference order (pin only)
     dev_qos_ok: bool = False  # may use the cluster's dev QoS when switched on (P7)
+    #: The disk a paid GPU machine gets by default (GCP boot disk, RunPod volume), GB: its model
+    #: and a cache fit; ``None``: the lane's default.  A bigger ``--footprint-gb`` sizes it instead.
+    disk_gb: int | None = None
 
 
 class GcpMachine(NamedTuple):

@@ -52,7 +52,7 @@ def gcp_rungs(
         spot = _SpotMode.RESTARTABLE
     else:
         spot = _SpotMode.NEVER_LONG
-    disk = disk_gb(job, index)
+    disk = disk_gb(job, index, intent)
     fits_flex = duration is None or duration <= FLEX_START_MAX_RUN_S  # unknown: runs up to flex-start's maximum
     shown = None if fits_flex else duration  # the skip text of a job too long for flex-start names its length
     cand, static = index.memo(
@@ -176,12 +176,15 @@ def _gcp_candidates(
     return tuple(rungs), tuple(skipped)
 
 
-def disk_gb(job: Job, index: PolicyIndex) -> int | None:
-    """Boot/container disk for the big-volume route: the footprint plus 25 %, in 10 GB steps."""
+def disk_gb(job: Job, index: PolicyIndex, intent: Intent | None = None) -> int | None:
+    """The machine's disk: for the big-volume route the footprint plus 25 %, in 10 GB steps; a
+    GPU intent's own default (its model and cache) when that is bigger; else ``None`` (the lane's)."""
+    own = intent.disk_gb if intent is not None else None
     if job.footprint_gb <= index.policy.thresholds.big_footprint_gb:
-        return None
+        return own
     need = job.footprint_gb * 1.25
-    return int(-(-need // 10) * 10)
+    sized = int(-(-need // 10) * 10)
+    return sized if own is None else max(own, sized)
 
 
 def _runpod_filter(cand: tuple[Rung, ...], facts: Facts, rungs: list[Rung], skipped: list[Skip]) -> None:
@@ -205,7 +208,7 @@ def runpod_cpu_rungs(
     skipped: list[Skip],
 ) -> None:
     """Append one CPU pod rung per flavor of the intent that has a size for it (P3)."""
-    disk = disk_gb(job, index)
+    disk = disk_gb(job, index, intent)
     pinned = job.pin == "runpod"
     cand, static = index.memo(
         ("runpod-cpu", intent, disk, pinned), lambda: _runpod_cpu_candidates(index, intent, disk, pinned)
@@ -288,7 +291,7 @@ def runpod_gpu_rungs(
                 gpus=intent.gpus,
                 vcpus=intent.vcpus,
                 mem_gb=intent.mem_gb,
-                disk_gb=disk_gb(job, index),
+                disk_gb=disk_gb(job, index, intent),
                 price_per_hour=round(intent.gpus * gpu.per_gpu_hour, 4),
                 why=RungWhy.PINNED,
             )

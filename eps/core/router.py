@@ -130,6 +130,8 @@ def plan(
         rungs = [_at_lane_maximum(r, qos_grants, index) for r in rungs]
     if (said := _preemption_note(job, rungs, qos_grants, index)) is not None:
         notes.append(said)
+    if (said := _disk_note(intent, rungs)) is not None:
+        notes.append(said)
 
     terminal = None
     if not rungs:
@@ -154,6 +156,16 @@ def plan(
         notes=tuple(notes),
         park=decision,
     )
+
+
+def _disk_note(intent: Intent, rungs: Sequence[Rung]) -> str | None:
+    """The disk a paid GPU machine of this plan gets, and why."""
+    sizes = sorted({r.disk_gb for r in rungs if r.disk_gb is not None and r.gpus > 0})
+    if not sizes:
+        return None
+    gb = "/".join(str(s) for s in sizes)
+    why = f"{intent.name}'s default: its model and a cache" if intent.disk_gb in sizes else "the footprint plus 25 %"
+    return f"paid GPU machines get a {gb} GB disk ({why}; a bigger --footprint-gb sizes it), the model cache on it"
 
 
 def _preemption_note(job: Job, rungs: Sequence[Rung], grants: QosGrants, index: PolicyIndex) -> str | None:

@@ -220,6 +220,13 @@ RUNPOD_GPU_TYPES: tuple[RunpodGpuType, ...] = (
 _RUNPOD_H100 = ("NVIDIA H100 80GB HBM3", "NVIDIA H200")
 
 
+#: Default disks of the GPU intents, GB: a model's weights and the Hugging Face cache that
+#: holds them, with room to write (the original project sized GPU machines at 200 GB "to hold a
+#: 7B+ model + cache"; a 70B model is about 140 GB in bf16, so the 8-GPU shape gets 1 TB).
+GPU_DISK_GB: dict[int, int] = {1: 200, 2: 300, 4: 500, 8: 1000}
+DEBUG_DISK_GB = 100
+
+
 def _gpu(n: int) -> Intent:
     return Intent(
         name=f"gpu-{n}",
@@ -230,6 +237,7 @@ def _gpu(n: int) -> Intent:
         gpus=n,
         gcp_machine=f"a3-highgpu-{n}g",
         runpod_gpu=_RUNPOD_H100,
+        disk_gb=GPU_DISK_GB[n],
     )
 
 
@@ -263,6 +271,7 @@ INTENTS: tuple[Intent, ...] = (
         gcp_machine="a3-highgpu-1g",
         runpod_gpu=_RUNPOD_H100,
         dev_qos_ok=True,
+        disk_gb=DEBUG_DISK_GB,
     ),
     *(_gpu(n) for n in (1, 2, 4, 8)),
     Intent(
@@ -274,6 +283,7 @@ INTENTS: tuple[Intent, ...] = (
         gpus=1,
         gcp_machine="a3-highgpu-1g",
         runpod_gpu=_RUNPOD_H100,
+        disk_gb=GPU_DISK_GB[1],
     ),
 )
 

@@ -65,6 +65,8 @@ def render_intents(facts: PolicyFacts) -> list[str]:
     rows = []
     for it in facts.policy.intents:
         kind = f"{it.gpus} GPU" if it.resource is Resource.GPU else f"{it.vcpus} vCPU, {it.mem_gb} GB"
+        if it.disk_gb is not None:
+            kind += f", {it.disk_gb} GB disk"
         rows.append(
             (
                 f"`{it.name}`",

@@ -130,6 +130,7 @@ def intent_dict(it: Intent, policy: Policy) -> dict[str, Any]:
         "runpod_needs_pin": gpu,
         "dev_qos": it.dev_qos_ok,
         "big_volume": it.name == BIG_VOLUME_INTENT,
+        "disk_gb": it.disk_gb,
     }
 
 

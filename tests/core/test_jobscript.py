@@ -232,6 +232,26 @@ def test_the_job_runs_in_the_workdir_with_its_variables(tmp_path: Path) -> None:
     assert (root / "out" / "v").read_text() == f"{real}/work|vars1|1|3|{real}/out\n"
 
 
+@pytest.mark.parametrize(
+    ("given", "env_file", "expect"),
+    [
+        (None, None, "{runs}/hf-cache"),  # a cache on the machine's disk, beside its dispatches
+        ("/shared/pretrained_ckpts", None, "/shared/pretrained_ckpts"),  # a cluster's own (its batch script)
+        ("/shared/pretrained_ckpts", "/mine", "/mine"),  # the job's own --env HF_HOME wins
+    ],
+)
+def test_the_model_cache(tmp_path: Path, given: str | None, env_file: str | None, expect: str) -> None:
+    spec = JobSpec(('printf %s "$HF_HOME" > "$EPS_OUTPUT_DIR/hf"',), "cache1", 30,
+                   env_names=("HF_HOME",) if env_file else ())  # fmt: skip
+    runs = tmp_path / "eps-runs"
+    root = stage(runs / "cache1", spec, env={"HF_HOME": env_file} if env_file else None)
+    env = {k: v for k, v in os.environ.items() if k != "HF_HOME"} | ({"HF_HOME": given} if given else {})
+    done = subprocess.run(["bash", str(root / LAYOUT.script), "run"], capture_output=True, text=True, timeout=30,
+                          check=False, env=env)  # fmt: skip
+    assert done.returncode == 0, log(root)
+    assert (root / "out" / "hf").read_text() == expect.format(runs=runs)
+
+
 def test_exit_code_is_recorded(tmp_path: Path) -> None:
     root = stage(tmp_path, JobSpec(("echo before; exit 3",), "exit3", 30))
     assert run(root).returncode == 3

@@ -150,6 +150,8 @@ def print_intents(policy: Policy, out: Out) -> None:
         machine = (d["gcp_machine"] or "-") + ("" if d["gcp_spot"] else " (on-demand)")
         runpod = ", ".join(d["runpod"]) + (" (pin only)" if d["runpod_needs_pin"] else "")
         kind = f"{it.gpus} GPU" if it.gpus else f"{it.vcpus} vCPU"
+        if it.disk_gb is not None:
+            kind += f", {it.disk_gb} GB disk"
         rows.append([it.name, kind, " -> ".join(d["lanes"]), machine, runpod, it.description])
     out.table(_INTENT_COLS, rows)
 
