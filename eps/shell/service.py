@@ -205,6 +205,7 @@ def status(
 ) -> dict[str, Any]:
     """``eps status --json``: reconcile (each provider within ``timeout_s``; one without
     credentials is not asked), then the rows from the ledger and notes on what was not asked."""
+    from eps.shell.state import held
     from eps.shell.state.reconcile import Reconciler
     from eps.shell.state.reconcile import status as rows_now
 
@@ -219,6 +220,7 @@ def status(
     rec.reconcile({dispatch} if dispatch else None)
     since = None if since_s is None else time.time() - since_s
     rows = rows_now(ledger, dispatch, limit=limit, active=active, since=since, intent=intent, policy=settings.policy)
+    held.annotate(ledger.state_dir, rows)  # outputs held back for lack of disk
     for d, why in sorted(ledger.quarantined.items()):
         ctx.err(f"eps: warning: dispatch {d}: its ledger row cannot be read ({why}); left as it is\n")
     late = {lane: why for lane, why in rec.unchecked.items() if lane not in rec.down}

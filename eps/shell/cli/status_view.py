@@ -47,6 +47,9 @@ def print_status(
         money = "-" if cost is None else "free" if r["list_price_per_hour"] == 0 else f"{cost:.2f}"
         where = " ".join(x for x in (h.get("lane", ""), h.get("qos") or h.get("zone") or "") if x) or "-"
         note = r["terminal"] or r["message"] or ""
+        held = r.get("held_back")
+        if held and held["line"] not in note:  # a sync skipped while it runs, or a newer pull's sizes
+            note = f"outputs {held['line']}; {note}" if note else f"outputs {held['line']}"
         if r.get("kept_since") is not None:  # a machine kept (or stopped) with outputs not pulled
             note = f"waiting {human(max(0, round(time.time() - r['kept_since'])))} for eps pull: {note}"
         if r.get("next_try_at") is not None:

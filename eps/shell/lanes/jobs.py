@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
@@ -28,6 +29,7 @@ from eps.core.jobscript import LAYOUT, VM_RUNS, JobProgress, dispatch_root
 from eps.core.lifecycle import job_spec
 from eps.core.model import Job
 from eps.core.outcome import FailureKind, LaneFailure
+from eps.core.room import Disk, Incoming, Room, room_for
 from eps.core.states import SETTLED_DISPATCH_STATES
 from eps.shell.remote import mux
 from eps.shell.remote.errors import RemoteFailure
@@ -38,12 +40,13 @@ from eps.shell.remote.job import (
     probe_job,
     pull_log,
     pull_outputs,
+    pull_sizes,
     reap_job,
     stage_job,
     start_job,
 )
 from eps.shell.remote.ssh import BRIEF, Patience, Remote
-from eps.shell.remote.sync import upload_files
+from eps.shell.remote.sync import existing_ancestor, upload_files
 
 if TYPE_CHECKING:
     from eps.shell.remote.ignore import Workdir
@@ -219,8 +222,31 @@ def hang_up(site: Site) -> None:
         mux.close(site.remote.control_path)
 
 
+def pull_room(site: Site, out_dir: str, log_path: str, margin: int) -> Result[Room, LaneFailure]:
+    """Whether :func:`pull` would leave ``margin`` bytes free on each filesystem it writes to
+    (:func:`eps.core.room.room_for`): what it would write (the same rsync, run dry) against
+    what is free there now.  Nothing is written or made."""
+    sized = pull_sizes(site.remote, site.root, out_dir, log_path).alt(_lane)
+    if isinstance(sized, Failure):
+        return Failure(sized.failure())
+    outputs, log = sized.unwrap()
+    log_dir = os.path.dirname(log_path) or "."
+    try:
+        parts = [(Incoming(out_dir, *outputs), disk_at(out_dir)), (Incoming(log_dir, *log), disk_at(log_dir))]
+    except OSError as exc:
+        return Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"cannot read the free disk at {out_dir}: {exc}"))
+    return Success(room_for(parts, margin))
+
+
+def disk_at(path: str) -> Disk:
+    """The filesystem ``path`` is (or would be made) on: that of its nearest existing ancestor."""
+    here = existing_ancestor(path)
+    return Disk(os.stat(here).st_dev, shutil.disk_usage(here).free, os.statvfs(here).f_frsize)
+
+
 def pull(site: Site, out_dir: str, log_path: str) -> Result[None, LaneFailure]:
-    """Bring the job's outputs to ``out_dir`` and its whole log to ``log_path``."""
+    """Bring the job's outputs to ``out_dir`` and its whole log to ``log_path`` (at once: the
+    disk guard is :func:`pull_room`, asked first by :class:`~eps.shell.state.finish.Finisher`)."""
     os.makedirs(out_dir, exist_ok=True)
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     got = pull_outputs(site.remote, site.root, out_dir).alt(_lane)

@@ -10,6 +10,7 @@ robot login (``remote.robot``) each does the same by rsync alone (:mod:`eps.shel
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -33,7 +34,15 @@ from eps.shell.remote import robot
 from eps.shell.remote.errors import RemoteErrorKind, RemoteFailure
 from eps.shell.remote.process import Runner, Streamer, run_process, stream_process
 from eps.shell.remote.ssh import BRIEF, Patience, Remote, check_remote, shell_argv, stream_remote
-from eps.shell.remote.sync import download_dir, download_file, put_file, upload_files
+from eps.shell.remote.sync import (
+    Sizes,
+    download_dir,
+    download_file,
+    download_size,
+    existing_ancestor,
+    put_file,
+    upload_files,
+)
 
 if TYPE_CHECKING:
     from eps.shell.remote.ignore import Workdir  # pathspec: imported only where a workdir is listed
@@ -193,6 +202,24 @@ def pull_log(
 ) -> Result[None, RemoteFailure]:
     """Bring the whole ``job.log`` to ``local_path``."""
     return download_file(remote, LAYOUT.under(root).log, local_path, patience=patience, runner=runner)
+
+
+def pull_sizes(
+    remote: Remote, root: str, local_dir: str, log_path: str, *, patience: Patience = BRIEF,
+    runner: Runner = run_process,
+) -> Result[tuple[Sizes, Sizes], RemoteFailure]:
+    """What :func:`pull_outputs` into ``local_dir`` and :func:`pull_log` to ``log_path`` would
+    write here (each transfer run dry; the log lands whole under a new name, so all of it)."""
+    layout = LAYOUT.under(root)
+    # a name that is not there, in a directory that is: the log lands whole, every byte counts
+    fresh = os.path.join(existing_ancestor(os.path.dirname(os.path.abspath(log_path))), f".eps-sizing-{os.getpid()}")
+
+    def with_log(outputs: Sizes) -> Result[tuple[Sizes, Sizes], RemoteFailure]:
+        log = download_size(remote, layout.log, fresh, directory=False, patience=patience, runner=runner)
+        return log.map(lambda g: (outputs, g))
+
+    return download_size(remote, layout.outputs, local_dir, directory=True, patience=patience,
+                         runner=runner).bind(with_log)  # fmt: skip
 
 
 def cancel_job(

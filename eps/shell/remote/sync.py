@@ -26,6 +26,14 @@
   tree (absolute, or up through ``..``) is not recreated (``--safe-links``), and a
   single file (the log) arrives only as a regular file, installed by ``rename`` over
   whatever was at the target (a link there is replaced, never followed).
+- A download never leaves a cut-short file under a real name: rsync writes each file to a
+  temporary name beside it and renames it into place once whole, and removes the temporary
+  one when the transfer fails (a full disk midway: ENOSPC); so no ``--inplace``,
+  ``--partial``, ``--append`` or ``-P`` ever (:data:`RSYNC_DOWNLOAD`).
+- What a download would write is learned first by the same transfer run dry
+  (:func:`download_size`: ``--dry-run --stats``; nothing is written), through the same ssh, the
+  same login prefix, the same robot login: a pull that would not leave the disk's margin free
+  is not started (:mod:`eps.core.room`).
 """
 
 from __future__ import annotations
@@ -73,6 +81,8 @@ RSYNC_BASE = ("rsync", "-a", "--no-owner", "--no-group", "--no-D", "--sparse", "
 #: rsync, 3.1.3 or later): a file rewritten at the same size within the second of the last pull
 #: (a checkpoint counter going from 15 to 16) is brought again, not skipped as unchanged.
 RSYNC_DOWNLOAD = (*RSYNC_BASE, "--safe-links", "--modify-window=-1")
+#: Run a download dry, to learn what it would write: rsync's own count of it (plain digits).
+RSYNC_MEASURE = ("--dry-run", "--stats", "--no-human-readable")
 
 
 def rsync_rsh(remote: Remote) -> str | None:
@@ -208,6 +218,83 @@ def download_matching(
 
     got = retrying(through_master(remote, attempt), patience, sleep=sleep)
     return got.map(lambda done: done.returncode != RSYNC_PARTIAL)
+
+
+class Sizes(NamedTuple):
+    """What rsync says a transfer writes (``--stats``): bytes of the files it sends, how many
+    files it sends, how many directories it makes."""
+
+    size: int
+    files: int
+    dirs: int
+
+
+def download_size(
+    remote: Remote,
+    remote_path: str,
+    local_path: str,
+    *,
+    directory: bool,
+    timeout_s: float | None = None,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Result[Sizes, RemoteFailure]:
+    """What bringing ``remote_path`` to ``local_path`` (as :func:`download_dir`, ``directory``,
+    or :func:`download_file`, which lands whole: give it a path that is not there) would write
+    here: the same rsync run dry (nothing is written, nothing made).  It fails as the transfer
+    itself would (no such directory there, the machine unreachable)."""
+    argv = download_argv(remote, remote_path, local_path, directory=directory)
+    argv = [argv[0], *RSYNC_MEASURE, *argv[1:]]
+    what = f"sizing the download of {remote_path}"
+
+    def attempt() -> Result[Completed, RemoteFailure]:
+        return _classify_rsync(remote, runner(argv, stdin=None, timeout_s=timeout_s), what, timeout_s)
+
+    got = retrying(through_master(remote, attempt), patience, sleep=sleep)
+    return got.bind(lambda done: _sizes(done.stdout, remote, what))
+
+
+def existing_ancestor(path: str) -> str:
+    """``path`` (absolute) when it is there, else its nearest ancestor that is."""
+    here = os.path.abspath(path)
+    while not os.path.lexists(here) and os.path.dirname(here) != here:
+        here = os.path.dirname(here)
+    return here
+
+
+def parse_stats(text: str) -> Sizes | None:
+    """rsync's ``--stats``: "Total transferred file size", "Number of regular files
+    transferred" and the directories of "Number of created files"; ``None`` without the first.
+    Digits may be grouped (``1,234``, ``1.234``: a locale's separators)."""
+    fields: dict[str, int] = {}
+    for line in text.splitlines():
+        name, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        name = name.strip()
+        if name == "Number of created files":
+            _, found, dirs = rest.partition("dir:")
+            fields["dirs"] = _number(dirs.split(",")[0].split(")")[0]) if found else 0
+        elif name in ("Total transferred file size", "Number of regular files transferred"):
+            fields[name] = _number(rest.split()[0] if rest.split() else "")
+    size = fields.get("Total transferred file size", -1)
+    if size < 0:
+        return None
+    return Sizes(size, max(fields.get("Number of regular files transferred", 0), 0), max(fields.get("dirs", 0), 0))
+
+
+def _number(word: str) -> int:
+    digits = word.strip().replace(",", "").replace(".", "").replace("'", "")
+    return int(digits) if digits.isdigit() else -1
+
+
+def _sizes(stdout: str, remote: Remote, what: str) -> Result[Sizes, RemoteFailure]:
+    sizes = parse_stats(stdout)
+    if sizes is None:
+        why = f"{what} on {remote.describe()}: rsync printed no transfer size ({last_line(stdout) or 'nothing'})"
+        return Failure(RemoteFailure.of(RemoteErrorKind.TRANSFER, why))
+    return Success(sizes)
 
 
 def download_file(

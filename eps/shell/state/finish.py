@@ -4,7 +4,10 @@ its machine.  Used by ``eps wait``, ``eps pull``, ``eps status`` / ``eps reconci
 released only after that, or once they could never come back (no machine, no job on it).
 A pull that failed (a full disk, an unreadable target) keeps the machine: its attempt
 says so (outcome ``kept_for_pull``), reconcile leaves it alone, and the ``eps pull`` that
-brings the outputs back releases it.
+brings the outputs back releases it.  A pull that would leave this machine's disk below its
+margin (``vm_disk_margin_gb``) is not even started (:meth:`Finisher.pull_guarded`): it takes
+the same path, its line gives the sizes, and ``eps status`` shows the outputs held back for
+lack of disk (:mod:`eps.shell.state.held`); so does a sync while the job runs, skipped.
 
 A machine its watcher stopped after the linger (GCP: powered off; RunPod: the pod stopped;
 either way its disk kept, only the disk billing) is started again to be pulled by a
@@ -32,11 +35,13 @@ from returns.result import Failure, Result, Success
 from eps.core.jobscript import JobProgress
 from eps.core.lifecycle import result_word
 from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.room import Room, margin_bytes
 from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
 from eps.core.tables import JOB_LIFECYCLE
 from eps.shell.lanes import Lanes
 from eps.shell.lanes import jobs as J
 from eps.shell.polling import poll_until
+from eps.shell.state import held
 from eps.shell.state.ledger import DispatchRow, Ledger
 
 #: After its TERM, how long ``eps cancel`` waits for the job's end: the wrapper's kill
@@ -103,12 +108,12 @@ class Finisher:
         if not progress.exists:
             return Collected(False, "the job never started on its machine (nothing to pull)", lost=True)
         out = to or self.outputs_dir(row.id)
-        try:
-            pulled = J.pull(site, out, self.log_path(row.id) if to is None else os.path.join(out, "job.log"))
-        except OSError as exc:  # the target cannot even be made (a file in the way, no permission)
-            pulled = Failure(LaneFailure(FailureKind.INVALID_REQUEST, f"cannot write to {out}: {exc.strerror or exc}"))
-        if isinstance(pulled, Failure):
-            return Collected(False, f"outputs not pulled: {pulled.failure().message}")
+        log = self.log_path(row.id) if to is None else os.path.join(out, "job.log")
+        match self.pull_guarded(row, site, out, log, held_as="pull" if to is None else None):
+            case Failure(Room() as room):
+                return Collected(False, f"outputs not pulled: {room.line()}")
+            case Failure(why):
+                return Collected(False, f"outputs not pulled: {why}")
         if to is None:
             self.ledger.mark_pulled(row.id)
         word = result_word(DispatchState.ENDED, progress.status, progress.exit_code) if progress.ended else "running"
@@ -135,9 +140,40 @@ class Finisher:
 
     def sync(self, row: DispatchRow) -> str | None:
         """While the job runs: bring what it wrote so far (its checkpoints) to the outputs
-        directory, not marking it pulled.  Why it failed, or ``None``."""
-        got = self.site(row).bind(lambda s: J.pull(s, self.outputs_dir(row.id), self.log_path(row.id)))
-        return got.failure().message if isinstance(got, Failure) else None
+        directory, not marking it pulled.  What went wrong (failed, or skipped for lack of
+        disk: tried again next round), or ``None``."""
+        site = self.site(row)
+        if isinstance(site, Failure):
+            return f"sync of the outputs failed: {site.failure().message}"
+        match self.pull_guarded(row, site.unwrap(), self.outputs_dir(row.id), self.log_path(row.id), held_as="sync"):
+            case Failure(Room() as room):
+                return f"sync of the outputs skipped: {room.line()}"
+            case Failure(why):
+                return f"sync of the outputs failed: {why}"
+        return None
+
+    def pull_guarded(self, row: DispatchRow, site: J.Site, out: str, log: str, *,
+                     held_as: str | None) -> Result[None, Room | str]:  # fmt: skip
+        """Bring the outputs to ``out`` and the log to ``log``, only when that leaves this
+        machine's disk its margin (``vm_disk_margin_gb``): else nothing is started, and the
+        failure is the :class:`~eps.core.room.Room` that says why; any other failure is its
+        message.  ``held_as`` (``pull``, ``sync``; ``None`` for a ``--to``): the state
+        directory's copy, recorded as held back for ``eps status``, cleared once it is done."""
+        margin = margin_bytes(self.lanes.settings.policy.thresholds.vm_disk_margin_gb)
+        try:
+            room = J.pull_room(site, out, log, margin)
+            if isinstance(room, Success) and not room.unwrap().fits:
+                if held_as is not None:
+                    held.record(self.state_dir, row.id, room.unwrap(), self.wall(), during=held_as)
+                return Failure(room.unwrap())
+            pulled = room.bind(lambda _: J.pull(site, out, log))
+        except OSError as exc:  # the target cannot even be made (a file in the way, no permission)
+            return Failure(f"cannot write to {out}: {exc.strerror or exc}")
+        if isinstance(pulled, Failure):
+            return Failure(pulled.failure().message)
+        if held_as is not None:
+            held.clear(self.state_dir, row.id)
+        return Success(None)
 
     def stopped(self, row: DispatchRow) -> bool:
         """Its machine is there, stopped by its watcher (its outputs wait on its disk)."""
@@ -196,8 +232,9 @@ class Finisher:
         if got.kept:
             note += f"; its machine is kept: eps pull {row.id} brings them back, then releases it"
             self.hang_up(row)
-        elif row.handle is not None:
-            released = self.lanes.get(row.handle.lane).release(row.handle)
+        else:
+            held.clear(self.state_dir, row.id)  # pulled, or never can be: nothing waits for room
+            released = self.lanes.get(row.handle.lane).release(row.handle) if row.handle is not None else None
             if isinstance(released, Failure):
                 note += f"; machine not released yet: {released.failure().message}"
         outcome = Outcome.KEPT if got.kept else Outcome.ENDED

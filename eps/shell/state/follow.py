@@ -114,8 +114,8 @@ def follow_to_end(
                 if sync and every and progress is not None and not progress.ended and clock() - synced[d] >= every:
                     synced[d] = clock()
                     failed = finisher.sync(row)
-                    if failed is not None:  # retried next round; the job keeps its machine
-                        events.emit("sync_failed", dispatch=d, message=f"sync of the outputs failed: {failed}")
+                    if failed is not None:  # failed, or skipped for lack of disk: next round; the job keeps its machine
+                        events.emit("sync_failed", dispatch=d, message=failed)
                 if progress is not None and progress.ended:
                     with ledger.owning(d) as owned:
                         if owned:

@@ -11,6 +11,7 @@ from returns.result import Failure, Success
 
 from eps.core.lifecycle import result_word
 from eps.core.model import JobError
+from eps.core.room import Room
 from eps.core.states import DispatchState
 from eps.shell.lanes import Lanes
 from eps.shell.state.finish import Finisher
@@ -82,9 +83,8 @@ def _pull_target(to: str) -> str:
 
 def _pull_to(finisher: Finisher, row: DispatchRow, out: str) -> tuple[bool, str]:
     """``eps pull --to``: the outputs into ``out``, the whole log into the state dir (where
-    ``eps logs`` reads it), the job's end recorded; the dispatch is not marked pulled."""
-    from eps.shell.lanes import jobs as J
-
+    ``eps logs`` reads it), the job's end recorded; the dispatch is not marked pulled.  Not
+    started when it would leave either disk below its margin (the line says so)."""
     if row.handle is None:
         return False, "nothing ran"
     match finisher.look(row, wake=True):
@@ -96,8 +96,10 @@ def _pull_to(finisher: Finisher, row: DispatchRow, out: str) -> tuple[bool, str]
         finisher.ledger.record_end(row.id, progress.exit_code, progress.status, float(progress.ended_at or time.time()))
     if not progress.exists:
         return False, "the job never started on its machine (nothing to pull)"
-    match J.pull(site, out, finisher.log_path(row.id)):
-        case Failure(f):
-            return False, f"outputs not pulled: {f.message}"
+    match finisher.pull_guarded(row, site, out, finisher.log_path(row.id), held_as=None):
+        case Failure(Room() as room):
+            return False, f"outputs not pulled: {room.line()}"
+        case Failure(why):
+            return False, f"outputs not pulled: {why}"
     word = result_word(DispatchState.ENDED, progress.status, progress.exit_code) if progress.ended else "running"
     return True, f"{word}; outputs in {out}; log: eps logs {row.id}"
