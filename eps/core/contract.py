@@ -52,7 +52,8 @@ EXIT_TABLE: tuple[tuple[int, str, str], ...] = (
 WAIT_CODES: tuple[tuple[int, str], ...] = (
     (124, "the job's time limit stopped it"),
     (130, "the job was cancelled (by eps cancel)"),
-    (1, "nothing started, the job's exit code is unknown, or its outputs could not be pulled"),
+    (1, "nothing started, the job's exit code is unknown, or its outputs could not be pulled "
+        "(eps notify test: a target did not answer)"),
 )
 
 

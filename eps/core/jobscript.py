@@ -64,6 +64,7 @@ from typing import NamedTuple
 from eps.core.containment import containment_lines
 from eps.core.names import BadName, check_dispatch_id
 from eps.core.sbatch import quote_arg
+from eps.core.storage import RCLONE_CONF, STORED, StoragePlan, storage_lines
 from eps.core.tables import JOB_LIFECYCLE
 
 
@@ -84,6 +85,8 @@ class RemoteLayout(NamedTuple):
     job_ended: str = ".job-ended"  # internal: the body ended by itself (not stopped)
     cancel: str = "cancel"  # written by `eps cancel` before its TERM: only that is a cancel
     cgroup: str = "cgroup"  # the job's own cgroup v2 directory, when the machine offers one
+    stored: str = STORED  # with storage: the last upload's rclone exit code (0: confirmed), before exit-code
+    rclone_conf: str = RCLONE_CONF  # with storage: rclone's remotes and their credentials, mode 0600
 
     def under(self, root: str) -> RemoteLayout:
         """The same layout with every path joined to ``root``."""
@@ -119,6 +122,7 @@ class JobSpec(NamedTuple):
     task_count: int = 1
     kill_grace_s: int = JOB_LIFECYCLE.kill_grace_s  # from the TERM to the KILL
     restart: int = 0  # EPS_RESTART_COUNT: how many times the job was relaunched before this run
+    storage: StoragePlan | None = None  # outputs and log to object storage, from the machine itself
 
 
 class JobProgress(NamedTuple):
@@ -130,6 +134,7 @@ class JobProgress(NamedTuple):
     ended_at: int | None = None
     status: JobEnd | None = None
     exit_code: int | None = None
+    stored: int | None = None  # with storage: the last upload's exit code (0: confirmed), once written
     alive: bool = False  # the wrapper's pid is live (meaningful only on the machine that ran it)
     gone: bool = False  # set by a reader that knows ``alive`` is meaningful: the wrapper died without its end
 
@@ -191,6 +196,7 @@ def render_jobscript(spec: JobSpec) -> str:
     shell_line = len(spec.command) == 1
     command = f"bash -lc {q(spec.command[0])}" if shell_line else " ".join(q(arg) for arg in spec.command)
     names = " ".join(spec.env_names)
+    store_setup, store_before, store_end = storage_lines(spec.storage) if spec.storage else ([], [], [])
     lines = [
         "#!/bin/bash",
         f"# eps job wrapper: dispatch {spec.dispatch_id}, task {spec.task_index} of {spec.task_count}.",
@@ -240,7 +246,8 @@ def render_jobscript(spec: JobSpec) -> str:
         "run)",
         f"  exec </dev/null >>{q(lay.log)} 2>&1",
         f'  _eps_put {q(lay.pid)} "$$"',
-        f"  _eps_rm {q(lay.exit_code)} {q(lay.status)} {q(lay.ended_at)} {q(lay.job_ended)} {q(lay.cancel)}",
+        f"  _eps_rm {q(lay.exit_code)} {q(lay.status)} {q(lay.ended_at)} {q(lay.job_ended)} {q(lay.cancel)}"
+        + (f" {q(lay.stored)}" if spec.storage else ""),
         "  printf -v _eps_now '%(%s)T' -1  # date +%s",
         f'  _eps_put {q(lay.started_at)} "$_eps_now"',
         f"  mkdir -p -- {q(lay.outputs)} {q(lay.workdir)}",
@@ -250,8 +257,10 @@ def render_jobscript(spec: JobSpec) -> str:
         "  # a model cache on the machine's data disk, shared by its dispatches (a cluster's shared one,",
         "  # set by its batch script, or the job's own --env HF_HOME, wins)",
         '  export HF_HOME="${HF_HOME:-${_eps_root%/*/*}/hf-cache}"',
+        *store_setup,
         "  _eps_end() {",
         '    echo "eps: job ended: $1, exit code $2"',
+        *store_end,
         "    # status and ended-at count only once exit-code is there: written in place; exit-code,",
         "    # last, is renamed into place (a reader sees all of it or nothing)",
         f"    printf '%s\\n' \"$1\" > {q(lay.status)}",
@@ -279,6 +288,7 @@ def render_jobscript(spec: JobSpec) -> str:
         f"    _eps_end {JobEnd.ERROR} 69",
         "  fi",
         "  # date -u +%FT%TZ, by printf from bash 4.3 (4.2's printf ignores a TZ given to it)",
+        *store_before,
         f"  {utc_now_line('_eps_utc')}",
         "  # what hostname prints, the kernel's node name ($HOSTNAME may come from the environment)",
         "  _eps_host=$HOSTNAME; { read -r _eps_host < /proc/sys/kernel/hostname; } 2>/dev/null",
@@ -418,7 +428,7 @@ def render_reap(root: str) -> str:
 
 
 #: The records the probe reads: LAYOUT field names, which are also the keys it prints.
-PROBED = ("pid", "started_at", "ended_at", "status", "exit_code")
+PROBED = ("pid", "started_at", "ended_at", "status", "exit_code", "stored")
 
 
 def render_probe(root: str) -> str:
@@ -458,6 +468,7 @@ def parse_probe(text: str) -> JobProgress:
         ended_at=_int(values.get("ended_at")),
         status=status,
         exit_code=_int(values.get("exit_code")),
+        stored=_int(values.get("stored")),
         alive=values.get("alive") == "1",
     )
 

@@ -14,7 +14,15 @@ from __future__ import annotations
 from eps.core.jobscript import JobEnd, JobSpec
 from eps.core.model import Job, LaneKind, Policy, Provisioning, Rung, evolve
 from eps.core.states import DispatchState
-from eps.core.tables import JOB_LIFECYCLE, SBATCH_TIME_SLACK_S, JobLifecycle, job_time_limit_s, lane_time_limit_s
+from eps.core.storage import StoragePlan, inputs_of, parse_url, place
+from eps.core.tables import (
+    HEALING,
+    JOB_LIFECYCLE,
+    SBATCH_TIME_SLACK_S,
+    JobLifecycle,
+    job_time_limit_s,
+    lane_time_limit_s,
+)
 
 _DEFAULT_MAX_TIME_LIMIT_S: int = Policy._field_defaults["max_time_limit_s"]
 
@@ -63,7 +71,17 @@ def job_spec(job: Job, dispatch: str) -> JobSpec:
         task_index=job.task_index,
         task_count=job.task_count,
         restart=job.restart,
+        storage=storage_plan(job, dispatch),
     )
+
+
+def storage_plan(job: Job, dispatch: str) -> StoragePlan | None:
+    """What the job's machine does with storage (:mod:`eps.core.storage`): ``None`` without."""
+    if not job.storage and not job.inputs:
+        return None
+    where = place(parse_url(job.storage), dispatch, job.task_index, job.restart) if job.storage else None
+    every = HEALING.sync_every_s if job.sync_every_s is None else job.sync_every_s
+    return StoragePlan(where, every, restore=job.restart > 0, inputs=inputs_of(job.inputs))
 
 
 def result_word(state: DispatchState, job_status: str | None, exit_code: int | None) -> str:

@@ -308,6 +308,8 @@ class Job(NamedTuple):
     sync_every_s: int | None = None  # $EPS_OUTPUT_DIR pulled this often while the job runs (None: the setting; 0: off)
     restart: int = 0  # the relaunch this is (EPS_RESTART_COUNT): 0 for the first run
     fall_through: bool = False  # a misconfigured free cluster is skipped, not the end of the dispatch
+    storage: str | None = None  # where its machine puts outputs and log (s3://, gs://; None: none; eps.core.storage)
+    inputs: tuple[str, ...] = ()  # URL[:DEST]: storage prefixes its machine copies into the workdir first
 
 
 class Rung(NamedTuple):

@@ -4,12 +4,15 @@
 A supervisor appends every event of a dispatch, as the ``--json`` event object of
 ``eps schema events``, to that dispatch's event log, ``<state>/events/<dispatch>.jsonl``
 (one object per line, appended whole under ``O_APPEND``); ``eps execute``, ``eps attach``
-and ``eps wait`` read it back (:func:`read_from`) and render it.  The events of a
+and ``eps wait`` read it back (:func:`read_from`) and render it, and the supervisor's
+notifications (:mod:`eps.shell.notify`) read it with each line's place
+(:func:`read_placed`), keeping how far each target was told in the ledger.  The events of a
 ``--count`` fan-out's copies go to the parent's log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -18,7 +21,8 @@ from typing import Any, Protocol
 
 from eps.core.contract import SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "EventLog", "Events", "Silent", "events_dir", "log_path", "read_from", "record"]
+__all__ = ["SCHEMA_VERSION", "EventLog", "Events", "Silent", "events_dir", "log_path", "read_from", "read_placed",
+           "record"]  # fmt: skip
 
 
 class Events(Protocol):
@@ -47,19 +51,29 @@ def log_path(state_dir: str, dispatch: str) -> str:
     return os.path.join(events_dir(state_dir), f"{dispatch}.jsonl")
 
 
+#: What a writer adds to an event before it is written (the supervisor: an end's exit code,
+#: lane and outputs, read from the ledger when the end is written; see :mod:`eps.shell.supervisor`).
+Facts = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
 class EventLog:
     """Appends every event to the event log of ``dispatch`` (a fan-out's copies: the
-    parent's), and passes it on to ``also`` (the caller's renderer in inline mode)."""
+    parent's), with what ``facts`` adds to it, and passes it on to ``also`` (the caller's
+    renderer in inline mode)."""
 
-    def __init__(self, state_dir: str, dispatch: str, also: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(self, state_dir: str, dispatch: str, also: Callable[[dict[str, Any]], None] | None = None,
+                 *, facts: Facts | None = None) -> None:  # fmt: skip
         os.makedirs(events_dir(state_dir), mode=0o700, exist_ok=True)
         self.path = log_path(state_dir, dispatch)
         self.also = also
+        self.facts = facts
         import threading  # here, not at the top: a plan that is not walked logs nothing
 
         self._lock = threading.Lock()
 
     def emit(self, event: str, **fields: Any) -> None:
+        if self.facts is not None:
+            fields = {**fields, **self.facts(event, fields)}
         self.write(record(event, **fields))
 
     def write(self, rec: dict[str, Any]) -> None:
@@ -92,3 +106,23 @@ def read_from(path: str, offset: int) -> tuple[list[dict[str, Any]], int]:
             except ValueError:
                 continue  # a torn line (a crash mid-write): skipped, never fatal
     return out, offset + end
+
+
+def read_placed(path: str, offset: int = 0) -> list[tuple[int, int, dict[str, Any]]]:
+    """The whole events written after byte ``offset``, each with the byte offsets where its
+    line starts and ends (a reader's cursor moves to the end of the last one it handled)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return []
+    out = []
+    at = 0
+    while (nl := data.find(b"\n", at)) >= 0:
+        line = data[at:nl]
+        if line.strip():
+            with contextlib.suppress(ValueError):  # a torn line (a crash mid-write): skipped, never fatal
+                out.append((offset + at, offset + nl + 1, json.loads(line)))
+        at = nl + 1
+    return out

@@ -32,19 +32,14 @@ from cattrs.cols import is_namedtuple, namedtuple_dict_structure_factory
 from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.gen import make_dict_structure_fn, override
 
-from eps.core.model import (
-    ClusterConfig,
-    Policy,
-    Stock,
-    Thresholds,
-    VmCapacity,
-    evolve,
-)
+from eps.core.model import ClusterConfig, Policy, Stock, Thresholds, VmCapacity, evolve
 from eps.core.records import is_record
 from eps.shell import lane_settings, ssh_settings
 from eps.shell.lane_settings import ClusterDoc
+from eps.shell.notify_settings import NotifyDoc, NotifySettings, notify_settings
 from eps.shell.settings import ClusterAccess, ConfigError, GcpSettings, RunpodSettings, Settings, duration_setting
 from eps.shell.ssh_settings import SshDoc
+from eps.shell.storage_settings import StorageDoc, StorageSettings, storage_settings
 
 #: The largest user file eps reads (a snapshot of every zone is a few hundred KiB).
 MAX_FILE_BYTES = 4 * 2**20
@@ -386,6 +381,8 @@ class _ConfigDoc:
     vm: _VmDoc | None = None
     clusters: list[ClusterDoc] | None = None
     lanes: _LanesDoc | None = None
+    storage: StorageDoc | None = None
+    notify: NotifyDoc | None = None
 
 
 def _set(obj: Any, **changes: Any) -> Any:
@@ -595,5 +592,8 @@ def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
     if doc.lanes is not None:  # after the clusters: the orders name them
         policy = lane_settings.apply(policy, doc.lanes.gpu, doc.lanes.cpu, source)
     kex = base.ssh_kex if doc.ssh is None else ssh_settings.key_exchange(doc.ssh.key_exchange, source)
+    storage = doc.storage and storage_settings(base.storage or StorageSettings(), doc.storage, source)
+    notify = doc.notify and notify_settings(base.notify or NotifySettings(), doc.notify, source)
     return evolve(base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout,
-                  jobs=jobs, notes=notes, ssh_kex=kex)  # fmt: skip
+                  jobs=jobs, notes=notes, ssh_kex=kex, storage=storage or base.storage,
+                  notify=notify or base.notify)  # fmt: skip

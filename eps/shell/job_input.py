@@ -65,7 +65,9 @@ class Job:
     ``"interruption,error"``; ``None``: the default), ``retry_for`` (a duration),
     ``max_restarts`` (0..1000), ``sync_every`` (a duration; 0: never; ``None``: ``[jobs]
     sync_every_s``).  ``fall_through``: a free cluster that says it is set up wrong is skipped
-    instead of ending the dispatch.  ``settings_env`` replaces ``os.environ`` when the settings are read
+    instead of ending the dispatch.  ``storage`` (an ``s3://``/``gs://`` URL, ``"none"``; ``None``: the
+    config's ``[storage] url``) and ``inputs`` (``URL[:DEST]`` each), for :func:`execute`.  ``settings_env``
+    replaces ``os.environ`` when the settings are read
     for the check.
     """
 
@@ -86,6 +88,8 @@ class Job:
     max_restarts: int | None = None
     sync_every: str | int | float | None = None
     fall_through: bool = False
+    storage: str | None = None
+    inputs: Sequence[str] = ()
     settings_env: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -130,7 +134,7 @@ class Job:
         from eps.shell.shipping import Shipping
 
         limit = None if self.time_limit is None else seconds(self.time_limit, "time_limit")
-        return Shipping(self.workdir, self.setup, tuple(self.env), limit)
+        return Shipping(self.workdir, self.setup, tuple(self.env), limit, self.storage, tuple(self.inputs))
 
     def argv(self) -> list[str]:
         """The same job as ``eps`` job options (and ``-- COMMAND``)."""
@@ -144,6 +148,9 @@ class Job:
         out += ["--setup", self.setup] if self.setup else []
         for item in self.env:
             out += ["--env", item]
+        out += ["--storage", self.storage] if self.storage else []
+        for item in self.inputs:
+            out += ["--input", item]
         if self.time_limit is not None:
             out += ["--time-limit", str(seconds(self.time_limit, "time_limit"))]
         out += ["--retry", ",".join(core.retry)] if core.retry is not None else []

@@ -16,6 +16,8 @@ time_limit = "3h"
 command = "python analyse.py --out $EPS_OUTPUT_DIR/result.csv"   # a shell line, or a list: an argv
 sync_every = "10m"         # pull $EPS_OUTPUT_DIR this often while the job runs (0: never)
 fall_through = false       # a free cluster that says it is set up wrong: skip it (true) or stop (false)
+storage = "s3://my-bucket/runs"   # outputs, checkpoints, log straight from the machine ("none": not this job)
+inputs = ["s3://my-bucket/data/shards:shards"]   # URL[:DEST] copied into the workdir before setup
 
 [retry]                    # the retry policy (see "Jobs that heal" in the README)
 on = ["interruption", "error"]   # a list of events: no-capacity, interruption, error
@@ -69,6 +71,8 @@ class _JobDoc:
     command: str | list[str] | None = None
     sync_every: str | int | None = None
     fall_through: bool | None = None
+    storage: str | None = None
+    inputs: list[str] | None = None
     retry: _RetryDoc | None = None
 
 
@@ -93,6 +97,8 @@ class JobFile(NamedTuple):
     max_restarts: int | None = None
     sync_every_s: int | None = None
     fall_through: bool | None = None
+    storage: str | None = None  # a URL or "none"
+    inputs: tuple[str, ...] | None = None  # URL[:DEST] each
 
 
 def _seconds(path: str, field: str, value: str | int | None, *, positive: bool = False) -> int | None:
@@ -151,6 +157,8 @@ def load_job_file(path: str) -> JobFile:
         time_limit_s=_seconds(path, "time_limit", doc.time_limit, positive=True),
         command=command,
         fall_through=doc.fall_through,
+        storage=doc.storage,
+        inputs=None if doc.inputs is None else tuple(doc.inputs),
         retry=_checked(path, "retry.on", job_retry, retry.on),
         retry_for_s=_seconds(path, "retry.for", retry.for_),
         max_restarts=_checked(path, "retry.max_restarts", job_max_restarts, retry.max_restarts),

@@ -38,6 +38,10 @@ def read_piece(ledger: Ledger, lanes: Lanes, row: DispatchRow, offset: int, max_
     finisher = Finisher(ledger, lanes)
     kept = finisher.log_path(row.id)
     note = None
+    if row.state is not DispatchState.STARTED and row.job.storage and not os.path.lexists(kept):
+        from eps.shell.state.stored import fetch_log
+
+        fetch_log(lanes, row, kept)  # its machine put it there (and may be gone)
     if row.state is not DispatchState.STARTED and os.path.lexists(kept):
         source = "kept"
         size, start, data = _local(kept, offset, max_bytes, tail_lines, row.id)

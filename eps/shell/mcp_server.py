@@ -140,7 +140,7 @@ def build(svc: Service) -> Any:
                    retry_for=retry_for, max_restarts=max_restarts, sync_every=sync_every, settings_env=svc.env,
                    **more)  # fmt: skip
 
-    def inputs(snapshot: dict[str, Any] | str | None, grants: dict[str, Any] | str | None) -> tuple[Any, Any]:
+    def files_given(snapshot: dict[str, Any] | str | None, grants: dict[str, Any] | str | None) -> tuple[Any, Any]:
         from eps.shell import snapshots as files
 
         snap = qos = None
@@ -171,7 +171,7 @@ def build(svc: Service) -> Any:
         def run() -> dict[str, Any]:
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
                          max_restarts, sync_every, fall_through=fall_through)  # fmt: skip
-            snap, qos = inputs(snapshot, grants)
+            snap, qos = files_given(snapshot, grants)
             return svc.plan(job.core(), snapshot=snap, grants=qos, park=park_state(park, park_reason, policy)).to_dict()
 
         return _answer(run)
@@ -181,13 +181,15 @@ def build(svc: Service) -> Any:
                 footprint_gb: float = 0.0, gradient_fit: bool = False, count: int = 1, pin: Lane = None,
                 workdir: str | None = None, setup: str | None = None, env: Env = None, time_limit: Duration = None,
                 retry: Retry = None, retry_for: Duration = None, max_restarts: int | None = None,
-                sync_every: Duration = None, fall_through: bool = False, snapshot: Doc = None,
-                grants: Doc = None, dispatch_id: str | None = None) -> CallToolResult:  # fmt: skip
+                sync_every: Duration = None, fall_through: bool = False, storage: str | None = None,
+                inputs: list[str] | None = None, snapshot: Doc = None, grants: Doc = None,
+                dispatch_id: str | None = None) -> CallToolResult:  # fmt: skip
         def run() -> dict[str, Any]:
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
                          max_restarts, sync_every, command=command, workdir=workdir, setup=setup,
-                         env=tuple(env or ()), time_limit=time_limit, fall_through=fall_through)  # fmt: skip
-            snap, qos = inputs(snapshot, grants)
+                         env=tuple(env or ()), time_limit=time_limit, fall_through=fall_through, storage=storage,
+                         inputs=tuple(inputs or ()))  # fmt: skip
+            snap, qos = files_given(snapshot, grants)
             return svc.execute(job.core(), job.shipping(), dispatch_id=dispatch_id, snapshot=snap, grants=qos)
 
         return _answer(run)

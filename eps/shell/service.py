@@ -114,6 +114,11 @@ def prepare(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, sna
     from eps.shell.walker import Walker
 
     job, values = job_options(job, shipping, ctx.lanes.env)
+    if job.storage or job.inputs or ctx.settings.storage is not None:
+        from eps.shell.storage import with_storage
+
+        job, values = with_storage(job, values, ctx.settings.storage, ctx.lanes.env, ctx.settings.jobs.sync_every_s,
+                                   ctx.settings.gcp.service_account)  # fmt: skip
     Walker.check(job, dispatch_id, snapshot, grants, ctx.settings.policy)
     return Prepared(job, values, check_files(job, values, ctx.err))
 
@@ -290,6 +295,10 @@ def _job_end(ctx: Ctx, row: DispatchRow) -> dict[str, Any]:
 
     ended = row.state is DispatchState.ENDED
     outputs = os.path.join(ctx.settings.state_dir, "outputs", row.id) if row.pulled_at is not None else None
+    if outputs is None and row.stored_at is not None:  # in storage, where its machine put them
+        from eps.shell.state.stored import where
+
+        outputs = getattr(where(row), "outputs_url", None)
     return {"dispatch": row.id, "state": row.state.value, "started": row.handle is not None,
             "result": result_word(row.state, row.job_status, row.exit_code),
             "exit_code": exit_status(row.state, row.job_status, row.exit_code) if ended else None,

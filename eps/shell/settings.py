@@ -10,14 +10,17 @@ environment and the providers' standard files.
 import os
 from collections.abc import Mapping
 
-from eps.core.durations import parse_duration
 from eps.core.model import Policy
 from eps.core.records import NamedTuple
 from eps.core.tables import DEFAULT_POLICY, HEALING, JOB_LIFECYCLE, Healing
+from eps.shell.config_error import ConfigError, duration_setting
 
+__all__ = ["ConfigError", "duration_setting"]  # re-exported: where every caller has taken them from
 
-class ConfigError(ValueError):
-    """A config file, snapshot, grants file or environment value is malformed.  One line."""
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the plan path
+if TYPE_CHECKING:
+    from eps.shell.notify_settings import NotifySettings
+    from eps.shell.storage_settings import StorageSettings
 
 
 class ClusterAccess(NamedTuple):
@@ -110,26 +113,14 @@ class Settings(NamedTuple):
     jobs: JobsSettings = JobsSettings()
     notes: tuple[str, ...] = ()  # what the config says that eps no longer does (shown by execute)
     ssh_kex: str = ""  # [ssh] key_exchange: KexAlgorithms for eps's own machines (empty: ssh's default)
+    storage: "StorageSettings | None" = None  # [storage] (None: no section; no storage unless a job gives one)
+    notify: "NotifySettings | None" = None  # [notify] (None: no section)
 
     def cluster_access(self, name: str) -> ClusterAccess:
         for a in self.access:
             if a.name == name:
                 return a
         return ClusterAccess(name)
-
-
-def duration_setting(source: str, where: str, value: str | int | None) -> int | None:
-    """A positive duration of the config file, read like ``--duration`` (``"20s"``, ``"7d"``,
-    or whole seconds); ``None`` when absent.  :class:`ConfigError` (one line) otherwise."""
-    if value is None:
-        return None
-    try:
-        seconds = parse_duration(str(value))
-    except ValueError as exc:
-        raise ConfigError(f"{source}: {exc} @ $.{where}") from None
-    if seconds <= 0:
-        raise ConfigError(f"{source}: must be positive @ $.{where}")
-    return seconds
 
 
 # Plain os.path strings: pathlib and tomllib cost milliseconds that `eps plan` does not spend.

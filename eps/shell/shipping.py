@@ -31,6 +31,8 @@ class Shipping(NamedTuple):
     setup: str | None = None
     env: tuple[str, ...] = ()
     time_limit: str | int | None = None
+    storage: str | None = None  # a URL, "none" (not for this job), or None (the config's [storage] url)
+    inputs: tuple[str, ...] = ()  # URL[:DEST]
 
 
 def job_options(job: Job, shipping: Shipping, env: Mapping[str, str]) -> tuple[Job, dict[str, str]]:
@@ -40,7 +42,8 @@ def job_options(job: Job, shipping: Shipping, env: Mapping[str, str]) -> tuple[J
     ``--env`` names (kept out of the job record)."""
     from eps.core.durations import parse_duration
 
-    given_workdir, setup, env_items, given_limit = shipping
+    given_workdir, setup, env_items, given_limit, storage, inputs = shipping
+    _check_storage(job, storage, inputs)
     workdir = None
     if given_workdir is not None and not given_workdir.strip():
         raise JobError("workdir", "--workdir is empty (give a directory; . is this one)", job)
@@ -72,10 +75,23 @@ def job_options(job: Job, shipping: Shipping, env: Mapping[str, str]) -> tuple[J
             raise JobError("time_limit", "--time-limit must be positive", job)
     if setup is not None and not setup.strip():
         raise JobError("setup", "--setup is empty", job)
-    job = evolve(job, workdir=workdir, setup=setup, env_names=tuple(values), time_limit_s=limit)
+    job = evolve(job, workdir=workdir, setup=setup, env_names=tuple(values), time_limit_s=limit, storage=storage,
+                 inputs=tuple(inputs))  # fmt: skip
     if job.command:  # no command at all is Walker.check's to say
         _check_wrapper(job, values)
     return job, values
+
+
+def _check_storage(job: Job, storage: str | None, inputs: tuple[str, ...]) -> None:
+    """``--storage`` is a URL eps can store to (or ``none``); each ``--input`` is one it can read."""
+    from eps.core.storage import StorageError, inputs_of, parse_url
+
+    try:
+        if storage is not None and storage != "none":
+            parse_url(storage, "--storage")
+        inputs_of(inputs)
+    except StorageError as exc:
+        raise JobError("storage", str(exc), job) from None
 
 
 def _check_wrapper(job: Job, values: Mapping[str, str]) -> None:

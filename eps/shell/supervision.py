@@ -139,11 +139,14 @@ def unsettled_roots(ledger: Any) -> list[Any]:
 
 
 def revive(ledger: Any, env: Mapping[str, str]) -> int | None:
-    """Start a supervisor when a dispatch is left to none (the last one died): the pid,
-    or ``None`` when nothing needs one."""
+    """Start a supervisor when a dispatch, or a notification of one, is left to none (the
+    last one died): the pid, or ``None`` when nothing needs one."""
     rows = unsettled_roots(ledger)
     if not rows:
-        return None
+        from eps.shell.notify import book
+
+        if not book.owed(ledger):  # a notice still owed (a target was down, a supervisor killed) needs one too
+            return None
     return ensure(ledger.state_dir, env)
 
 
@@ -188,6 +191,11 @@ def write_inputs(
                            "grants": None if grants is None else to_data(grants)}  # fmt: skip
     if env is not None:
         text = config_text(env)
+        if text is not None and b"notify" in text:  # its notification URLs checked, and taken out (tokens)
+            from eps.shell.notify.keep import kept_config
+            from eps.shell.settings import config_path
+
+            text = kept_config(text, config_path(env))
         doc["settings"] = {"env": settings_env(env), "config": None if text is None else text.decode("utf-8")}
     tmp = inputs_path(state_dir, dispatch) + ".tmp"
     with open(tmp, "w") as fh:

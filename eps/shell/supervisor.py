@@ -15,6 +15,13 @@ of truth, and the next eps command that reads it (status, execute, wait, attach,
 reconcile, supervise) starts a new supervisor, which resumes every dispatch that is not
 settled with the walk's guarantees (elapsed park kept, never a second submission, never
 a second machine, a made machine reused).
+
+It also sends the dispatches' notifications (``[notify]``, :mod:`eps.shell.notify.pump`):
+from their event logs, in a thread of their own, never in a dispatch's way.  An end is
+written to the event log with its exit code, lane and outputs (:meth:`Supervisor.facts`),
+and a run the providers took back without an ``interrupted`` event (a spot VM preempted,
+found by reconcile) gets one, so the log alone says what happened.  It stays while a
+notification is still owed.
 """
 
 
@@ -27,12 +34,15 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eps.core.model import CapacitySnapshot, Job, LaneDown, QosGrants, evolve
 from eps.core.states import DispatchState
 from eps.shell.events import EventLog
 from eps.shell.supervision import SUPERVISED, lock_path, pid_path, read_inputs, unsettled_roots
+
+if TYPE_CHECKING:
+    from eps.shell.state.ledger import DispatchRow
 
 #: How often the supervisor looks for dispatches to take on.
 TICK_S = 0.2
@@ -65,28 +75,35 @@ def gather(
 
 
 class Supervisor:
-    def __init__(self, settings: Any, ledger: Any, lanes: Any, *, idle_s: float, tick_s: float = TICK_S) -> None:
+    def __init__(self, settings: Any, ledger: Any, lanes: Any, *, idle_s: float, tick_s: float = TICK_S,
+                 notifier: Any = None) -> None:  # fmt: skip
         self.settings = settings
         self.ledger = ledger
         self.lanes = lanes
         self.idle_s = idle_s
         self.tick_s = tick_s
+        self.notifier = notifier  # eps.shell.notify.pump.Pump, or None: no notifications
+        self.told_interrupted: set[str] = set()  # dispatches whose interruption this run is in their log
         self.threads: dict[str, threading.Thread] = {}
         self.retry_at: dict[str, float] = {}
         self.stopping = threading.Event()
 
     def serve(self) -> int:
         idle_since = time.monotonic()
+        if self.notifier is not None:
+            self.notifier.start()
         while not self.stopping.is_set():
             self.take_on()
             self.threads = {d: t for d, t in self.threads.items() if t.is_alive()}
-            if self.threads:
+            if self.threads or (self.notifier is not None and self.notifier.owes()):
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since >= self.idle_s:
                 break
             self.stopping.wait(self.tick_s)
         for t in self.threads.values():
             t.join()
+        if self.notifier is not None:
+            self.notifier.stop()
         return 0
 
     def take_on(self) -> None:
@@ -108,6 +125,8 @@ class Supervisor:
 
     def _run(self, dispatch: str) -> None:
         try:
+            if self.notifier is not None:
+                self.notifier.watch(dispatch)
             self.drive(dispatch)
         except Exception:  # a bug or an unreadable row: logged; the dispatch is taken on again later
             sys.stderr.write(f"dispatch {dispatch}:\n{traceback.format_exc()}")
@@ -127,6 +146,7 @@ class Supervisor:
             self.drive_once(dispatch)
             if self.stopping.is_set():
                 return
+            self.tell_interrupted(dispatch)
             row = self.ledger.dispatch(dispatch)
             if row is not None and row.state is DispatchState.WAITING:
                 continue
@@ -142,8 +162,7 @@ class Supervisor:
             if left <= 0:
                 if self.ledger.set_dispatch(dispatch, DispatchState.WALKING, message="planning again") is None:
                     return False
-                EventLog(self.ledger.state_dir, dispatch).emit("trying_again", dispatch=dispatch,
-                                                               round=row.capacity_waits)  # fmt: skip
+                self.log(dispatch).emit("trying_again", dispatch=dispatch, round=row.capacity_waits)
                 return True
             if self.stopping.wait(min(left, 1.0)):
                 return False
@@ -165,10 +184,43 @@ class Supervisor:
             return False
         if self.ledger.relaunch(dispatch, evolve(row.job, restart=got.restart), f"relaunching: {got.reason}") is None:
             return False  # cancelled meanwhile
-        EventLog(self.ledger.state_dir, dispatch).emit(
-            "relaunched", dispatch=dispatch, restart=got.restart, message=got.reason
-        )
+        self.log(dispatch).emit("relaunched", dispatch=dispatch, restart=got.restart, message=got.reason)
         return True
+
+    def log(self, dispatch: str) -> EventLog:
+        """The event log of ``dispatch``, each event with :meth:`facts` added."""
+        return EventLog(self.ledger.state_dir, dispatch, facts=self.facts)
+
+    def facts(self, event: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """What the ledger says when an event is written, for whoever reads the log later
+        (the notifications): an end's exit code (what ``eps wait`` leaves with), how it ended,
+        its lane, whether its outputs came back and where they are; an interruption's lane."""
+        d = fields.get("dispatch")
+        if event in ("started", "relaunched", "dispatch") and d:
+            self.told_interrupted.discard(str(d))
+        if event not in ("ended", "interrupted", "wedged") or not d:
+            return {}
+        row = self.ledger.dispatch(str(d))
+        if row is None:
+            return {}
+        lane = {"lane": row.handle.lane} if row.handle is not None and "lane" not in fields else {}
+        if event != "ended":
+            if event == "interrupted" or fields.get("handle"):
+                self.told_interrupted.add(row.id)
+            return lane
+        from eps.core.lifecycle import exit_status, result_word
+
+        return {**lane, "exit_code": exit_status(row.state, row.job_status, row.exit_code),
+                "job_status": row.job_status, "result": result_word(row.state, row.job_status, row.exit_code),
+                "pulled": row.pulled_at is not None or row.stored_at is not None,
+                "outputs": _outputs(self.ledger.state_dir, row)}  # fmt: skip
+
+    def tell_interrupted(self, dispatch: str) -> None:
+        """A run the providers took back that no ``interrupted`` event told of (reconcile found
+        its spot VM preempted, or its machine gone): say so now, once per run."""
+        for r in self.ledger.children(dispatch) or [self.ledger.dispatch(dispatch)]:
+            if r is not None and r.state is DispatchState.PREEMPTED and r.id not in self.told_interrupted:
+                self.log(dispatch).emit("interrupted", dispatch=r.id, message=r.message or "preempted")
 
     def drive_once(self, dispatch: str) -> None:
         """One run of a dispatch: walk (when it walks), follow it to its end."""
@@ -176,7 +228,7 @@ class Supervisor:
         from eps.shell.state.follow import follow_to_end, ids_of
         from eps.shell.walker import Walker
 
-        log = EventLog(self.ledger.state_dir, dispatch)
+        log = self.log(dispatch)
         row = self.ledger.dispatch(dispatch)
         if row is None:
             return
@@ -227,6 +279,17 @@ class Supervisor:
                                clock=self.lanes.clock, sleep=self.lanes.sleep)  # fmt: skip
 
 
+def _outputs(state_dir: str, row: DispatchRow) -> str:
+    """Where its outputs are: in storage when its machine put them there, else the state dir's."""
+    if row.stored_at is not None and row.pulled_at is None:
+        from eps.shell.state.stored import where
+
+        place = where(row)
+        if place is not None:
+            return place.outputs_url
+    return os.path.join(state_dir, "outputs", row.id)
+
+
 def main() -> None:
     """``python -c 'from eps.shell.supervisor import main; main()' STATE_DIR``: serve the
     state directory until there is nothing to do.  A second one leaves at once."""
@@ -252,7 +315,10 @@ def main() -> None:
     settings = load_settings(env)
     ledger = Ledger(state_dir)
     lanes = Lanes(settings, LaneOptions(env=env))
-    sup = Supervisor(settings, ledger, lanes, idle_s=settings.jobs.supervisor_idle_s)
+    from eps.shell.notify.pump import Pump  # apprise itself loads only when a target is read
+
+    sup = Supervisor(settings, ledger, lanes, idle_s=settings.jobs.supervisor_idle_s,
+                     notifier=Pump(ledger, settings, env))  # fmt: skip
     # SIGTERM, SIGKILL, a reboot: it dies where it stands; the next eps command revives what it owned.
     sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} supervisor {os.getpid()} serving {state_dir}\n")
     sys.stderr.flush()

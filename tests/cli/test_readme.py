@@ -24,6 +24,12 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             assert (job.retry, job.retry_for_s, job.max_restarts, job.sync_every_s) == (
                 ("interruption", "error"), 21600, 5, 600)  # fmt: skip
             kinds.append("job")
+        elif kind == "toml" and text.lstrip().startswith(("[storage]", "[notify]")):
+            f = tmp_path / "section.toml"  # one section of a config, read as a whole config
+            f.write_text(text)
+            settings = load_settings({"EPS_CONFIG": str(f), "HOME": str(tmp_path)})
+            assert settings.storage is not None or settings.notify is not None
+            kinds.append("section")
         elif kind == "toml":
             f = tmp_path / "config.toml"
             f.write_text(text)
@@ -40,7 +46,7 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             f.write_text(text)
             assert load_grants(str(f)).tiers("fellows")
             kinds.append("grants")
-    assert sorted(kinds) == ["config", "grants", "job", "snapshot"]
+    assert sorted(kinds) == ["config", "grants", "job", "section", "section", "snapshot"]
 
 
 def test_readme_commands_are_the_ci_commands() -> None:

@@ -1,4 +1,4 @@
-"""The commands that act: ``execute``, ``status``, ``cancel``, ``reconcile``.
+"""The commands that act: ``execute``, ``status``, ``cancel``, ``reconcile`` (and ``notify test``).
 
 Parsers are declared here (cheap); the walker, ledger and lane adapters load
 only when one of these commands runs.
@@ -46,6 +46,8 @@ def run(
     from eps.shell.cli.progress import Reporter
     from eps.shell.service import Service
 
+    if ns.cmd == "notify":
+        return _notify_test(ns, settings)
     reporter = Reporter(json_lines=bool(getattr(ns, "json", False)))
     try:
         with Service(env, settings=settings, lane_options=options).opened(reporter) as ctx:
@@ -381,6 +383,19 @@ def _status(ns: argparse.Namespace, ctx: Ctx) -> int:
 
         print_status(doc["dispatches"], doc["notes"], ctx.lanes.env, wide=ns.wide)
     return EXIT_OK
+
+
+def _notify_test(ns: argparse.Namespace, settings: Settings) -> int:
+    """``eps notify test``: exit 0 when every target answered, 1 when one did not (2, through
+    cli.main: none configured, or a URL apprise cannot read)."""
+    from eps.shell.notify.trial import notify_test, text
+
+    doc = notify_test(settings)
+    if ns.json:
+        _emit(doc)
+    else:
+        sys.stdout.write(text(doc))
+    return EXIT_OK if doc["answered"] == doc["total"] else EXIT_FAILED
 
 
 def _emit(doc: dict[str, Any]) -> None:

@@ -39,7 +39,9 @@ def shipping_of(ns: argparse.Namespace) -> Shipping:
     setup = ns.setup if ns.setup is not None else (from_file.setup if from_file else None)
     env_items = ns.env if ns.env is not None else list(from_file.env or ()) if from_file else []
     limit = ns.time_limit if ns.time_limit is not None else (from_file.time_limit_s if from_file else None)
-    return Shipping(workdir, setup, tuple(env_items), limit)
+    storage = ns.storage if ns.storage is not None else (from_file.storage if from_file else None)
+    inputs = ns.input if ns.input is not None else list(from_file.inputs or ()) if from_file else []
+    return Shipping(workdir, setup, tuple(env_items), limit, storage, tuple(inputs))
 
 
 # --- the dispatches a command is about ----------------------------------------------------------
@@ -98,6 +100,10 @@ def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: Any 
     finisher = Finisher(ledger, lanes)
     for row in rows_of(ledger, dispatch):
         kept = finisher.log_path(row.id)
+        if row.state is not DispatchState.STARTED and row.job.storage and not os.path.lexists(kept):
+            from eps.shell.state.stored import fetch_log
+
+            fetch_log(lanes, row, kept)  # its machine put it there (and may be gone)
         if row.state is not DispatchState.STARTED and os.path.lexists(kept):
             _copy_kept(kept, sink_file.write, row.id)
             sink_file.flush()

@@ -15,9 +15,10 @@ import argparse
 from eps.core.contract import LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES
 from eps.shell.cli import args as values
 from eps.shell.cli.args import (
-    EXAMPLES,
+    EXAMPLES as _EXAMPLES,
+)
+from eps.shell.cli.args import (
     JOB_DEFAULTS,
-    SUBCOMMANDS,
     VALUE_OPTIONS,
     UsageError,
     glue_negative_values,
@@ -29,6 +30,17 @@ if TYPE_CHECKING:
 
 __all__ = ["EXAMPLES", "JOB_DEFAULTS", "SUBCOMMANDS", "VALUE_OPTIONS", "UsageError", "add_execute_options",
            "add_job_options", "build", "glue_negative_values"]  # fmt: skip
+
+#: Every subcommand's examples: args' table, and ``notify`` until that table has it (args
+#: is where :func:`eps.shell.cli.main` looks to build one subcommand alone).
+EXAMPLES: dict[str, tuple[str, ...]] = {"notify": ("eps notify test", "eps notify test --json")} | _EXAMPLES
+SUBCOMMANDS: tuple[str, ...] = tuple(EXAMPLES)
+
+NOTIFY_NOTE = (
+    "Targets are the [notify] urls of the config file (apprise URLs: json://, mailto://, slack://, tgram://,\n"
+    "ntfy://, ...).  A target is named by its scheme and host only: its URL carries tokens and is never shown.\n"
+    "Exit 0 when every target answered, 1 when one did not, 2 when none is configured or a URL is bad.\n"
+)
 
 EXECUTE_NOTE = (
     "One argument after -- is a shell line, run through bash -lc (pipes, &&, globs work);\n"
@@ -278,6 +290,15 @@ def add_execute_options(e: argparse.ArgumentParser) -> None:
         "--time-limit", metavar="DURATION",
         help="stop the job after this long (default: 1.5 x --duration; without --duration, the lane's maximum)",
     )  # fmt: skip
+    e.add_argument(
+        "--storage", metavar="URL",
+        help="outputs, checkpoints and log go to s3://BUCKET/PREFIX or gs://BUCKET/PREFIX from the machine itself"
+        " (default: [storage] url; none: not for this job)",
+    )  # fmt: skip
+    e.add_argument(
+        "--input", metavar="URL[:DEST]", action="append", default=None,
+        help="copy a storage prefix into the workdir (DEST) on the machine, before --setup; repeatable",
+    )  # fmt: skip
     e.add_argument("--wait", action="store_true", help="wait for the job, pull its outputs, exit with its code")
     e.add_argument("--follow", action="store_true", help="like --wait, and stream the job's log meanwhile")
     e.add_argument(
@@ -390,6 +411,10 @@ def build(only: str | None = None) -> _Parser:  # noqa: PLR0915  (one statement 
 
     sv = _sub(sub, "supervise", "make sure every unsettled dispatch has a supervisor (for a timer or cron)")
     _json(sv)
+
+    nt = _sub(sub, "notify", "notifications ([notify]): send a test message to each target", note=NOTIFY_NOTE)
+    nt.add_argument("action", choices=("test",), help="test: one message to each target, and which answered")
+    _json(nt)
 
     sh = _sub(sub, "ssh", "a shell where the job runs (or run -- COMMAND there)", usage="eps ssh DISPATCH [-- COMMAND]")
     _dispatch_arg(sh, "the dispatch id")

@@ -22,7 +22,7 @@ import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from attrs import frozen
+from attrs import evolve, frozen
 from returns.result import Failure, Result, Success
 
 from eps.core.jobscript import LAYOUT, VM_RUNS, JobProgress, dispatch_root
@@ -31,6 +31,7 @@ from eps.core.model import Job
 from eps.core.outcome import FailureKind, LaneFailure
 from eps.core.room import Disk, Incoming, Room, room_for
 from eps.core.states import SETTLED_DISPATCH_STATES
+from eps.core.storage import CONF_VALUE, RCLONE_BIN
 from eps.shell.remote import mux
 from eps.shell.remote.errors import RemoteFailure
 from eps.shell.remote.job import (
@@ -72,6 +73,7 @@ class JobFiles:
     workdir: Workdir | None = None
     env: Mapping[str, str] | None = None
     outputs: str | None = None  # a relaunch: the local copy of the outputs synced so far, put back in out/
+    storage_conf: str | None = None  # with storage: the machine's rclone.conf (credentials: mode 0600 only)
 
 
 def site_root(work_root: str, dispatch: str, job: Job) -> str:
@@ -104,7 +106,8 @@ def select_files(job: Job, env: Mapping[str, str] | None) -> Result[JobFiles, La
                     " make it readable, or list it in .epsignore",
                 )
             )
-    return Success(JobFiles(workdir, env if job.env_names else None))
+    conf = (env or {}).get(CONF_VALUE)
+    return Success(JobFiles(workdir, env if job.env_names else None, storage_conf=conf))
 
 
 def _readable(path: str) -> bool:
@@ -140,25 +143,52 @@ def stage(
             return Failure(f)
         case Success(env):
             pass
-    done = stage_job(site.remote, site.root, spec, workdir=files.workdir, env=env, patience=patience)
-    if isinstance(done, Success) and files.outputs is not None and os.path.isdir(files.outputs):
+    done = stage_job(site.remote, site.root, spec, workdir=files.workdir, env=env, storage_conf=files.storage_conf,
+                     patience=patience)  # fmt: skip
+    if isinstance(done, Success) and spec.storage is not None:
+        done = ship_rclone(site, patience=patience)
+    if isinstance(done, Success) and files.outputs is not None and os.path.isdir(files.outputs) and not job.storage:
         return seed_outputs(site, files.outputs, patience=patience)
     return done.alt(_lane)
+
+
+def ship_rclone(site: Site, *, patience: Patience = BRIEF) -> Result[None, RemoteFailure]:
+    """eps's own rclone, to ``<work root>/.eps-bin/rclone`` on the site (one static binary:
+    a machine image without rclone still stores; rsync skips it when it is there already).
+    A machine of another architecture, or one where this one is missing, uses its own on PATH."""
+    local = shutil.which("rclone")
+    here = site.remote.host is None and not site.remote.login  # this machine: its own rclone is on PATH
+    if local is None or site.remote.robot or here:
+        return Success(None)
+    local = os.path.realpath(local)
+    work_root = site.root.rstrip("/").rsplit("/", 2)[0]
+    return upload_files(site.remote, os.path.dirname(local), [os.path.basename(local)],
+                        f"{work_root}/{os.path.dirname(RCLONE_BIN)}", patience=patience)  # fmt: skip
 
 
 def wrapper_files(job: Job, dispatch: str, files: JobFiles) -> Result[list[tuple[str, bytes, int]], LaneFailure]:
     """The small files of the job's dispatch root, as ``(name, content, mode)``: the wrapper
     (0644) and, when the job has ``--env`` names, its env file (0600)."""
-    return job_env(job, files).map(lambda env: job_root_files(job_spec(job, dispatch), env))
+    return job_env(job, files).map(lambda env: job_root_files(job_spec(job, dispatch), env, files.storage_conf))
 
 
-def trees_to_ship(files: JobFiles) -> bool:
-    """Whether :func:`ship_trees` has anything to send (a workdir, or a relaunch's outputs)."""
-    return files.workdir is not None or (files.outputs is not None and os.path.isdir(files.outputs))
+def trees_to_ship(files: JobFiles, job: Job | None = None) -> bool:
+    """Whether :func:`ship_trees` has anything to send (a workdir, or a relaunch's outputs
+    (without storage: with it, the machine restores them itself), or eps's rclone)."""
+    stored = job is not None and bool(job.storage or job.inputs)
+    return files.workdir is not None or stored or (files.outputs is not None and os.path.isdir(files.outputs))
 
 
-def ship_trees(site: Site, files: JobFiles, *, patience: Patience = BRIEF) -> Result[None, LaneFailure]:
-    """The workdir into ``work/`` and a relaunch's outputs back into ``out/`` (rsync)."""
+def ship_trees(site: Site, files: JobFiles, job: Job | None = None, *,
+               patience: Patience = BRIEF) -> Result[None, LaneFailure]:  # fmt: skip
+    """The workdir into ``work/``, eps's rclone for a job with storage, and a relaunch's
+    outputs back into ``out/`` (rsync; with storage the machine restores them itself)."""
+    if job is not None and (job.storage or job.inputs):
+        shipped = ship_rclone(site, patience=patience)
+        if isinstance(shipped, Failure):
+            return shipped.alt(_lane)
+        if job.storage:
+            files = evolve(files, outputs=None)
     if files.workdir is not None:
         w = files.workdir
         sent = upload_files(site.remote, w.root, w.files, LAYOUT.under(site.root).workdir, patience=patience)

@@ -223,14 +223,14 @@ def bring_up(
     packed = pack(entries)
     prepare = f"( {ENSURE_RSYNC} ) </dev/null && {unpack_line(site.root, packed)}"
     before = render_watch_start(site.root) if watcher is not None else None
-    if not trees_to_ship(files):
+    if not trees_to_ship(files, job):
         one = launch(site, before=before, guard=prepare, stdin=packed.archive, patience=patience)
         return one.alt(_first_contact)
     ready = check_remote(site.remote, prepare, "preparing the machine", stdin=packed.archive, timeout_s=600,
                          patience=patience)  # fmt: skip
     if isinstance(ready, Failure):
         return Failure(_first_contact(ready.failure().lane_failure()))
-    shipped = ship_trees(site, files)
+    shipped = ship_trees(site, files, job)
     if isinstance(shipped, Failure):
         return shipped
     return launch(site, before=before)

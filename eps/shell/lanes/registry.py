@@ -86,6 +86,14 @@ def _gcp(lanes: Lanes, name: str) -> Lane:
         s.state_dir, g.ssh_user, g.work_root, s.jobs.linger_s, **_patience(lanes),
         max_time_limit_s=s.jobs.max_time_limit_s, kex=s.ssh_kex,
     )  # fmt: skip
+    st = s.storage
+    if st is not None and st.machine_credentials == "service-account" and g.service_account is not None:
+        # gs:// from the VM's own account: it needs the storage scope (cloud-platform holds it)
+        from eps.shell.storage_settings import SCOPES
+
+        wanted = f"https://www.googleapis.com/auth/{SCOPES[st.scope]}"
+        if not {wanted, "https://www.googleapis.com/auth/cloud-platform"} & set(g.scopes):
+            g = g._replace(scopes=(*g.scopes, wanted))
     return GcpLane(g, lanes.options.gcp_options, name=name, access=access)
 
 

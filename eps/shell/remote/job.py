@@ -48,12 +48,15 @@ if TYPE_CHECKING:
     from eps.shell.remote.ignore import Workdir  # pathspec: imported only where a workdir is listed
 
 
-def job_root_files(spec: JobSpec, env: Mapping[str, str] | None = None) -> list[tuple[str, bytes, int]]:
-    """The wrapper (``run.sh``, 0644) and, when ``env`` is given, the env file (0600), as
-    ``(name, content, mode)`` in the dispatch root."""
+def job_root_files(spec: JobSpec, env: Mapping[str, str] | None = None,
+                   storage_conf: str | None = None) -> list[tuple[str, bytes, int]]:  # fmt: skip
+    """The wrapper (``run.sh``, 0644) and, when ``env`` is given, the env file (0600), and
+    with storage, rclone's config (0600), as ``(name, content, mode)`` in the dispatch root."""
     files = [(LAYOUT.script, render_jobscript(spec).encode(), 0o644)]
     if env is not None:
         files.append((LAYOUT.env, render_env_file(env).encode(), 0o600))
+    if storage_conf is not None and spec.storage is not None:
+        files.append((LAYOUT.rclone_conf, storage_conf.encode(), 0o600))
     return files
 
 
@@ -64,13 +67,14 @@ def stage_job(
     *,
     workdir: Workdir | None = None,
     env: Mapping[str, str] | None = None,
+    storage_conf: str | None = None,
     patience: Patience = BRIEF,
     runner: Runner = run_process,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Result[None, RemoteFailure]:
-    """Put the wrapper (``run.sh``), the env file (0600, only when ``env`` is given)
-    and the workdir's files (into ``work/``) under ``root`` on ``remote``."""
-    files = job_root_files(spec, env)
+    """Put the wrapper (``run.sh``), the env file (0600, only when ``env`` is given), rclone's
+    config (0600, with storage) and the workdir's files (into ``work/``) under ``root`` on ``remote``."""
+    files = job_root_files(spec, env, storage_conf)
     if remote.robot:  # laid out here, sent by one rsync that makes the root itself
         staged = robot.stage(remote, root, files, patience=patience, runner=runner, sleep=sleep)
         if isinstance(staged, Failure):

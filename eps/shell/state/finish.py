@@ -41,7 +41,7 @@ from eps.core.tables import JOB_LIFECYCLE
 from eps.shell.lanes import Lanes
 from eps.shell.lanes import jobs as J
 from eps.shell.polling import poll_until
-from eps.shell.state import held
+from eps.shell.state import held, stored
 from eps.shell.state.ledger import DispatchRow, Ledger
 
 #: After its TERM, how long ``eps cancel`` waits for the job's end: the wrapper's kill
@@ -59,11 +59,12 @@ class Collected(NamedTuple):
     pulled: bool
     note: str
     lost: bool = False
+    stored: bool = False  # not pulled here: its machine confirmed them in storage (eps pull fetches them)
 
     @property
     def kept(self) -> bool:
         """Not pulled, but still on the machine: keep it for a later ``eps pull``."""
-        return not self.pulled and not self.lost
+        return not self.pulled and not self.lost and not self.stored
 
 
 class Finisher:
@@ -107,6 +108,11 @@ class Finisher:
             self.ledger.record_end(row.id, progress.exit_code, progress.status, float(progress.ended_at or self.wall()))
         if not progress.exists:
             return Collected(False, "the job never started on its machine (nothing to pull)", lost=True)
+        if to is None and (found := stored.confirmed(row, progress)) is not None:  # never via this machine's disk
+            self.ledger.mark_pulled(row.id, stored=True)
+            word = result_word(DispatchState.ENDED, progress.status, progress.exit_code)
+            return Collected(False, f"{word}; outputs in {found.outputs_url}; eps pull {row.id} brings them here",
+                             stored=True)  # fmt: skip
         out = to or self.outputs_dir(row.id)
         log = self.log_path(row.id) if to is None else os.path.join(out, "job.log")
         match self.pull_guarded(row, site, out, log, held_as="pull" if to is None else None):
@@ -141,7 +147,10 @@ class Finisher:
     def sync(self, row: DispatchRow) -> str | None:
         """While the job runs: bring what it wrote so far (its checkpoints) to the outputs
         directory, not marking it pulled.  What went wrong (failed, or skipped for lack of
-        disk: tried again next round), or ``None``."""
+        disk: tried again next round), or ``None``.  A job with storage is not synced here:
+        its machine uploads them itself."""
+        if row.job.storage:
+            return None
         site = self.site(row)
         if isinstance(site, Failure):
             return f"sync of the outputs failed: {site.failure().message}"

@@ -259,4 +259,5 @@ def exit_of(rows: Sequence[DispatchRow], err: Callable[[str], object] | None = N
 
 def _not_pulled(row: DispatchRow) -> bool:
     """The job ended and its end was read, but its outputs did not come back."""
-    return row.state is DispatchState.ENDED and row.job_status is not None and row.pulled_at is None
+    return (row.state is DispatchState.ENDED and row.job_status is not None and row.pulled_at is None
+            and row.stored_at is None)  # fmt: skip

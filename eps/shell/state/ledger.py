@@ -109,6 +109,7 @@ class DispatchRow:
     started_at: float | None = None  # when eps first saw it started (running, or a held job queued)
     next_try_at: float | None = None  # waiting for capacity: when it plans again (then: since when it did)
     capacity_waits: int = 0  # rounds it has waited for capacity
+    stored_at: float | None = None  # when its machine confirmed its outputs in storage (--storage)
 
 
 @frozen
@@ -322,7 +323,7 @@ class Ledger:
                 return None
             db.execute(
                 "UPDATE dispatches SET state=?, job=?, message=?, handle=NULL, exit_code=NULL, job_status=NULL,"
-                " ended_at=NULL, pulled_at=NULL, updated_at=? WHERE id=?",
+                " ended_at=NULL, pulled_at=NULL, stored_at=NULL, updated_at=? WHERE id=?",
                 (DispatchState.WALKING.value, codec.job_to_json(job), message, self._clock(), dispatch),
             )
             return DispatchState.WALKING
@@ -376,9 +377,12 @@ class Ledger:
                 (exit_code, job_status, ended_at, self._clock(), dispatch),
             )
 
-    def mark_pulled(self, dispatch: str) -> None:
+    def mark_pulled(self, dispatch: str, *, stored: bool = False) -> None:
+        """Its outputs came back (or, ``stored``, are confirmed in storage by its machine)."""
         with self._tx() as db:
-            db.execute("UPDATE dispatches SET pulled_at=?, updated_at=? WHERE id=?", (self._clock(),) * 2 + (dispatch,))
+            sql = "UPDATE dispatches SET stored_at=?, updated_at=? WHERE id=?" if stored else (
+                "UPDATE dispatches SET pulled_at=?, updated_at=? WHERE id=?")  # fmt: skip
+            db.execute(sql, (self._clock(),) * 2 + (dispatch,))
 
     def dispatch(self, dispatch: str) -> DispatchRow | None:
         """The row of ``dispatch``; ``None`` when there is none or it cannot be read (then it
@@ -528,6 +532,15 @@ class Ledger:
         now = self._clock()
         return lives.remembered(snapshot, lives.lives_of(self._query(lives.SQL, lives.args(now))), now)
 
+    def rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """A read of a table another module keeps here (notify's: eps.shell.notify.book)."""
+        return self._query(sql, args)
+
+    def write(self, sql: str, args: tuple[Any, ...] = ()) -> None:
+        """One write to such a table, in its own short transaction."""
+        with self._tx() as db:
+            db.execute(sql, args)
+
     def _query(self, sql: str, args: tuple[Any, ...]) -> list[sqlite3.Row]:
         with self._lock:
             try:
@@ -575,6 +588,7 @@ def _dispatch_row(r: sqlite3.Row) -> DispatchRow:
         started_at=r["started_at"],
         next_try_at=r["next_try_at"],
         capacity_waits=r["capacity_waits"],
+        stored_at=r["stored_at"],
     )
 
 

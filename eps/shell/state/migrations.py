@@ -119,5 +119,31 @@ def _v6(db: sqlite3.Connection) -> None:
     db.execute(f"CREATE INDEX IF NOT EXISTS {FAILED_RETRYING_INDEX} ON dispatches(created_at) WHERE {FAILED_RETRYING}")
 
 
-MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
+def _v7(db: sqlite3.Connection) -> None:
+    """Notifications (:mod:`eps.shell.notify`): the dispatches that may still owe one
+    (``open``: an index of their own, so a revival asks in well under a millisecond), and per
+    dispatch and target (named by its scheme and host, never its URL) how far into the
+    dispatch's event log the target has been told, and for which end its outputs-waiting
+    notice is done.  No URL, token or message is stored."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS notify_watch (dispatch TEXT PRIMARY KEY, open INTEGER NOT NULL DEFAULT 1,"
+        " since REAL NOT NULL)"
+    )
+    db.execute("CREATE INDEX IF NOT EXISTS notify_watch_open ON notify_watch(dispatch) WHERE open = 1")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS notify_cursors (dispatch TEXT NOT NULL, target TEXT NOT NULL,"
+        " offset INTEGER NOT NULL DEFAULT 0, pull_done REAL NOT NULL DEFAULT 0, updated_at REAL NOT NULL,"
+        " PRIMARY KEY (dispatch, target))"
+    )
+
+
+def _v8(db: sqlite3.Connection) -> None:
+    """Object storage (:mod:`eps.core.storage`): when a job's machine confirmed its outputs
+    there (its outputs are home without a pull to this machine)."""
+    db.execute("ALTER TABLE dispatches ADD COLUMN stored_at REAL")
+
+
+MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8
+}  # fmt: skip
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -44,14 +44,17 @@ def pull_each(ledger: Ledger, lanes: Lanes, dispatch: str, to: str | None, each:
     if to is not None and rows:
         to = _pull_target(to)
     for row in rows:
-        if to is None and row.id in woken:  # start it, pull, release it: the dispatch is over
+        if _in_storage(finisher, row):  # its machine put them there (and may be long gone)
+            pulled, note = _from_storage(finisher, row, to if not fanned or to is None else os.path.join(to, row.id))
+        elif to is None and row.id in woken:  # start it, pull, release it: the dispatch is over
             with ledger.owning(row.id) as owned:
                 if not owned:
                     raise JobError("pull", f"{row.id} is being finished by its supervisor (eps wait {row.id})", None)
                 got = finisher.collect(row, wake=True)
                 pulled, note = got.pulled, finisher.end_with(row, got)
         elif to is None:
-            pulled, note, _ = finisher.collect(row, wake=True)
+            got = finisher.collect(row, wake=True)
+            pulled, note = got.pulled, got.note
         else:
             pulled, note = _pull_to(finisher, row, os.path.join(to, row.id) if fanned else to)
         if not pulled:
@@ -63,6 +66,35 @@ def pull_each(ledger: Ledger, lanes: Lanes, dispatch: str, to: str | None, each:
                 note += f"; {err}"
         each(row.id, note)
     J.drop_settled_env_values(ledger)
+
+
+def _in_storage(finisher: Finisher, row: DispatchRow) -> bool:
+    """The job ended with its outputs in storage: not on a machine kept for the pull."""
+    from eps.core.states import Outcome
+
+    if row.stored_at is None or row.state is DispatchState.STARTED:
+        return False
+    return not any(a.outcome == Outcome.KEPT.value for a in finisher.ledger.attempts(row.id))
+
+
+def _from_storage(finisher: Finisher, row: DispatchRow, to: str | None) -> tuple[bool, str]:
+    """``eps pull`` of a job with storage: from there, under the same disk guard."""
+    from eps.shell.state import held, stored
+
+    out = to or finisher.outputs_dir(row.id)
+    match stored.fetch(finisher.lanes, row, out, finisher.log_path(row.id)):
+        case Failure(Room() as room):
+            if to is None:
+                held.record(finisher.state_dir, row.id, room, time.time(), during="pull")
+            return False, f"outputs not pulled: {room.line()}"
+        case Failure(why):
+            return False, f"outputs not pulled: {why}"
+    if to is None:
+        held.clear(finisher.state_dir, row.id)
+        finisher.ledger.mark_pulled(row.id)
+    word = result_word(row.state, row.job_status, row.exit_code)
+    source = getattr(stored.where(row), "outputs_url", row.job.storage)
+    return True, f"{word}; outputs in {out} (from {source}); log: eps logs {row.id}"
 
 
 def _pull_target(to: str) -> str:

@@ -170,11 +170,19 @@ def test_a_sync_that_would_not_fit_is_skipped_with_the_line_and_the_outputs_come
     message = skipped["message"]
     assert message.startswith("sync of the outputs skipped: held back for lack of disk: they need "), message
     sizes = SIZES.search(message)
-    assert sizes is not None and float(sizes[1]) >= 572.2 and float(sizes[3]) < 300, message
+    # The data lands in out/ by one rename; a sync whose dry run came just before it and whose
+    # transfer just after (a race no guard can close) brought what fitted, whole, and met the
+    # full disk on the next file: then the skip names only what is still missing.
+    assert sizes is not None and float(sizes[1]) > float(sizes[3]) and float(sizes[3]) < 300, message
+    here = _digests(eps.state / "outputs" / d) if (eps.state / "outputs" / d).exists() else {}
+    there = _digests(tmp_path / "gcp-runs" / d / "0" / "out")
+    assert all(there.get(name) == digest for name, digest in here.items()), here  # nothing cut short
+    assert float(sizes[1]) >= 572.2 - 190.8 * len(here), (message, sorted(here))
     row = _status(eps, d)
     assert row["state"] == "started" and row["held_back"] is not None, row
     assert row["held_back"]["during"] == "sync" and row["held_back"]["line"] in message
-    _nothing_of_them_here(eps)
+    if not here:
+        _nothing_of_them_here(eps)
     assert len(gtrap.live(d)) == 1
 
     _grow(eps, "1g")  # room made while it runs: the next sync brings them

@@ -18,7 +18,7 @@ set -euo pipefail
 
 STATE=${EPS_SSHD_STATE:-/var/lib/eps-test-sshd}
 LISTEN=(127.0.0.1:2222 127.0.0.5:22)
-PACKAGES=(openssh-server openssh-client rsync)
+PACKAGES=(openssh-server openssh-client rsync rclone)
 CONFIG=$STATE/sshd_config
 PIDFILE=$STATE/sshd.pid
 LOG=$STATE/sshd.log

@@ -1,0 +1,216 @@
+"""Outputs no crash can take (issue 33): with ``[storage]`` set to a real S3 server on
+loopback (moto, behind a logging proxy: tests/storage_support.py), the job's machine (a VM
+of the local GCP fake, which is the real test sshd) writes its outputs, checkpoints and log
+there itself with rclone; the shared VM's state directory never holds them unless pulled.
+
+- a job that writes 1 GB and rewrites a checkpoint every second: ended, its machine released
+  once the last upload is confirmed, the state dir without its outputs; ``eps pull`` brings
+  every byte back from storage (by hash); ``eps logs`` reads the log once the machine is gone;
+- a restartable spot job whose VM is deleted mid-run (preempted, disk gone) relaunches,
+  restores its checkpoint from storage, ends 0, its outputs complete;
+- a job stopped at its time limit: what it wrote in its SIGTERM grace is in storage;
+- ``--input`` of a 200 MB prefix: on the machine before setup, and the server's log shows
+  every byte of it went to the machine's rclone, none to eps;
+- the storage secret appears nowhere: not in any process's argv while the job runs, not in
+  the ledger, the logs, the events, the output or the state directory;
+- bad input (a URL eps cannot store to, no credentials) is one line, exit 2, nothing recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from faults_support import COUNTER, Eps, GcpTrap, RunpodTrap, assert_ledger_consistent, assert_no_orphans
+from storage_support import S3Server, sha256_tree
+
+CPU = ("cpu-small", "--duration", "30m", "--pin", "gcp")
+
+
+@pytest.fixture
+def stored(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path, s3: S3Server, bucket: str) -> Iterator[Eps]:
+    """eps with ``[storage]`` on the local S3 server (its keys in the environment, as AWS's)."""
+    e = Eps(tmp_path, gtrap.fake, rtrap.fake, detached=True)
+    e.config.write_text(e.config.read_text() + f'[storage]\nurl = "s3://{bucket}/runs"\nendpoint = "{s3.endpoint}"\n')
+    e.env.update(s3.env())
+    try:
+        yield e
+    finally:
+        e.close()
+
+
+def _bash(line: str) -> tuple[str, str, str]:
+    return ("bash", "-c", line)
+
+
+def _new() -> str:
+    return "f" + uuid.uuid4().hex[:10]
+
+
+def _stored(s3: S3Server, bucket: str, d: str) -> dict[str, str]:
+    return s3.digests(bucket, f"runs/{d}/0/out/")
+
+
+def test_outputs_go_to_storage_from_the_machine_and_come_back_by_eps_pull(
+    stored: Eps, s3: S3Server, bucket: str, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path
+) -> None:
+    eps, d = stored, _new()
+    line = (
+        'o="$EPS_OUTPUT_DIR"; mkdir -p "$o/data"; '
+        'for i in 1 2 3 4; do head -c 268435456 /dev/urandom > "$o/data/part$i.bin"; '
+        'echo $i > "$o/ckpt.tmp"; mv "$o/ckpt.tmp" "$o/ckpt"; sleep 1; done; echo wrote-all'
+    )
+    rc, out, err = eps.run("execute", *CPU, "--dispatch-id", d, "--sync-every", "1s", "--wait", "--", *_bash(line),
+                           timeout_s=600)  # fmt: skip
+    assert rc == 0, (out, err)
+    assert f"s3://{bucket}/runs/{d}/0/out" in err, err
+    # never through the shared VM: nothing of its outputs in the state dir
+    assert not (eps.state / "outputs" / d).exists()
+    assert list(eps.state.rglob("part*.bin")) == []
+    assert gtrap.live(d) == []  # released once the last upload was confirmed
+    want = sha256_tree(tmp_path / "gcp-runs" / d / "0" / "out") if (tmp_path / "gcp-runs" / d).exists() else None
+    got = _stored(s3, bucket, d)
+    assert sorted(got) == ["ckpt", "data/part1.bin", "data/part2.bin", "data/part3.bin", "data/part4.bin"], got
+    if want is not None:
+        assert got == want
+    uploads = [r for r in s3.log if r.method in ("PUT", "POST") and f"/runs/{d}/" in r.path]
+    assert uploads and {r.agent.split("/")[0] for r in uploads} == {"eps-machine"}, uploads[:3]
+
+    rc, out, err = eps.run("pull", d, timeout_s=300)
+    assert rc == 0, (out, err)
+    assert sha256_tree(eps.state / "outputs" / d) == got  # every byte, by hash
+    rc, log, err = eps.run("logs", d)
+    assert rc == 0 and "wrote-all" in log and "eps: outputs in s3://" in log, (log, err)
+    assert_no_orphans(eps, gtrap, rtrap)
+    assert_ledger_consistent(eps, d)
+
+
+def test_a_preempted_spot_job_restores_its_checkpoint_from_storage(
+    stored: Eps, s3: S3Server, bucket: str, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path
+) -> None:
+    eps, d = stored, _new()
+    child = eps.start("execute", "--json", "--wait", "--dispatch-id", d, *CPU, "--restartable", "--sync-every", "1s",
+                      "--", COUNTER)  # fmt: skip
+    child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
+
+    def uploaded(n: int) -> bool:
+        with contextlib.suppress(Exception):
+            return int(s3.get(bucket, f"runs/{d}/0/out/ckpt")) >= n
+        return False
+
+    from faults_support import wait_until
+
+    wait_until(lambda: uploaded(3), 60, "a checkpoint of 3 in storage")
+    [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
+    gtrap.fake.preempt(zone, name)  # DELETE: the VM and its disk are gone, no grace
+    _dies_with_its_disk(tmp_path / "gcp-runs" / d)
+    assert child.wait(240) == 0, (child.lines, child.err)
+    assert not (eps.state / "outputs" / d).exists()  # never through the shared VM
+    assert s3.get(bucket, f"runs/{d}/0/out/ckpt") == b"16\n"
+    starts = s3.get(bucket, f"runs/{d}/0/out/starts").decode().splitlines()
+    assert starts[0] == "start 0 restart 0" and len(starts) == 2, starts
+    second = starts[1].split()
+    assert int(second[1]) >= 3 and second[3] == "1", starts  # it went on from the stored count
+    assert f"runs/{d}/0/job.r1.log" in s3.keys(bucket, f"runs/{d}/")
+    assert gtrap.live(d) == []
+    assert_no_orphans(eps, gtrap, rtrap)
+
+
+def _dies_with_its_disk(root: Path) -> None:
+    found = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True, check=False).stdout.split()
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(int(pid), signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_what_a_job_writes_in_its_sigterm_grace_at_the_time_limit_is_in_storage(
+    stored: Eps, s3: S3Server, bucket: str, gtrap: GcpTrap, rtrap: RunpodTrap
+) -> None:
+    eps, d = stored, _new()
+    line = ("trap 'sleep 1; echo saved > \"$EPS_OUTPUT_DIR/final.ckpt\"; exit 3' TERM; "
+            'echo begun > "$EPS_OUTPUT_DIR/begun"; while :; do sleep 0.2; done')  # fmt: skip
+    rc, out, err = eps.run("execute", *CPU, "--dispatch-id", d, "--time-limit", "3s", "--sync-every", "0",
+                           "--wait", "--", *_bash(line), timeout_s=180)  # fmt: skip
+    assert rc == 124, (out, err)
+    assert s3.get(bucket, f"runs/{d}/0/out/final.ckpt") == b"saved\n"
+    assert s3.get(bucket, f"runs/{d}/0/out/begun") == b"begun\n"
+    assert b"time limit of 3 s reached" in s3.get(bucket, f"runs/{d}/0/job.log")
+    assert gtrap.live(d) == []
+    assert_no_orphans(eps, gtrap, rtrap)
+
+
+def test_an_input_prefix_goes_to_the_machine_straight_from_storage(
+    stored: Eps, s3: S3Server, bucket: str, gtrap: GcpTrap, rtrap: RunpodTrap
+) -> None:
+    eps, d = stored, _new()
+    blob = os.urandom(1 << 20)
+    for i in range(200):  # 200 MB in 200 objects
+        s3.put(bucket, f"data/shards/{i:03d}.bin", blob[i:] + blob[:i])
+    s3.clear_log()
+    line = ('test -d shards && n=$(ls shards | wc -l) && s=$(cat shards/* | sha256sum | cut -c1-16) && '
+            'echo "$n $s" > "$EPS_OUTPUT_DIR/seen"')  # fmt: skip
+    rc, out, err = eps.run("execute", *CPU, "--dispatch-id", d, "--input", f"s3://{bucket}/data/shards:shards",
+                           "--setup", "test -d shards", "--wait", "--", *_bash(line), timeout_s=300)  # fmt: skip
+    assert rc == 0, (out, err)
+    want = hashlib.sha256(b"".join(blob[i:] + blob[:i] for i in range(200))).hexdigest()[:16]
+    assert s3.get(bucket, f"runs/{d}/0/out/seen").decode().split() == ["200", want]
+    gets = [r for r in s3.log if r.method == "GET" and "/data/shards/" in r.path]
+    assert sum(r.sent for r in gets) >= 200 << 20
+    assert {r.agent.split("/")[0] for r in gets} == {"eps-machine"}  # none of it through eps
+    log = s3.get(bucket, f"runs/{d}/0/job.log").decode()
+    assert f"eps: input s3://{bucket}/data/shards: {200 << 20} bytes in 200 files in shards" in log, log
+    assert_no_orphans(eps, gtrap, rtrap)
+
+
+def test_the_storage_secret_is_nowhere(stored: Eps, s3: S3Server, bucket: str, tmp_path: Path) -> None:
+    eps, d = stored, _new()
+    line = ('ps -eo args > "$EPS_OUTPUT_DIR/ps.txt"; '
+            'cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " " >> "$EPS_OUTPUT_DIR/ps.txt"')
+    rc, out, err = eps.run("execute", *CPU, "--dispatch-id", d, "--json", "--wait", "--", *_bash(line), timeout_s=180)
+    assert rc == 0, (out, err)
+    rc2, pulled, err2 = eps.run("pull", d, timeout_s=120)
+    assert rc2 == 0, (pulled, err2)
+    ps = (eps.state / "outputs" / d / "ps.txt").read_text()
+    assert "rclone" in ps or "sleep" in ps or "ps -eo" in ps
+    secret = s3.secret_key
+    assert secret not in ps and secret not in out + err + pulled + err2
+    for path in eps.state.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    conf = (tmp_path / "gcp-runs" / d / "0" / "rclone.conf")
+    if conf.exists():  # on the machine, as a file of mode 0600 only
+        assert conf.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "says"),
+    [
+        (("--storage", "ftp://x/y"), {}, "give s3://BUCKET/PREFIX"),
+        (("--storage", "s3://UPPER/y"), {}, "is not a bucket name"),
+        (("--input", "s3://b0b/p:../up"), {}, "DEST must be a relative path"),
+        (("--storage", "s3://some-bucket/p"), {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}, "no credentials"),
+    ],
+)
+def test_bad_storage_input_is_one_line_and_changes_nothing(
+    stored: Eps, s3: S3Server, argv: tuple[str, ...], env: dict[str, str], says: str
+) -> None:
+    eps = stored
+    s3.clear_log()
+    rc, out, err = eps.run("execute", *CPU, *argv, "--", "true", env=env)
+    assert rc == 2, (out, err)
+    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert eps.dispatch_ids() == []
+    assert s3.log == []
+    assert json.loads(eps.run("status", "--json")[1])["dispatches"] == []
