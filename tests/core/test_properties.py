@@ -58,6 +58,8 @@ def _jobs(intents: list[str], pins: list[str]) -> st.SearchStrategy[Job]:
         pin=st.one_of(st.none(), st.none(), st.sampled_from(pins)),
         # plan() reads the retry policy (what a preempted run does): events as the shell checks them
         retry=st.one_of(st.none(), st.lists(st.sampled_from(list(RetryOn)), unique=True, min_size=1).map(tuple)),
+        # where the machine puts its outputs, as the shell checks it (plan() reads none of it)
+        storage=st.none(), inputs=st.just(()),
     )
 
 
