@@ -179,6 +179,9 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
         return EXIT_OK
     if ns.cmd == "plan" and not ns.list_intents:
         return _plan(ns, command, env)
+    if ns.cmd == "execute" and getattr(ns, "detach", False) and (ns.wait or ns.follow):
+        # said before anything is read or opened: --detach returns at once, --wait/--follow stay
+        raise UsageError("eps execute: --detach returns at once; --wait and --follow stay with the job (choose one)")
     settings = load_settings(env)
     if ns.list_intents or ns.cmd == "intents":
         return cmd_intents(ns, settings, env)
