@@ -69,9 +69,18 @@ def plan(settings: Settings, env: Mapping[str, str], job: Job, snapshot: Capacit
 
     snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir)
     snap = known(snap, settings.state_dir, settings.policy)
-    result = route(job, snap, grants or configured_grants(settings, DEFAULT_GRANTS), park, policy=settings.policy)
+    granted = grants or configured_grants(settings, DEFAULT_GRANTS)
+    if park is not None and not _could_park(route(job, snap, granted, None, policy=settings.policy), park):
+        raise JobError("usage", f"eps plan: --park: this job never queues on {park.cluster} (no rung of its plan is there)")
+    result = route(job, snap, granted, park, policy=settings.policy)
     lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
     return Planned(result, job, (*snap.unavailable, *down_here(settings, env, lanes)), settings.jobs.healing())
+
+
+def _could_park(unparked: RoutePlan, park: ParkState) -> bool:
+    """Whether the job's plan before any park has a rung on the cluster ``park`` names (its tier
+    may be one the grants no longer list: the ladder rule still holds for it, P7)."""
+    return any(r.lane == park.cluster for r in unparked.rungs)
 
 
 def configured_grants(settings: Settings, grants: QosGrants) -> QosGrants:
