@@ -71,7 +71,9 @@ def plan(settings: Settings, env: Mapping[str, str], job: Job, snapshot: Capacit
     snap = known(snap, settings.state_dir, settings.policy)
     granted = grants or configured_grants(settings, DEFAULT_GRANTS)
     if park is not None and not _could_park(route(job, snap, granted, None, policy=settings.policy), park):
-        raise JobError("usage", f"eps plan: --park: this job never queues on {park.cluster} (no rung of its plan is on it)")
+        raise JobError(
+            "usage", f"eps plan: --park: this job never queues on {park.cluster} (no rung of its plan is on it)"
+        )
     result = route(job, snap, granted, park, policy=settings.policy)
     lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
     return Planned(result, job, (*snap.unavailable, *down_here(settings, env, lanes)), settings.jobs.healing())
