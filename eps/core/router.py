@@ -360,12 +360,13 @@ def _lanes(
         if trivial and misfit is None:
             for lane in policy.cpu_lane_order:
                 skipped.append(Skip(lane, SkipCode.TRIVIAL_STAYS_ON_VM, f"P2: {job.duration_s} s op stays on the VM"))
+        elif job.pin == policy.trivial_lane:  # the pin wins (P10): the VM is the rung, never a skip as well
+            why = misfit or "it is not a trivial op (P2)"
+            notes.append(f"P10: pinned to the VM, although {'it does not fit: ' if misfit else ''}{why}")
         elif misfit is not None:
             skipped.append(Skip(policy.trivial_lane, SkipCode.VM_TOO_SMALL, misfit))
             if job.pin is None:
                 notes.append(f"{misfit}: a trivial op that does not fit the VM takes the normal CPU route")
-            elif job.pin == policy.trivial_lane:
-                notes.append(f"P10: pinned to the VM, although it does not fit: {misfit}")
         else:
             unknown = "duration unknown, so not trivial: " if job.duration_s is None else ""
             only = f"only ops of at most {th.trivial_op_s} s and {th.big_footprint_gb} GB stay on the VM"

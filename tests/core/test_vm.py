@@ -46,3 +46,22 @@ def test_p2_a_copy_of_a_fan_out_fits_only_where_all_copies_fit() -> None:
     assert vm_misfit(Job("cpu-small", 30, count=1), SMALL, vm, 10) is None
     why = vm_misfit(Job("cpu-small", 30, count=1, task_index=1, task_count=2), SMALL, vm, 10)
     assert why is not None and "2 copies side by side" in why
+
+
+def test_p10_a_pin_to_the_vm_is_its_rung_and_never_a_skip_as_well() -> None:
+    """A job pinned to the VM that P2 would not keep there (too long, or too big for it) runs
+    there (P10): the plan's one rung is the VM, a note says what the pin overrode, and the VM is
+    not also listed among the skips."""
+    from eps.core.model import CapacitySnapshot
+    from eps.core.router import plan
+    from eps.core.tables import DEFAULT_GRANTS
+
+    small_vm = CapacitySnapshot(vm=VmCapacity(vcpus=1, mem_gb=2, free_disk_gb=20))
+    for job, snap, why in [
+        (Job("cpu-small", 7200, pin="vm"), CapacitySnapshot(), "not a trivial op"),
+        (Job("cpu-small", 30, pin="vm"), small_vm, "does not fit"),
+    ]:
+        route = plan(job, snap, DEFAULT_GRANTS, None, policy=DEFAULT_POLICY)
+        assert [r.lane for r in route.rungs] == ["vm"]
+        assert "vm" not in {s.lane for s in route.skipped}
+        assert any(n.startswith("P10: pinned to the VM, although") and why in n for n in route.notes), route.notes
