@@ -22,3 +22,22 @@ def test_detach_with_wait_or_follow_is_refused_before_the_state_dir_is_made(
     assert out == ""
     assert err.count("\n") == 1 and "--detach" in err and stay in err, err
     assert not state.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog"),
+    [
+        (["plan", "gpu-1", "gpu-2"], "eps plan"),
+        (["execute", "gpu-1", "--bogus", "--", "true"], "eps execute"),
+        (["status", "a", "b"], "eps status"),
+        (["--bogus"], "eps"),
+    ],
+)
+def test_an_unrecognized_argument_points_at_its_own_subcommands_help(
+    capsys: pytest.CaptureFixture[str], argv: list[str], prog: str
+) -> None:
+    rc = main(argv, env={})
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and f"unrecognized arguments: {argv[-1] if prog == 'eps' else argv[2]}" in err
+    assert err.rstrip().endswith(f"(see {prog} --help)"), err

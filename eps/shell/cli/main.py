@@ -142,7 +142,12 @@ def _parse(args: list[str]) -> argparse.Namespace:
         _argparse_in_english()
     from eps.shell.cli.parser import build
 
-    return build(args[0] if args and args[0] in SUBCOMMANDS else None).parse_args(args)
+    sub = args[0] if args and args[0] in SUBCOMMANDS else None
+    ns, extra = build(sub).parse_known_args(args)
+    if extra:  # said as the subcommand's own (argparse's root would point at `eps --help`)
+        prog = f"eps {sub}" if sub else "eps"
+        raise UsageError(f"{prog}: unrecognized arguments: {' '.join(extra)} (see {prog} --help)")
+    return ns
 
 
 def _argparse_in_english() -> None:
