@@ -59,9 +59,22 @@ def alive_pid(state_dir: str) -> int | None:
         return None
     try:
         with open(pid_path(state_dir)) as p:
-            return int(p.read().strip() or 0)
+            pid = int(p.read().strip() or 0)
     except (OSError, ValueError):
         return 0
+    # a supervisor killed by SIGKILL leaves its pid file; the one that took the lock since has
+    # not written its own yet: not written, never the dead one's pid
+    return pid if pid and _running(pid) else 0
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that pid: alive
+        return True
+    return True
 
 
 def alive_elsewhere(state_dir: str) -> bool:

@@ -1,0 +1,38 @@
+"""Which supervisor a state directory has: the lock says whether one lives, its pid file
+which one; a pid file a SIGKILLed supervisor left is never taken for the new one's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from eps.shell import supervision
+
+HOLD = (
+    "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+    "print(1, flush=True); time.sleep(60)"
+)
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_dead_supervisors_pid_file_is_not_the_live_ones(tmp_path: Path) -> None:
+    state = str(tmp_path)
+    Path(supervision.pid_path(state)).write_text(f"{_dead_pid()}\n")
+    assert supervision.alive_pid(state) is None  # nobody holds the lock: none
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, supervision.lock_path(state)],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "1"
+        # the lock is taken, the pid file still the dead one's: "not written yet", never that pid
+        assert supervision.alive_pid(state) == 0
+        Path(supervision.pid_path(state)).write_text(f"{holder.pid}\n")
+        assert supervision.alive_pid(state) == holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
