@@ -248,14 +248,16 @@ def test_a_vm_job_detached_bounded_wait_logs_from_an_offset_and_cancel(setup: Se
     with_server(setup.env, scenario)
 
 
-def test_the_plan_path_never_imports_the_mcp_sdk_nor_the_ledger() -> None:
+def test_the_plan_path_never_imports_the_mcp_sdk_nor_the_ledger(tmp_path: Path) -> None:
+    """On a machine with no ledger yet (a state dir that holds one is read for boot loops)."""
     import subprocess
 
     code = ("import sys; from eps.shell.cli.main import main; "
             "main(['plan', 'gpu-1', '--duration', '3h', '--json']); "
             "print([m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'pydantic', 'sqlite3') "
             "or m in ('eps.shell.state.ledger', 'eps.shell.mcp_server', 'eps.shell.lanes')])")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {**os.environ, "EPS_STATE_DIR": str(tmp_path / "state")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
