@@ -96,7 +96,7 @@ def execute(
             if detach:
                 raise JobError("usage", 'execute(detach=True) needs a supervisor ([jobs] supervise = "detached")')
             return _inline(svc, job, shipping, dispatch_id, wait=wait)
-        answer = svc.execute(job.core(), shipping, dispatch_id=dispatch_id)
+        answer = svc.execute(job.core(), shipping, dispatch_id=dispatch_id, notify=tuple(job.notify))
         dispatch, state = answer["dispatch"], answer["state"]
     except (JobError, ConfigError) as exc:
         return Execution(2, (), (), _one_line(exc))
@@ -129,7 +129,8 @@ def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait:
     with svc.opened(sink) as ctx:
         if dispatch_id is not None and ctx.ledger.dispatch(dispatch_id) is not None:
             raise JobError("dispatch_exists", f"dispatch {dispatch_id} already exists")
-        ready = S.prepare(ctx, core, shipping, dispatch_id, CapacitySnapshot(), DEFAULT_GRANTS)
+        ready = S.prepare(ctx, core, shipping, dispatch_id, CapacitySnapshot(), DEFAULT_GRANTS,
+                          notify=tuple(job.notify), notify_where="notify")  # fmt: skip
         dispatch = dispatch_id or S.new_dispatch_id()
         results = S.walk_here(ctx, ready, dispatch, CapacitySnapshot(), DEFAULT_GRANTS, grants_given=False)
         started = all(r.handle is not None for r in results)

@@ -66,7 +66,9 @@ class Job:
     ``max_restarts`` (0..1000), ``sync_every`` (a duration; 0: never; ``None``: ``[jobs]
     sync_every_s``).  ``fall_through``: a free cluster that says it is set up wrong is skipped
     instead of ending the dispatch.  ``storage`` (an ``s3://``/``gs://`` URL, ``"none"``; ``None``: the
-    config's ``[storage] url``) and ``inputs`` (``URL[:DEST]`` each), for :func:`execute`.  ``settings_env``
+    config's ``[storage] url``) and ``inputs`` (``URL[:DEST]`` each), for :func:`execute`.  ``notify``: the
+    job's own notification targets, each an apprise URL or ``env:NAME`` (the URL in that variable: the
+    token-safe form), for :func:`execute`.  ``settings_env``
     replaces ``os.environ`` when the settings are read
     for the check.
     """
@@ -90,6 +92,7 @@ class Job:
     fall_through: bool = False
     storage: str | None = None
     inputs: Sequence[str] = ()
+    notify: Sequence[str] = field(default=(), repr=False)  # URLs carry tokens: not in repr
     settings_env: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ sync_every = "10m"         # pull $EPS_OUTPUT_DIR this often while the job runs 
 fall_through = false       # a free cluster that says it is set up wrong: skip it (true) or stop (false)
 storage = "s3://my-bucket/runs"   # outputs, checkpoints, log straight from the machine ("none": not this job)
 inputs = ["s3://my-bucket/data/shards:shards"]   # URL[:DEST] copied into the workdir before setup
+notify = ["env:SLACK_URL"]   # this job's own targets: apprise URLs, or env:NAME (the URL in variable NAME)
 
 [retry]                    # the retry policy (see "Jobs that heal" in the README)
 on = ["interruption", "error"]   # a list of events: no-capacity, interruption, error
@@ -73,6 +74,7 @@ class _JobDoc:
     fall_through: bool | None = None
     storage: str | None = None
     inputs: list[str] | None = None
+    notify: list[str] | None = None
     retry: _RetryDoc | None = None
 
 
@@ -99,6 +101,7 @@ class JobFile(NamedTuple):
     fall_through: bool | None = None
     storage: str | None = None  # a URL or "none"
     inputs: tuple[str, ...] | None = None  # URL[:DEST] each
+    notify: tuple[str, ...] | None = None  # an apprise URL or env:NAME each (resolved at execute)
 
 
 def _seconds(path: str, field: str, value: str | int | None, *, positive: bool = False) -> int | None:
@@ -159,6 +162,7 @@ def load_job_file(path: str) -> JobFile:
         fall_through=doc.fall_through,
         storage=doc.storage,
         inputs=None if doc.inputs is None else tuple(doc.inputs),
+        notify=None if doc.notify is None else tuple(doc.notify),
         retry=_checked(path, "retry.on", job_retry, retry.on),
         retry_for_s=_seconds(path, "retry.for", retry.for_),
         max_restarts=_checked(path, "retry.max_restarts", job_max_restarts, retry.max_restarts),

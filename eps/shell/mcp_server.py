@@ -71,6 +71,11 @@ Retry = Annotated[
     str | list[str] | None, Field(description="what eps retries: no-capacity, interruption, error (a list or a,b)")
 ]
 Env = Annotated[list[str] | None, Field(description="KEY (its value from the server's environment) or KEY=VALUE")]
+Notify = Annotated[
+    list[str] | None,
+    Field(description="this job's own notification targets: env:NAME (the apprise URL in the server's variable NAME: "
+          "the token-safe form) or an apprise URL"),
+]  # fmt: skip
 
 INSTRUCTIONS = (
     "eps plans and runs research compute jobs on the right lane (the shared VM, SLURM, GCP, RunPod). "
@@ -182,7 +187,7 @@ def build(svc: Service) -> Any:
                 workdir: str | None = None, setup: str | None = None, env: Env = None, time_limit: Duration = None,
                 retry: Retry = None, retry_for: Duration = None, max_restarts: int | None = None,
                 sync_every: Duration = None, fall_through: bool = False, storage: str | None = None,
-                inputs: list[str] | None = None, snapshot: Doc = None, grants: Doc = None,
+                inputs: list[str] | None = None, notify: Notify = None, snapshot: Doc = None, grants: Doc = None,
                 dispatch_id: str | None = None) -> CallToolResult:  # fmt: skip
         def run() -> dict[str, Any]:
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
@@ -190,7 +195,8 @@ def build(svc: Service) -> Any:
                          env=tuple(env or ()), time_limit=time_limit, fall_through=fall_through, storage=storage,
                          inputs=tuple(inputs or ()))  # fmt: skip
             snap, qos = files_given(snapshot, grants)
-            return svc.execute(job.core(), job.shipping(), dispatch_id=dispatch_id, snapshot=snap, grants=qos)
+            return svc.execute(job.core(), job.shipping(), dispatch_id=dispatch_id, snapshot=snap, grants=qos,
+                               notify=tuple(notify or ()))  # fmt: skip
 
         return _answer(run)
 

@@ -51,11 +51,13 @@ LOOK_S = 0.2
 
 class Prepared(NamedTuple):
     """A job checked for execute: the job (with its workdir, setup, ``--env`` names and
-    time limit), the values of its ``--env`` names (never recorded) and its files."""
+    time limit), the values of its ``--env`` names (never recorded) and its files; ``targets``:
+    its own notification URLs (``--notify``, never recorded: :mod:`eps.shell.notify.own`)."""
 
     job: Job
     values: dict[str, str]
     files: JobFiles
+    targets: tuple[str, ...] = ()
 
 
 class NotTaken(Exception):
@@ -107,11 +109,21 @@ def doc(**fields: Any) -> dict[str, Any]:
 
 
 def prepare(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, snapshot: CapacitySnapshot,
-            grants: QosGrants) -> Prepared:  # fmt: skip
+            grants: QosGrants, *, notify: Sequence[str] = (), notify_where: str = "--notify") -> Prepared:  # fmt: skip
     """Every input error of an execute, found before anything happens (no reconcile, no call,
-    nothing recorded): the shipping options, the plan, the dispatch id, the files."""
+    nothing recorded): the shipping options, the plan, the dispatch id, the files, the job's
+    own notification targets (``notify``: URLs or ``env:NAME``)."""
     from eps.shell.shipping import check_files, job_options
     from eps.shell.walker import Walker
+
+    targets: tuple[str, ...] = ()
+    if notify:
+        from eps.shell.notify.own import resolve
+
+        if ctx.settings.jobs.supervise != "detached":
+            raise JobError("usage", f'{notify_where} needs a supervisor to send them ([jobs] supervise = "detached")',
+                           None)  # fmt: skip
+        targets = resolve(notify, ctx.lanes.env, notify_where)
 
     job, values = job_options(job, shipping, ctx.lanes.env)
     if job.storage or job.inputs or ctx.settings.storage is not None:
@@ -120,7 +132,7 @@ def prepare(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, sna
         job, values = with_storage(job, values, ctx.settings.storage, ctx.lanes.env, ctx.settings.jobs.sync_every_s,
                                    ctx.settings.gcp.service_account)  # fmt: skip
     Walker.check(job, dispatch_id, snapshot, grants, ctx.settings.policy)
-    return Prepared(job, values, check_files(job, values, ctx.err))
+    return Prepared(job, values, check_files(job, values, ctx.err), targets)
 
 
 def new_dispatch_id() -> str:
@@ -172,6 +184,10 @@ def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapsh
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
     supervisor.write_inputs(settings.state_dir, dispatch, snapshot, grants, ctx.lanes.env)
+    if ready.targets:  # mode 0600; dropped by the supervisor once no notice is owed
+        from eps.shell.notify.own import keep
+
+        keep(settings.state_dir, dispatch, ready.targets)
     write_env_values(settings.state_dir, dispatch, ready.values)  # mode 0600; dropped when the dispatch settles
     Walker(settings, ledger, lanes, ctx.events, grants=grants or DEFAULT_GRANTS,
            snapshot=snapshot or CapacitySnapshot(), files=ready.files).record(ready.job, dispatch)  # fmt: skip
@@ -446,9 +462,11 @@ class Service:
         dispatch_id: str | None = None,
         snapshot: CapacitySnapshot | None = None,
         grants: QosGrants | None = None,
+        notify: Sequence[str] = (),
     ) -> dict[str, Any]:
         """Record ``job`` and hand it to the supervisor; return at once (detached) with the
-        dispatch id and its state.  Needs ``[jobs] supervise = "detached"`` (the default)."""
+        dispatch id and its state.  Needs ``[jobs] supervise = "detached"`` (the default).
+        ``notify``: the job's own notification targets (apprise URLs or ``env:NAME``)."""
         from eps.core.tables import DEFAULT_GRANTS
         from eps.shell.walker import Walker
 
@@ -458,7 +476,8 @@ class Service:
             if dispatch_id is not None and ctx.ledger.dispatch(dispatch_id) is not None:
                 raise JobError("dispatch_exists", f"dispatch {dispatch_id} already exists", None)
             given = (snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS)
-            ready = prepare(ctx, job, shipping or _no_shipping(), dispatch_id, *given)
+            ready = prepare(ctx, job, shipping or _no_shipping(), dispatch_id, *given, notify=notify,
+                            notify_where="notify")  # fmt: skip
             dispatch = dispatch_id or Walker.new_dispatch_id()
             hand_over(ctx, ready, dispatch, snapshot, grants)
             return execute_doc(ctx, dispatch)

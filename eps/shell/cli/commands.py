@@ -194,7 +194,7 @@ def _execute(
     snapshot, grants = service.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
     ready = None
     if job is not None:  # every input error is found before anything happens (no reconcile, no call)
-        ready = service.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants)
+        ready = service.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants, **_notify_of(ns))
     dispatch = ns.resume or ns.dispatch_id or service.new_dispatch_id()
     reporter.start_live()
     results = service.walk_here(ctx, ready, dispatch, snapshot, grants, grants_given=bool(getattr(ns, "grants", None)))
@@ -212,6 +212,17 @@ def _execute(
     if not reporter.json_lines:
         sys.stdout.write(f"follow it: eps logs -f {dispatch}; wait for it: eps wait {dispatch}\n")
     return EXIT_OK if started else EXIT_FAILED
+
+
+def _notify_of(ns: argparse.Namespace) -> dict[str, Any]:
+    """The job's own notification targets (``--notify``, else the job file's ``notify``) and
+    where they were given (for the one line a bad one gets)."""
+    from_file = getattr(ns, "job_file", None)
+    if getattr(ns, "notify", None) is not None:
+        return {"notify": tuple(ns.notify), "notify_where": "--notify"}
+    if from_file is not None and from_file.notify:
+        return {"notify": from_file.notify, "notify_where": f"{from_file.path}: notify"}
+    return {}
 
 
 def _result_line(dispatch: str, h: Any, failure: str | None, terminal: str | None) -> None:
@@ -260,7 +271,8 @@ def _hand_over(
         else:
             job = make_job(ns, command)
             snapshot, grants = service.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
-            ready = service.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants)
+            ready = service.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants,
+                                    **_notify_of(ns))  # fmt: skip
             dispatch = ns.dispatch_id or Walker.new_dispatch_id()
             service.hand_over(ctx, ready, dispatch, snapshot if ns.snapshot else None, grants if ns.grants else None)
     except service.NotTaken as exc:

@@ -299,6 +299,11 @@ def add_execute_options(e: argparse.ArgumentParser) -> None:
         "--input", metavar="URL[:DEST]", action="append", default=None,
         help="copy a storage prefix into the workdir (DEST) on the machine, before --setup; repeatable",
     )  # fmt: skip
+    e.add_argument(
+        "--notify", metavar="URL|env:NAME", action="append", default=None,
+        help="also tell this target (an apprise URL) what [notify] events says, besides [notify] urls; repeatable;"
+        " env:NAME takes the URL from variable NAME: the token-safe form (a URL given here shows in ps)",
+    )  # fmt: skip
     e.add_argument("--wait", action="store_true", help="wait for the job, pull its outputs, exit with its code")
     e.add_argument("--follow", action="store_true", help="like --wait, and stream the job's log meanwhile")
     e.add_argument(

@@ -23,7 +23,9 @@ dispatch may still owe a notice, including an ``unpulled`` one due a linger afte
 **Targets.**  Which events a dispatch sends is its own settings' ``[notify] events`` (kept at
 hand-over); its targets are the ``[notify] urls`` of its config file as it is now (the copy
 kept in the state directory has them replaced, :mod:`eps.shell.notify.keep`: tokens never
-rest there), so a rotated token takes effect at once.
+rest there), so a rotated token takes effect at once.  A job's own targets (``--notify``,
+:mod:`eps.shell.notify.own`) are sent the same events, each with a cursor of its own; their
+file goes once the dispatch owes no more notices (its last one sent or given up).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from eps.core.records import NamedTuple
 from eps.core.states import DispatchState
 from eps.shell.events import log_path, read_placed
 from eps.shell.notify import book
+from eps.shell.notify import own as job_targets
 from eps.shell.notify.notices import Notice, PullDue, fold, unpulled
 from eps.shell.notify.targets import Target, parse_each
 
@@ -73,7 +76,7 @@ class Pump:
         self.say = say
         self._lock = threading.Lock()
         self._resolved: dict[str, tuple[float, Resolved | None]] = {}
-        self._parsed: dict[tuple[tuple[str, ...], int], tuple[Target, ...]] = {}
+        self._parsed: dict[tuple[tuple[str, ...], int, str], tuple[Target, ...]] = {}
         self._logs: dict[str, tuple[int, list[tuple[int, int, dict[str, Any]]]]] = {}
         self._inflight: dict[str, threading.Thread] = {}
         self._failures: dict[str, int] = {}
@@ -86,7 +89,8 @@ class Pump:
     def watch(self, dispatch: str) -> None:
         """The supervisor took ``dispatch`` on: it owes notices if its settings send any."""
         kept = self._kept(dispatch)
-        if kept is not None and kept.notify is not None and kept.notify.urls:
+        config = kept is not None and kept.notify is not None and bool(kept.notify.urls)
+        if config or job_targets.kept(self.state_dir, dispatch):
             book.watch(self.ledger, dispatch)
             self._resolved.pop(dispatch, None)
 
@@ -120,13 +124,13 @@ class Pump:
     def step(self, dispatch: str, since: float) -> None:
         row = self.ledger.dispatch(dispatch)
         if row is None:
-            book.close(self.ledger, dispatch)
+            self._close(dispatch)
             return
         res = self.resolve(dispatch)
         now = time.time()
         if res is None or not res.targets:
             if _left(row) and (res is not None or now - since > self._retry_for()):
-                book.close(self.ledger, dispatch)
+                self._close(dispatch)
             return
         notices, pulls = fold(self._placed(dispatch), res.wanted)
         if "unpulled" not in res.wanted:
@@ -146,7 +150,18 @@ class Pump:
             elif due:
                 self._pull(dispatch, t, due[0], res, now)
         if not owing and _left(row):
-            book.close(self.ledger, dispatch)
+            self._close(dispatch)
+
+    def _close(self, dispatch: str) -> None:
+        """``dispatch`` owes no more notices: its own targets' URLs go first (a sender killed
+        between the two finds it watched, with no target of its own, and closes it)."""
+        job_targets.drop(self.state_dir, dispatch)
+        book.close(self.ledger, dispatch)
+        self._resolved.pop(dispatch, None)
+
+    @property
+    def state_dir(self) -> str:
+        return str(self.ledger.state_dir)
 
     def _pull(self, dispatch: str, t: Target, due: PullDue, res: Resolved, now: float) -> None:
         if now < due.ts + res.linger_s:
@@ -252,16 +267,25 @@ class Pump:
         except (ConfigError, OSError, ValueError, KeyError) as exc:
             self.say(f"dispatch {dispatch}: its config cannot be read now ({type(exc).__name__}); tried again")
             return None
-        if own.notify is None or live.notify is None or not live.notify.urls:
+        from eps.shell.notify_settings import NotifySettings
+
+        config = tuple(live.notify.urls) if own.notify is not None and live.notify is not None else ()
+        mine = tuple(u for u in job_targets.kept(self.state_dir, dispatch) if u not in config)
+        if not config and not mine:
             return Resolved((), frozenset(), 0.0, 0.0)
-        key = (tuple(live.notify.urls), live.notify.timeout_s)
+        sent, told = own.notify or NotifySettings(), live.notify or NotifySettings()
+        targets = self._targets(config, told.timeout_s) + self._targets(mine, told.timeout_s, job_targets.KEY_PREFIX)
+        return Resolved(targets, sent.wanted(), float(own.jobs.linger_s), float(told.retry_for_s))
+
+    def _targets(self, urls: tuple[str, ...], timeout_s: int, prefix: str = "") -> tuple[Target, ...]:
+        """``urls`` parsed (once), each keyed ``prefix`` + its name; one that is bad is said, left out."""
+        key = (urls, timeout_s, prefix)
         if key not in self._parsed:
-            found, bad = parse_each(live.notify.urls, live.notify.timeout_s)
+            found, bad = parse_each(urls, timeout_s) if urls else ([], [])
             for line in bad:
                 self.say(line)
-            self._parsed[key] = tuple(found)
-        linger, retry_for = float(own.jobs.linger_s), float(live.notify.retry_for_s)
-        return Resolved(self._parsed[key], own.notify.wanted(), linger, retry_for)
+            self._parsed[key] = tuple(t._replace(key=prefix + t.key) for t in found)
+        return self._parsed[key]
 
 
 def _left(row: Any) -> bool:
