@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["EXIT_TABLE", "LOGS_DEFAULT_BYTES", "LOGS_MAX_BYTES", "SCHEMA_VERSION", "TOOLS", "WAIT_CODES",
-           "WAIT_DEFAULT_S", "WAIT_MAX_S", "Exit"]  # fmt: skip
+__all__ = ["EXIT_TABLE", "LOGS_DEFAULT_BYTES", "LOGS_MAX_BYTES", "NEXT_DEFAULT_EVENTS", "NEXT_DEFAULT_S",
+           "NEXT_MAX_EVENTS", "NEXT_MAX_S", "SCHEMA_VERSION", "TOOLS", "WAIT_CODES", "WAIT_DEFAULT_S", "WAIT_MAX_S",
+           "Exit"]  # fmt: skip
 
 #: The version of every ``--json`` document (and of the schemas in ``eps/schemas``).
 #: Raised only when a field changes meaning or goes away; new fields do not raise it.
@@ -67,6 +68,8 @@ TOOLS: tuple[tuple[str, str], ...] = (
     ("status", "what is running where, from the ledger; each provider within `timeout` (5 s)"),
     ("wait", "wait at most `timeout` (50 s, at most 600 s): ended, state, and once ended the exit code and outputs"),
     ("logs", "at most `max_bytes` (64 KiB, at most 1 MiB) of the log from `offset`, or its last `lines`"),
+    ("next_events", "the next events of your dispatches (all, or those named) after `cursor`: at most `max_events` "
+     "(100), waiting at most `timeout` (30 s, at most 600 s) for one; pass `next_cursor` back"),
     ("pull", "copy the job's $EPS_OUTPUT_DIR back"),
     ("cancel", "stop a dispatch (or all) and release every resource"),
 )
@@ -76,3 +79,9 @@ WAIT_MAX_S = 600.0
 #: ``logs``: the default piece, and the most bytes one call returns.
 LOGS_DEFAULT_BYTES = 64 << 10
 LOGS_MAX_BYTES = 1 << 20
+#: ``next_events``: how long one call waits for an event by default and at most, and the
+#: events one call returns by default and at most.
+NEXT_DEFAULT_S = 30.0
+NEXT_MAX_S = 600.0
+NEXT_DEFAULT_EVENTS = 100
+NEXT_MAX_EVENTS = 1000

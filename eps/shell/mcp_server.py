@@ -35,7 +35,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from eps.core.contract import TOOLS
+from eps.core.contract import NEXT_DEFAULT_EVENTS, NEXT_DEFAULT_S, NEXT_MAX_S, TOOLS
 from eps.core.model import JobError
 from eps.shell.cli.exits import Exit, error_doc
 from eps.shell.service import LOGS_DEFAULT_BYTES, WAIT_DEFAULT_S, WAIT_MAX_S, NotTaken, Service
@@ -71,6 +71,13 @@ Retry = Annotated[
     str | list[str] | None, Field(description="what eps retries: no-capacity, interruption, error (a list or a,b)")
 ]
 Env = Annotated[list[str] | None, Field(description="KEY (its value from the server's environment) or KEY=VALUE")]
+Dispatches = Annotated[
+    str | list[str] | None, Field(description="the dispatch ids to hear of (none: every dispatch of this state dir)")
+]
+Cursor = Annotated[
+    dict[str, int] | None,
+    Field(description="the next_cursor of your last next_events call (none: each dispatch's events from its first)"),
+]
 Notify = Annotated[
     list[str] | None,
     Field(description="this job's own notification targets: env:NAME (the apprise URL in the server's variable NAME: "
@@ -82,6 +89,8 @@ INSTRUCTIONS = (
     "Plan first (plan: rungs, can_start, not_runnable fixes), then execute: it returns a dispatch id at once; "
     "follow it with wait (bounded: at most timeout, default 50 s), logs (keep next_offset and pass it as offset) "
     "and status; cancel stops it and releases everything. Never poll in a tight loop: call wait again instead. "
+    "Several dispatches at once: next_events returns what happened to any of them (bounded; pass its next_cursor "
+    "back as cursor). "
     "Pass secrets as env names (env: ['HF_TOKEN']), never as NAME=VALUE."
 )
 
@@ -114,6 +123,24 @@ def _progress(ctx: Context, done: float, total: float, message: str) -> None:
 
     with contextlib.suppress(Exception):
         anyio.from_thread.run(ctx.report_progress, round(done, 1), total, message)
+
+
+def _next_events(svc: Service, ctx: Context, dispatches: str | list[str] | None, cursor: dict[str, int] | None,
+                 timeout: str | int | None, max_events: int) -> dict[str, Any]:  # fmt: skip
+    """The ``next_events`` tool: the service's bounded call, in slices of at most
+    :data:`PROGRESS_EVERY_S` with a progress notification between two of them."""
+    from eps.shell.job_input import seconds
+
+    bound = min(float(seconds(NEXT_DEFAULT_S if timeout is None else timeout, "timeout")), NEXT_MAX_S)
+    named = [dispatches] if isinstance(dispatches, str) else dispatches
+    start, at = time.monotonic(), cursor
+    while True:
+        left = max(0.0, bound - (time.monotonic() - start))
+        doc = svc.next_events(named, at, timeout_s=min(left, PROGRESS_EVERY_S), max_events=max_events)
+        if doc["events"] or left <= PROGRESS_EVERY_S:
+            return {**doc, "waited_s": round(time.monotonic() - start, 3), "timeout_s": bound}
+        at = doc["next_cursor"]
+        _progress(ctx, time.monotonic() - start, bound, f"no new event of {len(doc['dispatches'])} dispatch(es)")
 
 
 def _say(tool: str, more: str) -> str:
@@ -229,6 +256,13 @@ def build(svc: Service) -> Any:
     def logs(dispatch: Dispatch, offset: int = 0, max_bytes: int = LOGS_DEFAULT_BYTES,
              lines: int | None = None) -> CallToolResult:  # fmt: skip
         return _answer(lambda: svc.logs(dispatch, offset=offset, max_bytes=max_bytes, tail_lines=lines))
+
+    @tool(description=_say("next_events", f"one call instead of a wait per dispatch; a progress notification "
+                           f"every {PROGRESS_EVERY_S:g} s while it waits"))  # fmt: skip
+    def next_events(ctx: Context, dispatches: Dispatches = None, cursor: Cursor = None,
+                    timeout: Duration = int(NEXT_DEFAULT_S),
+                    max_events: int = NEXT_DEFAULT_EVENTS) -> CallToolResult:  # fmt: skip
+        return _answer(lambda: _next_events(svc, ctx, dispatches, cursor, timeout, max_events))
 
     @tool(description=_say("pull", "to: a directory; default: the state dir's outputs/<dispatch>"))
     def pull(dispatch: Dispatch, to: str | None = None) -> CallToolResult:

@@ -507,6 +507,17 @@ class Service:
         with self.opened() as ctx:
             return cancel(ctx, [dispatch] if dispatch else None)
 
+    def next_events(self, dispatches: Sequence[str] | None = None, cursor: Mapping[str, int] | None = None, *,
+                    timeout_s: float | None = None, max_events: int | None = None) -> dict[str, Any]:  # fmt: skip
+        """The next events of ``dispatches`` (``None``: every one of this state directory) after
+        ``cursor`` (the ``next_cursor`` of the last call), waiting at most ``timeout_s`` (default
+        30 s) for one, at most ``max_events`` (100): :func:`eps.shell.feed.next_events` (the MCP
+        tool ``next_events``)."""
+        from eps.shell.feed import next_events
+
+        with self.opened(revive=True) as ctx:
+            return next_events(ctx.ledger, dispatches, cursor, timeout_s=timeout_s, max_events=max_events)
+
     def events(self, dispatch: str, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         """The dispatch's events after byte ``offset`` of its event log, and the next offset."""
         from eps.shell.events import log_path, read_from

@@ -200,7 +200,8 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
     if ns.cmd == "mcp" and ns.tools:
         from eps.core.contract import TOOLS
 
-        sys.stdout.write("".join(f"{name:<8} {what}\n" for name, what in TOOLS))
+        width = max(len(name) for name, _ in TOOLS)
+        sys.stdout.write("".join(f"{name:<{width}} {what}\n" for name, what in TOOLS))
         return EXIT_OK
     if ns.cmd == "mcp":
         try:
