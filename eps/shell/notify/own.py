@@ -109,8 +109,3 @@ def drop(state_dir: str, dispatch: str) -> None:
     """The dispatch owes no more notices: its URLs go."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path(state_dir, dispatch))
-
-
-def count(state_dir: str, dispatch: str) -> int:
-    """How many targets of its own ``dispatch`` still has (never which)."""
-    return len(kept(state_dir, dispatch))

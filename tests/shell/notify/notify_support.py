@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import threading
 import time
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from email import message_from_bytes
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 #: The token every test URL carries; no file, row, event, log line or output may hold it.
@@ -128,6 +130,19 @@ def notify_config(urls: list[str], **extra: str) -> str:
     lines = ["[notify]", "urls = [" + ", ".join(f'"{u}"' for u in urls) + "]"]
     lines += [f"{k} = {v}" for k, v in extra.items()]
     return "\n".join(lines) + "\n"
+
+
+def token_nowhere(state: Path, *outputs: str, but: Path | None = None) -> None:
+    """:data:`TOKEN` is in no file of the state directory (but ``but``: the ledger, events,
+    logs, inputs, the supervisor's log), no process's argv (``ps``), and no output."""
+    for path in state.rglob("*"):
+        if path.is_file() and path != but:
+            assert TOKEN.encode() not in path.read_bytes(), path
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        with contextlib.suppress(OSError):
+            assert TOKEN.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes(), pid
+    for text in outputs:
+        assert TOKEN not in text
 
 
 def wait_for(pred: Callable[[], Any], timeout_s: float, what: str) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from notify_support import TOKEN, HttpReceiver, notify_config, wait_for
+from notify_support import token_nowhere as _token_nowhere
 
 from eps.shell.cli import main
 
@@ -30,18 +31,6 @@ ENTRY = "from eps.shell.cli import entry; entry()"
 
 def _own_file(state: Path, d: str) -> Path:
     return state / "notify" / f"{d}.json"
-
-
-def _token_nowhere(state: Path, *outputs: str, but: Path | None = None) -> None:
-    """The token is in no file of ``state`` (but ``but``), no process's argv, no output."""
-    for path in state.rglob("*"):
-        if path.is_file() and path != but:
-            assert TOKEN.encode() not in path.read_bytes(), path
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        with contextlib.suppress(OSError):
-            assert TOKEN.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes(), pid
-    for text in outputs:
-        assert TOKEN not in text
 
 
 def _rows(state: Path) -> int:
