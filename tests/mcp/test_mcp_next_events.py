@@ -36,7 +36,7 @@ def _logged(state: Path, d: str) -> list[dict[str, Any]]:
 
 def test_next_events_of_two_dispatches_from_a_cursor_bounded_and_never_losing_one(setup: Setup) -> None:
     async def scenario(session: ClientSession, call: Call) -> None:
-        failed, doc = await call("execute", {"intent": "cpu-small", "duration": "20s", "command": "sleep 4"})
+        failed, doc = await call("execute", {"intent": "cpu-small", "duration": "20s", "command": "sleep 6"})
         assert not failed, doc
         slow = doc["dispatch"]
         failed, doc = await call("execute", {"intent": "cpu-small", "duration": "20s", "command": "exit 4"})
@@ -92,6 +92,15 @@ def test_next_events_of_two_dispatches_from_a_cursor_bounded_and_never_losing_on
         assert failed and doc["error"]["code"] == "next_events", doc
         failed, doc = await call("next_events", {"max_events": 0})
         assert failed and doc["error"]["code"] == "next_events", doc
+
+        listed = await session.list_tools()  # execute's own notification targets: env:NAME of the server's env
+        assert "notify" in next(t for t in listed.tools if t.name == "execute").input_schema["properties"]
+        failed, doc = await call("execute", {"intent": "cpu-small", "duration": "20s", "command": "true",
+                                             "notify": ["env:NO_SUCH_HOOK"]})  # fmt: skip
+        assert failed and doc["error"]["code"] == "notify" and doc["exit_code"] == 2, doc
+        assert "notify env:NO_SUCH_HOOK: NO_SUCH_HOOK is not set" in doc["error"]["text"], doc
+        failed, doc = await call("next_events", {"cursor": cursor, "timeout": 0})
+        assert not failed and doc["events"] == [] and doc["dispatches"] == sorted([slow, quick]), doc  # none recorded
 
     with_server(setup.env, scenario)
 
