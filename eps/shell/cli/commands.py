@@ -70,6 +70,9 @@ def _dispatch_command(
     # Every input error is found before anything happens: no reconcile, no provider call.
     if getattr(ns, "resume", None) and (ns.intent or command):
         raise JobError("usage", "eps execute --resume DISPATCH takes no intent or command", None)
+    if getattr(ns, "resume", None) and getattr(ns, "notify", None):
+        raise JobError("usage", "eps execute --resume DISPATCH takes no --notify (its targets are those it was "
+                       "handed over with)", None)  # fmt: skip
     for named in (getattr(ns, "dispatch", None), getattr(ns, "resume", None)):
         if named and ledger.dispatch(named) is None:
             raise JobError("unknown_dispatch", f"no dispatch {named!r} in the ledger", None)

@@ -136,3 +136,5 @@ def test_the_python_api_and_a_job_file_refuse_a_bad_target_the_same_way(
     rc = main(["execute", "cpu-small", "--duration", "20s", "--notify", "env:HOOK", "--", "true"], env=inline)
     assert rc == 2 and "--notify needs a supervisor" in capsys.readouterr().err
     assert _rows(tmp_path / "state") == 0
+    rc = main(["execute", "--resume", "vgone", "--notify", "env:HOOK"], env=env)
+    assert rc == 2 and "--resume DISPATCH takes no --notify" in capsys.readouterr().err
