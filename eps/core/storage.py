@@ -16,7 +16,9 @@ job has stopped (what it wrote in its SIGTERM grace included), before the wrappe
 ``exit-code``: the end is seen only once the last upload is done, and the ``stored`` record
 (0: confirmed) says whether it succeeded.  rclone reads its remotes from a file of mode 0600
 in the dispatch root (:func:`rclone_config`): no credential is ever in an argv, the job's
-environment or a log.
+environment or a log; and the wrapper removes that file as soon as its last transfer is done
+(the last upload, confirmed or given up; with inputs only, once they are copied), so no
+credential rests on the machine (a cluster's shared filesystem above all).
 
 Inputs are ``URL[:DEST]``: a prefix (or one object) copied into ``work/DEST`` (``DEST``
 relative, default the prefix's last name) before the setup line.
@@ -189,8 +191,11 @@ def storage_lines(plan: StoragePlan) -> tuple[list[str], list[str], list[str]]:
             f"    < <(find {dest} -type f -printf '%s\\n' 2>/dev/null)",
             f"  printf 'eps: input %s: %s bytes in %s files in %s\\n' {src_url} \"$_eps_n\" \"$_eps_k\" {q(item.dest)}",
         ]
+    # the credentials leave the machine as soon as its last transfer is done (success or not):
+    # with inputs only, once they are in; else once the last upload is confirmed or given up
+    forget = f'    _eps_rm "$_eps_root/{RCLONE_CONF}"'
     if plan.place is None:
-        return setup, before, []
+        return setup, [*before, forget[2:]], [forget]
     up = f"_eps_store copy out {q(plan.place.outputs)} && _eps_store copyto job.log {q(plan.place.log)}"
     setup.append(f"  _eps_upload() {{ {up}; }}")
     if plan.restore:
@@ -215,6 +220,7 @@ def storage_lines(plan: StoragePlan) -> tuple[list[str], list[str], list[str]]:
         f"      printf 'eps: outputs in %s\\n' {q(plan.place.outputs_url)}; _eps_sr=0",
         '    else _eps_sr=$?; echo "eps: the last upload of the outputs failed (rclone exit $_eps_sr)"; fi',
         f"    _eps_store copyto job.log {q(plan.place.log)} || _eps_sr=${{_eps_sr/#0/1}}",
+        forget,
         f'    _eps_put {STORED} "$_eps_sr"',
     ]
     return setup, before, end

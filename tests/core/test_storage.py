@@ -142,3 +142,19 @@ def test_any_place_and_input_render_a_script_bash_reads(prefix: list[str], dest:
     for word in (where.outputs, where.log):
         assert subprocess.run(["bash", "-c", 'printf %s "$1"', "-", word], capture_output=True,
                               check=True).stdout.decode() == word  # fmt: skip
+
+
+def test_the_wrapper_removes_its_credentials_once_its_last_transfer_is_done() -> None:
+    forget = '_eps_rm "$_eps_root/rclone.conf"'
+    stored = render_jobscript(job_spec(Job("cpu-small", command=("true",), storage="s3://b0b/p"), "dabc"))
+    end = stored.index("  _eps_end() {")
+    # once, inside the end, after the last upload (confirmed or not) and before `stored` is written
+    assert stored.count(forget) == 1
+    at = stored.index(forget)
+    assert end < stored.index("copyto job.log s3:b0b/p/dabc/0/job.log || ") < at < stored.index("_eps_put stored")
+    inputs = render_jobscript(job_spec(Job("cpu-small", command=("true",), inputs=("s3://b0b/d",)), "dabc"))
+    # inputs only: once they are copied (before the job starts), and in an end that comes first
+    assert inputs.count(forget) == 2
+    first, second = inputs.index(forget), inputs.rindex(forget)
+    assert inputs.index("  _eps_end() {") < first < inputs.index("_eps_put exit-code") < second
+    assert inputs.rindex("in %s\\n' s3://b0b/d") < second < inputs.index("exec timeout -k")

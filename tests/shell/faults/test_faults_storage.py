@@ -177,7 +177,8 @@ def test_an_input_prefix_goes_to_the_machine_straight_from_storage(
 def test_the_storage_secret_is_nowhere(stored: Eps, s3: S3Server, bucket: str, tmp_path: Path) -> None:
     eps, d = stored, _new()
     line = ('ps -eo args > "$EPS_OUTPUT_DIR/ps.txt"; '
-            'cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " " >> "$EPS_OUTPUT_DIR/ps.txt"')
+            'cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " " >> "$EPS_OUTPUT_DIR/ps.txt"; '
+            'stat -c %a ../rclone.conf > "$EPS_OUTPUT_DIR/conf-mode"')
     rc, out, err = eps.run("execute", *CPU, "--dispatch-id", d, "--json", "--wait", "--", *_bash(line), timeout_s=180)
     assert rc == 0, (out, err)
     rc2, pulled, err2 = eps.run("pull", d, timeout_s=120)
@@ -189,9 +190,13 @@ def test_the_storage_secret_is_nowhere(stored: Eps, s3: S3Server, bucket: str, t
     for path in eps.state.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
-    conf = (tmp_path / "gcp-runs" / d / "0" / "rclone.conf")
-    if conf.exists():  # on the machine, as a file of mode 0600 only
-        assert conf.stat().st_mode & 0o777 == 0o600
+    # on the machine as a file of mode 0600 while the job ran, and gone from its dispatch root
+    # once the last upload was done: no credential rests on the machine
+    assert (eps.state / "outputs" / d / "conf-mode").read_text() == "600\n"
+    root = tmp_path / "gcp-runs" / d / "0"
+    assert (root / "exit-code").read_text() == "0\n" and (root / "stored").read_text() == "0\n"
+    assert not (root / "rclone.conf").exists()
+    assert sorted(_stored(s3, bucket, d)) == ["conf-mode", "ps.txt"]  # and the outputs are in the bucket
 
 
 @pytest.mark.parametrize(
