@@ -58,6 +58,7 @@ class Prepared(NamedTuple):
     values: dict[str, str]
     files: JobFiles
     targets: tuple[str, ...] = ()
+    inputs: tuple[dict[str, Any], ...] = ()  # each --input listed: url, dest, objects, bytes
 
 
 class NotTaken(Exception):
@@ -132,7 +133,13 @@ def prepare(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, sna
         job, values = with_storage(job, values, ctx.settings.storage, ctx.lanes.env, ctx.settings.jobs.sync_every_s,
                                    ctx.settings.gcp.service_account)  # fmt: skip
     Walker.check(job, dispatch_id, snapshot, grants, ctx.settings.policy)
-    return Prepared(job, values, check_files(job, values, ctx.err), targets)
+    files = check_files(job, values, ctx.err)
+    inputs: tuple[dict[str, Any], ...] = ()
+    if job.inputs:  # each prefix listed before anything happens: one with nothing there is bad input
+        from eps.shell.storage import measure_inputs
+
+        inputs = measure_inputs(ctx.settings.state_dir, job, ctx.settings.storage, ctx.lanes.env)
+    return Prepared(job, values, files, targets, inputs)
 
 
 def new_dispatch_id() -> str:
@@ -166,6 +173,8 @@ def walk_here(ctx: Ctx, ready: Prepared | None, dispatch: str, snapshot: Capacit
                     files=JobFiles() if ready is None else ready.files)  # fmt: skip
     if ready is not None:
         write_env_values(settings.state_dir, dispatch, ready.values)  # a resume ships them again; mode 0600
+        if ready.inputs:
+            ctx.events.emit("inputs", dispatch=dispatch, inputs=list(ready.inputs))
     results = [walker.resume(dispatch)] if ready is None else walker.execute(ready.job, dispatch)
     if not any(r.handle is not None for r in results):
         drop_env_values(settings.state_dir, dispatch)
@@ -191,6 +200,10 @@ def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapsh
     write_env_values(settings.state_dir, dispatch, ready.values)  # mode 0600; dropped when the dispatch settles
     Walker(settings, ledger, lanes, ctx.events, grants=grants or DEFAULT_GRANTS,
            snapshot=snapshot or CapacitySnapshot(), files=ready.files).record(ready.job, dispatch)  # fmt: skip
+    if ready.inputs:  # what the machine will copy, and how big it is: the first line of the dispatch's events
+        from eps.shell.events import EventLog
+
+        EventLog(settings.state_dir, dispatch).emit("inputs", dispatch=dispatch, inputs=list(ready.inputs))
     take_over(ctx, dispatch)
 
 
@@ -210,8 +223,12 @@ def take_over(ctx: Ctx, dispatch: str) -> None:
 
 def execute_doc(ctx: Ctx, dispatch: str) -> dict[str, Any]:
     """``eps execute --detach --json``: the dispatch and its state now."""
+    from eps.shell.events import log_path, read_from
+
     row = ctx.ledger.dispatch(dispatch)
-    return doc(dispatch=dispatch, state=row.state.value if row else None)
+    told = [e for e in read_from(log_path(ctx.settings.state_dir, dispatch), 0)[0] if e.get("event") == "inputs"]
+    inputs = {"inputs": told[0]["inputs"]} if told else {}
+    return doc(dispatch=dispatch, state=row.state.value if row else None, **inputs)
 
 
 def status(

@@ -27,6 +27,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from eps.core.model import Job, JobError, evolve
 from eps.core.storage import CONF_VALUE, RCLONE_FLAGS, StorageError, inputs_of, parse_url, rclone_config
@@ -171,9 +172,9 @@ def rclone(conf: str, *args: str, timeout_s: float | None = None) -> subprocess.
         raise StorageError(f"rclone {args[0]} took longer than {timeout_s:g} s") from None
 
 
-def size(conf: str, remote: str) -> tuple[int, int]:
+def size(conf: str, remote: str, timeout_s: float = 600) -> tuple[int, int]:
     """Bytes and objects under ``remote`` (``rclone size --json``)."""
-    done = rclone(conf, "size", "--json", remote, timeout_s=600)
+    done = rclone(conf, "size", "--json", remote, timeout_s=timeout_s)
     if done.returncode != 0:
         raise StorageError(f"cannot size {remote}: {said(done.stderr)}")
     data = json.loads(done.stdout or b"{}")
@@ -184,3 +185,31 @@ def said(stderr: bytes | None) -> str:
     """rclone's last line of complaint."""
     lines = [ln.strip() for ln in (stderr or b"").decode("utf-8", "replace").splitlines() if ln.strip()]
     return lines[-1] if lines else "rclone failed"
+
+
+#: How long listing one ``--input`` prefix may take when a dispatch is submitted.
+INPUT_LIST_TIMEOUT_S = 120.0
+
+
+def measure_inputs(state_dir: str, job: Job, settings: StorageSettings | None,
+                   env: Mapping[str, str]) -> tuple[dict[str, Any], ...]:  # fmt: skip
+    """Each ``--input`` of ``job`` listed (``rclone size``, eps's own credentials for its
+    scheme), before anything happens: ``{url, dest, objects, bytes}`` each.  A prefix with
+    nothing there, or one that cannot be listed, is bad input (:class:`JobError`)."""
+    items = inputs_of(job.inputs)
+    if not items:
+        return ()
+    out = []
+    try:
+        with local_conf(state_dir, sorted({i.source.scheme for i in items}), settings, env) as conf:
+            for item in items:
+                try:
+                    nbytes, count = size(conf, item.source.remote(), timeout_s=INPUT_LIST_TIMEOUT_S)
+                except StorageError as exc:
+                    raise StorageError(f"--input {item.source}: {exc}") from None
+                if count == 0:
+                    raise StorageError(f"--input {item.source}: nothing there (no object under that prefix)")
+                out.append({"url": str(item.source), "dest": item.dest, "objects": count, "bytes": nbytes})
+    except StorageError as exc:
+        raise JobError("storage", str(exc), job) from None
+    return tuple(out)

@@ -148,6 +148,11 @@ def human_line(r: dict[str, Any]) -> str | None:
     e = r["event"]
     if e == "dispatch":
         return f"[{d}] {r['intent']}: {r['rungs']} rung(s) planned, worst-case queue wait {r['worst_case_wait_s']} s"
+    if e == "inputs":
+        from eps.core.room import size_text
+
+        return "\n".join(f"[{d}] input {i['url']} -> {i['dest']}: {i['objects']} object(s), {size_text(i['bytes'])}"
+                         for i in r["inputs"])  # fmt: skip
     if e == "attempt":
         return f"[{d}] try {_label(r['rung'])}: {_why(r)}"
     if e == "submitted":

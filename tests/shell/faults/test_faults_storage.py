@@ -171,6 +171,49 @@ def test_an_input_prefix_goes_to_the_machine_straight_from_storage(
     assert {r.agent.split("/")[0] for r in gets} == {"eps-machine"}  # none of it through eps
     log = s3.get(bucket, f"runs/{d}/0/job.log").decode()
     assert f"eps: input s3://{bucket}/data/shards: {200 << 20} bytes in 200 files in shards" in log, log
+    # listed when it was submitted: the execute output and the events name it, its objects and size
+    assert f"[{d}] input s3://{bucket}/data/shards -> shards: 200 object(s), 200.0 MiB" in err, err
+    told = [e for e in map(json.loads, (eps.state / "events" / f"{d}.jsonl").read_text().splitlines())
+            if e["event"] == "inputs"]  # fmt: skip
+    assert told == [{**told[0], "inputs": [{"url": f"s3://{bucket}/data/shards", "dest": "shards",
+                                            "objects": 200, "bytes": 200 << 20}]}]  # fmt: skip
+    lists = [r for r in s3.log if r.agent.split("/")[0] == "eps" and r.method == "GET"]
+    assert lists and all(r.path == f"/{bucket}" for r in lists), lists  # eps only listed, never read an object
+    assert_no_orphans(eps, gtrap, rtrap)
+
+
+def test_an_input_prefix_with_nothing_there_is_bad_input(
+    stored: Eps, s3: S3Server, bucket: str, gtrap: GcpTrap, rtrap: RunpodTrap
+) -> None:
+    eps = stored
+    s3.put(bucket, "data/other/x.bin", b"x")
+    s3.put(bucket, "data/shards-old/x.bin", b"x")  # a name that begins the same is not under the prefix
+    s3.clear_log()
+    rc, out, err = eps.run("execute", *CPU, "--input", f"s3://{bucket}/data/other:other", "--input",
+                           f"s3://{bucket}/data/shards:shards", "--", "true")  # fmt: skip
+    assert rc == 2, (out, err)
+    assert err.strip() == f"eps: error: --input s3://{bucket}/data/shards: nothing there (no object under that prefix)"
+    assert eps.dispatch_ids() == [] and gtrap.inserts() == [] and rtrap.created == []
+    # eps listed both (and stopped at the empty one); nothing was read, written or done by a machine
+    assert {(r.method, r.agent.split("/")[0]) for r in s3.log} == {("GET", "eps"), ("HEAD", "eps")}
+    assert {r.path for r in s3.log if r.method == "GET"} == {f"/{bucket}"}
+    assert json.loads(eps.run("status", "--json")[1])["dispatches"] == []
+    assert not list(eps.state.glob(".rclone-*"))  # eps's own config file is gone too
+
+
+def test_a_detached_execute_names_its_inputs_with_their_size(
+    stored: Eps, s3: S3Server, bucket: str, gtrap: GcpTrap, rtrap: RunpodTrap
+) -> None:
+    eps, d = stored, _new()
+    for i in range(3):
+        s3.put(bucket, f"in/{i}.txt", b"%d\n" % i)
+    rc, out, err = eps.run("execute", *CPU, "--dispatch-id", d, "--detach", "--json", "--input", f"s3://{bucket}/in",
+                           "--", "cat", "in/2.txt")  # fmt: skip
+    assert rc == 0, (out, err)
+    answer = json.loads(out)
+    assert answer["inputs"] == [{"url": f"s3://{bucket}/in", "dest": "in", "objects": 3, "bytes": 6}], answer
+    rc, out, err = eps.run("wait", d, timeout_s=120)
+    assert rc == 0, (out, err)
     assert_no_orphans(eps, gtrap, rtrap)
 
 
