@@ -175,6 +175,17 @@ _INTERNAL_PREFIX = "_eps_"
 #: How long ``start`` waits for the detached job to record its start (seconds).
 _START_WAIT_S = 10
 
+#: The Hugging Face Hub client's transfer settings on every lane (huggingface_hub's documented
+#: variables, each a default: a cluster's batch script or the job's own --env wins).  hf_xet, the
+#: Hub's transfer backend, at full speed on a machine that is the job's own; a download that may
+#: wait 60 s for the Hub, not 10.  Never HF_HUB_ENABLE_HF_TRANSFER: an older client given it without
+#: the hf_transfer package fails every download, and huggingface_hub 1.x ignores it.
+HF_TRANSFER_LINES = (
+    "  # the Hugging Face Hub client's transfers: hf_xet at full speed, a 60 s download timeout",
+    '  export HF_XET_HIGH_PERFORMANCE="${HF_XET_HIGH_PERFORMANCE:-1}"',
+    '  export HF_HUB_DOWNLOAD_TIMEOUT="${HF_HUB_DOWNLOAD_TIMEOUT:-60}"',
+)
+
 
 def utc_now_line(var: str) -> str:
     """A bash line that sets ``var`` to what ``date -u +%FT%TZ`` prints, without a process where
@@ -257,6 +268,7 @@ def render_jobscript(spec: JobSpec) -> str:
         "  # a model cache on the machine's data disk, shared by its dispatches (a cluster's shared one,",
         "  # set by its batch script, or the job's own --env HF_HOME, wins)",
         '  export HF_HOME="${HF_HOME:-${_eps_root%/*/*}/hf-cache}"',
+        *HF_TRANSFER_LINES,
         *store_setup,
         "  _eps_end() {",
         '    echo "eps: job ended: $1, exit code $2"',

@@ -3,13 +3,15 @@ rclone config, and the wrapper's storage lines (a table of cases, and properties
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eps.core.jobscript import render_jobscript
+from eps.core.jobscript import LAYOUT, JobSpec, render_env_file, render_jobscript
 from eps.core.lifecycle import job_spec, storage_plan
 from eps.core.model import Job
 from eps.core.storage import (
@@ -158,3 +160,31 @@ def test_the_wrapper_removes_its_credentials_once_its_last_transfer_is_done() ->
     first, second = inputs.index(forget), inputs.rindex(forget)
     assert inputs.index("  _eps_end() {") < first < inputs.index("_eps_put exit-code") < second
     assert inputs.rindex("in %s\\n' s3://b0b/d") < second < inputs.index("exec timeout -k")
+
+
+_HF = ("HF_XET_HIGH_PERFORMANCE", "HF_HUB_DOWNLOAD_TIMEOUT")
+
+
+@pytest.mark.parametrize(
+    ("given", "env_file", "expect"),
+    [
+        ({}, None, "1|60"),  # the wrapper's defaults, on every lane
+        ({"HF_XET_HIGH_PERFORMANCE": "0", "HF_HUB_DOWNLOAD_TIMEOUT": "300"}, None, "0|300"),  # a cluster's own
+        ({"HF_HUB_DOWNLOAD_TIMEOUT": "300"}, {"HF_HUB_DOWNLOAD_TIMEOUT": "5"}, "1|5"),  # the job's --env wins
+    ],
+)
+def test_the_hugging_face_transfer_settings(tmp_path: Path, given: dict[str, str], env_file: dict[str, str] | None,
+                                            expect: str) -> None:  # fmt: skip
+    spec = JobSpec(('printf %s "$HF_XET_HIGH_PERFORMANCE|$HF_HUB_DOWNLOAD_TIMEOUT|${HF_HUB_ENABLE_HF_TRANSFER-unset}"'
+                    ' > "$EPS_OUTPUT_DIR/hf"',), "hf1", 30, env_names=tuple(env_file or ()))  # fmt: skip
+    root = tmp_path / "runs" / "hf1" / "0"
+    (root / LAYOUT.workdir).mkdir(parents=True)
+    (root / LAYOUT.script).write_text(render_jobscript(spec))
+    if env_file is not None:
+        (root / LAYOUT.env).write_text(render_env_file(env_file))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")} | given
+    done = subprocess.run(["bash", str(root / LAYOUT.script), "run"], capture_output=True, text=True, timeout=30,
+                          check=False, env=env)  # fmt: skip
+    assert done.returncode == 0, (root / LAYOUT.log).read_text()
+    # never HF_HUB_ENABLE_HF_TRANSFER: without the hf_transfer package an older client fails every download
+    assert (root / "out" / "hf").read_text() == expect + "|unset"
