@@ -45,9 +45,10 @@ RCLONE_CONF = "rclone.conf"
 RCLONE_BIN = ".eps-bin/rclone"
 #: The flags of every transfer the machine makes: links are never followed or stored (a link
 #: planted in the outputs is left out, said once), a log still being written is copied as it is,
-#: a transfer that fails is retried by rclone itself before the wrapper says so.
+#: a transfer that fails is retried by rclone itself before the wrapper says so; 16 files at once
+#: (rclone's default, 4, leaves outputs of many small files waiting on one request after another).
 RCLONE_FLAGS = ("--skip-links", "--local-no-check-updated", "--retries", "3", "--low-level-retries", "5",
-                "--stats", "0", "--log-level", "NOTICE")  # fmt: skip
+                "--transfers", "16", "--checkers", "16", "--stats", "0", "--log-level", "NOTICE")  # fmt: skip
 
 
 class StorageError(ValueError):

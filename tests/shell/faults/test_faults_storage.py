@@ -262,3 +262,43 @@ def test_bad_storage_input_is_one_line_and_changes_nothing(
     assert eps.dispatch_ids() == []
     assert s3.log == []
     assert json.loads(eps.run("status", "--json")[1])["dispatches"] == []
+
+
+#: How many small files the red-team job writes (``EPS_RED_TEAM_FILES=100000`` for the issue's
+#: full size; the default keeps CI to seconds: moto behind the proxy takes about 200 PUTs a second).
+MANY = int(os.environ.get("EPS_RED_TEAM_FILES", "600"))
+
+
+def test_many_small_files_odd_names_and_planted_links(
+    stored: Eps, s3: S3Server, bucket: str, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path
+) -> None:
+    """Outputs of many small files (in directories of 100), names with spaces, UTF-8 and a
+    leading dash, and links planted to what lies outside the output dir (the dispatch root's
+    rclone.conf, the workdir, /etc/passwd, the root itself, a dangling one): every regular file
+    goes to storage and comes back by ``eps pull``; no link is followed or stored."""
+    eps, d = stored, _new()
+    line = (
+        'o="$EPS_OUTPUT_DIR"; cd "$o" || exit 9; '
+        f"for ((i = 0; i < {MANY}; i++)); do (( i % 100 )) || mkdir -p d$((i / 100)); "
+        'echo "$i" > d$((i / 100))/f$i; done; '
+        "mkdir -p odd; echo s > 'odd/a b.txt'; echo u > odd/ünï.txt; echo dash > odd/-rf; "
+        "ln -s ../rclone.conf conf-link; ln -s ../work work-link; ln -s /etc/passwd passwd-link; "
+        'ln -s "$o/.." root-link; ln -s /nowhere dangling; ln -s d0/f0 inner-link; echo planted'
+    )
+    rc, out, err = eps.run("execute", *CPU, "--dispatch-id", d, "--sync-every", "0", "--wait", "--",
+                           *_bash(line), timeout_s=max(180, MANY // 40))  # fmt: skip
+    assert rc == 0, (out, err)
+    want = {f"d{i // 100}/f{i}" for i in range(MANY)} | {"odd/a b.txt", "odd/ünï.txt", "odd/-rf"}
+    keys = s3.keys(bucket, f"runs/{d}/0/out/")
+    assert {k.removeprefix(f"runs/{d}/0/out/") for k in keys} == want  # every file, no link
+    assert s3.get(bucket, f"runs/{d}/0/out/odd/ünï.txt") == b"u\n"
+    rc, pulled, perr = eps.run("pull", d, timeout_s=max(120, MANY // 40))
+    assert rc == 0, (pulled, perr)
+    back = eps.state / "outputs" / d
+    got = sha256_tree(back)
+    assert set(got) == want
+    assert (back / f"d{(MANY - 1) // 100}" / f"f{MANY - 1}").read_text() == f"{MANY - 1}\n"
+    assert [p for p in back.rglob("*") if p.is_symlink()] == []
+    secret = s3.secret_key.encode()
+    assert not any(secret in p.read_bytes() for p in back.rglob("*") if p.is_file())
+    assert_no_orphans(eps, gtrap, rtrap)
