@@ -10,9 +10,14 @@ there itself with rclone; the shared VM's state directory never holds them unles
   restores its checkpoint from storage, ends 0, its outputs complete;
 - a job stopped at its time limit: what it wrote in its SIGTERM grace is in storage;
 - ``--input`` of a 200 MB prefix: on the machine before setup, and the server's log shows
-  every byte of it went to the machine's rclone, none to eps;
+  every byte of it went to the machine's rclone, none to eps; listed by eps when submitted,
+  so the output, the events and ``execute --detach --json`` name its objects and size, and a
+  prefix with nothing there is bad input;
 - the storage secret appears nowhere: not in any process's argv while the job runs, not in
-  the ledger, the logs, the events, the output or the state directory;
+  the ledger, the logs, the events, the output or the state directory; the machine's
+  rclone.conf (0600 while the job runs) is gone from its dispatch root once the job ended;
+- many small files, odd names and planted links: every file stored and pulled back, no link
+  followed or stored;
 - bad input (a URL eps cannot store to, no credentials) is one line, exit 2, nothing recorded.
 """
 
