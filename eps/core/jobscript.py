@@ -64,7 +64,7 @@ from typing import NamedTuple
 from eps.core.containment import containment_lines
 from eps.core.names import BadName, check_dispatch_id
 from eps.core.sbatch import quote_arg
-from eps.core.storage import RCLONE_CONF, STORED, StoragePlan, storage_lines
+from eps.core.storage import HF_TRANSFER_LINES, RCLONE_CONF, STORED, StoragePlan, storage_lines
 from eps.core.tables import JOB_LIFECYCLE
 
 
@@ -174,17 +174,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INTERNAL_PREFIX = "_eps_"
 #: How long ``start`` waits for the detached job to record its start (seconds).
 _START_WAIT_S = 10
-
-#: The Hugging Face Hub client's transfer settings on every lane (huggingface_hub's documented
-#: variables, each a default: a cluster's batch script or the job's own --env wins).  hf_xet, the
-#: Hub's transfer backend, at full speed on a machine that is the job's own; a download that may
-#: wait 60 s for the Hub, not 10.  Never HF_HUB_ENABLE_HF_TRANSFER: an older client given it without
-#: the hf_transfer package fails every download, and huggingface_hub 1.x ignores it.
-HF_TRANSFER_LINES = (
-    "  # the Hugging Face Hub client's transfers: hf_xet at full speed, a 60 s download timeout",
-    '  export HF_XET_HIGH_PERFORMANCE="${HF_XET_HIGH_PERFORMANCE:-1}"',
-    '  export HF_HUB_DOWNLOAD_TIMEOUT="${HF_HUB_DOWNLOAD_TIMEOUT:-60}"',
-)
 
 
 def utc_now_line(var: str) -> str:

@@ -49,6 +49,17 @@ RCLONE_BIN = ".eps-bin/rclone"
 #: (rclone's default, 4, leaves outputs of many small files waiting on one request after another).
 RCLONE_FLAGS = ("--skip-links", "--local-no-check-updated", "--retries", "3", "--low-level-retries", "5",
                 "--transfers", "16", "--checkers", "16", "--stats", "0", "--log-level", "NOTICE")  # fmt: skip
+#: The job's own downloads from the Hugging Face Hub, on every lane: the Hub client's transfer
+#: settings (huggingface_hub's documented variables, exported by the wrapper beside HF_HOME, each a
+#: default: a cluster's batch script or the job's own --env wins).  hf_xet, the Hub's transfer
+#: backend, at full speed (a cluster job: within its own CPUs); a download that may
+#: wait 60 s for the Hub, not 10.  Never HF_HUB_ENABLE_HF_TRANSFER: an older client given it without
+#: the hf_transfer package fails every download, and huggingface_hub 1.x ignores it.
+HF_TRANSFER_LINES = (
+    "  # the Hugging Face Hub client's transfers: hf_xet at full speed, a 60 s download timeout",
+    '  export HF_XET_HIGH_PERFORMANCE="${HF_XET_HIGH_PERFORMANCE:-1}"',
+    '  export HF_HUB_DOWNLOAD_TIMEOUT="${HF_HUB_DOWNLOAD_TIMEOUT:-60}"',
+)
 
 
 class StorageError(ValueError):
