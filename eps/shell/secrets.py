@@ -15,3 +15,23 @@ def secret_problem(value: str) -> str | None:
     if not value.isascii():
         return "holds a non-ASCII character"
     return None
+
+
+#: The credentials eps itself reads from its environment (RunPod's key, the storage keys, GCP's
+#: credentials file).  A command eps runs that does not need them gets an environment without
+#: them: ``sbatch`` on a local login exports the whole environment of whoever runs it into the
+#: job (the cluster's rule 1 forbids ``--export=``), so a job would see them, and so would
+#: ``scontrol show job`` / the controller's saved job environment.
+CREDENTIAL_ENV = (
+    "RUNPOD_API_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+)
+
+
+def without_credentials(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` less :data:`CREDENTIAL_ENV`."""
+    return {k: v for k, v in environ.items() if k not in CREDENTIAL_ENV}

@@ -16,7 +16,7 @@ import time
 import uuid
 
 import pytest
-from faults_support import ENTRY, Eps, GcpTrap, RunpodTrap, SlurmTrap, assert_no_orphans, squeue
+from faults_support import ENTRY, KEY, Eps, GcpTrap, RunpodTrap, SlurmTrap, assert_no_orphans, squeue
 
 from eps.core.contract import Exit
 
@@ -134,4 +134,20 @@ def test_twenty_dispatches_at_once_reach_the_controller_paced(
     assert min(gaps) >= gap - 0.05, [round(g, 3) for g in gaps]
     assert len(strap.sbatches()) == 20  # one submission each, no retry burst
     seps.run("cancel", "--all", "--json")  # one eps start-up, not twenty
+    assert_no_orphans(seps, gtrap, rtrap, slurm_prefix="eps-f")
+
+
+def test_a_local_sbatch_hands_the_job_none_of_eps_credentials(seps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
+    """sbatch exports the environment of whoever runs it into the job (the cluster's rule 1
+    forbids --export=): on a login without ssh, the job must still see none of the credentials
+    eps runs with (RunPod's key, the storage keys), nor must the controller keep them."""
+    secrets = {"AWS_SECRET_ACCESS_KEY": "awsSECRETfaults0123", "AWS_ACCESS_KEY_ID": "AKIAFAULTSUITE0001"}
+    d = "f" + uuid.uuid4().hex[:10]
+    rc, out, err = seps.run("execute", "--dispatch-id", d, "gpu-1", "--duration", "10m", "--wait",
+                            "--", 'env > "$EPS_OUTPUT_DIR/env.txt"', env=secrets)  # fmt: skip
+    assert rc == 0, (out, err)
+    seen = (seps.state / "outputs" / d / "env.txt").read_text()
+    assert "SLURM_JOB_ID=" in seen  # it ran under sbatch, and its environment was written
+    for value in (KEY, *secrets.values()):
+        assert value not in seen
     assert_no_orphans(seps, gtrap, rtrap, slurm_prefix="eps-f")

@@ -26,6 +26,7 @@ a start estimate is read against this machine's clock (no ``date`` runs there).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -59,9 +60,13 @@ def subprocess_runner(
     """The production runner.  A missing command is rc 127, a hung one rc 124 (as in a shell).
     Without ``stdin`` the command's stdin is closed: an ``ssh login ...`` never reads eps's
     own stdin (a terminal, an agent's pipe) and never waits on it."""
+    from eps.shell.secrets import without_credentials
+
     feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
+    env = without_credentials(dict(os.environ))  # a local sbatch exports its environment into the job
     try:
-        proc = subprocess.run(list(argv), **feed, capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = subprocess.run(list(argv), **feed, capture_output=True, text=True, timeout=timeout_s, check=False,
+                              env=env)  # fmt: skip
     except FileNotFoundError as exc:
         return 127, "", f"{argv[0]}: command not found ({exc.strerror})"
     except subprocess.TimeoutExpired:
