@@ -88,7 +88,6 @@ def follow_to_end(
     a relaunch after an interruption starts from them), and a wedged machine is released
     (see the module docstring)."""
     from eps.shell.state.finish import Finisher
-    from eps.shell.state.reconcile import Reconciler
 
     finisher = Finisher(ledger, lanes)
     pending = set(ids)
@@ -99,6 +98,7 @@ def follow_to_end(
     reconciled_at = clock()
     while pending:
         unread = False
+        held: set[str] = set()
         for d in sorted(pending):
             row = ledger.dispatch(d)
             if row is None:
@@ -125,14 +125,12 @@ def follow_to_end(
                             events.emit("interrupted" if gone else "ended", dispatch=d, message=note)
                 if (fresh := ledger.dispatch(d)) is not None and fresh.state is not DispatchState.STARTED:
                     pending.discard(d)
-            elif row.state in (DispatchState.WALKING, DispatchState.HELD, DispatchState.INTERRUPTED):
-                pass  # a walk (or a queue) is still deciding; the next round looks again
-            else:
+            elif row.state is DispatchState.HELD:
+                held.add(d)  # a pinned job's queue (P10): only its cluster says when it starts
+            elif row.state not in (DispatchState.WALKING, DispatchState.INTERRUPTED):  # those: a walk still deciding
                 pending.discard(d)
-        if pending and (unread or clock() - reconciled_at >= WAIT_RECONCILE_S):
-            # a machine that vanished, a job that left, a walk that settled
-            Reconciler(ledger, lanes, events, wake=True).reconcile(set(pending))
-            reconciled_at = clock()
+        if pending:
+            reconciled_at = _ask_providers(ledger, lanes, events, pending, held, unread, reconciled_at, clock)
             pending = {d for d in pending if (r := ledger.dispatch(d)) is not None and r.state in UNSETTLED}
         if not pending:
             break
@@ -141,6 +139,20 @@ def follow_to_end(
         _nap(ledger, pending, interval, until, stop, sleep, clock)
         interval = min(interval * 1.5, max(poll_s, min(WAIT_POLL_MAX_S, poll_s * 15)))
     return True
+
+
+def _ask_providers(ledger: Ledger, lanes: Lanes, events: Events, pending: set[str], held: set[str], unread: bool,
+                   reconciled_at: float, clock: Callable[[], float]) -> float:  # fmt: skip
+    """Reconcile what a round of looks could not settle; when it last asked for all of them."""
+    from eps.shell.state.reconcile import Reconciler
+
+    if unread or clock() - reconciled_at >= WAIT_RECONCILE_S:
+        # a machine that vanished, a job that left, a walk that settled
+        Reconciler(ledger, lanes, events, wake=True).reconcile(set(pending))
+        return clock()
+    if held:  # a pinned job's queue, asked at the poll's pace (one squeue), not only every WAIT_RECONCILE_S
+        Reconciler(ledger, lanes, events, wake=True).reconcile(held)
+    return reconciled_at
 
 
 class WedgeWatch:

@@ -151,3 +151,20 @@ def test_a_local_sbatch_hands_the_job_none_of_eps_credentials(seps: Eps, gtrap: 
     for value in (KEY, *secrets.values()):
         assert value not in seen
     assert_no_orphans(seps, gtrap, rtrap, slurm_prefix="eps-f")
+
+
+def test_a_pinned_job_that_ends_at_once_is_seen_ended_at_the_polls_pace(
+    seps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
+) -> None:
+    """A pinned dispatch (P10) is held on its queue, and only its cluster says when it starts:
+    it is asked at the poll's pace, not only at the follow's minute-long reconcile (a job of
+    one second waited about 65 s). The bound is generous (45 s), the old pace was over 60 s."""
+    d = "f" + uuid.uuid4().hex[:10]
+    t0 = time.monotonic()
+    rc, out, err = seps.run("execute", "--dispatch-id", d, "gpu-1", "--pin", "fellows", "--duration", "10m",
+                            "--wait", "--", 'echo hi > "$EPS_OUTPUT_DIR/x"', timeout_s=120)  # fmt: skip
+    took = time.monotonic() - t0
+    assert rc == 0, (out, err)
+    assert (seps.state / "outputs" / d / "x").read_text() == "hi\n"
+    assert took < 45, took
+    assert_no_orphans(seps, gtrap, rtrap, slurm_prefix="eps-f")
