@@ -7,7 +7,8 @@ The retry policy of a job (:func:`policy_of`):
 - ``retry``: the events retried, any of ``no-capacity`` (every rung ended exhausted),
   ``interruption`` (the machine was taken back or lost: a spot or flex VM preempted, a pod
   that vanished, a SLURM job ended PREEMPTED, NODE_FAIL or BOOT_FAIL, a wedged machine) and
-  ``error`` (the job exited non-zero);
+  ``error`` (the job exited non-zero) and ``stalled`` (its stall watch stopped it,
+  ``--on-stall stop``: :mod:`eps.core.stall`; only ``stalled`` retries it, never ``error``);
 - ``retry_for_s``: how long eps keeps trying, from submission;
 - ``max_restarts``: how many relaunches at most (interruptions and errors together).
 
@@ -48,6 +49,7 @@ class RetryOn(StrEnum):
     NO_CAPACITY = "no-capacity"
     INTERRUPTION = "interruption"
     ERROR = "error"
+    STALLED = "stalled"
 
 
 class RetryPolicy(NamedTuple):
@@ -59,6 +61,14 @@ class RetryPolicy(NamedTuple):
     max_restarts: int
     sync_every_s: int = HEALING.sync_every_s
     because: str = ""
+    stall_after_s: int = HEALING.stall_after_s  # the stall watch (0: off)
+    on_stall: str = HEALING.on_stall
+
+    def describe_stall(self) -> str:
+        """The stall rule in effect, one line (``eps plan``, under the retry line)."""
+        from eps.core.stall import describe
+
+        return describe(self.stall_after_s, self.on_stall)
 
     def describe(self) -> str:
         """One line, as ``eps plan`` shows it: ``retry: interruption (restartable), at most 3
@@ -131,6 +141,8 @@ def policy_of(job: Job, table: Healing = HEALING) -> RetryPolicy:
         job.max_restarts if job.max_restarts is not None else restarts,
         job.sync_every_s if job.sync_every_s is not None else table.sync_every_s,
         ("restartable" if job.restartable else "not restartable") if job.retry is None else "",
+        job.stall_after_s if job.stall_after_s is not None else table.stall_after_s,
+        job.on_stall if job.on_stall is not None else table.on_stall,
     )
 
 
@@ -220,6 +232,8 @@ def after_run(
 
     if state is DispatchState.PREEMPTED:
         return after_interruption(job, restarts=job.restart, elapsed_s=elapsed_s, table=table)
+    if state is DispatchState.ENDED and job_status == "stalled":  # its stall watch stopped it
+        return _relaunch(job, RetryOn.STALLED, "stalled", restarts=job.restart, elapsed_s=elapsed_s, table=table)
     if state is DispatchState.ENDED and job_status not in (None, "cancelled") and exit_code != 0:
         return after_error(job, exit_code, restarts=job.restart, elapsed_s=elapsed_s, table=table)
     return None

@@ -32,7 +32,9 @@ The time limit is told from a command that itself exits 124: the body marks
 its own end (``.job-ended``) before it exits; a body stopped by ``timeout``
 never does.  TERM/INT/HUP to the wrapper's pid stop the job; the end is
 ``cancelled`` only when ``eps cancel`` left its ``cancel`` mark first, else
-``killed`` (a signal from elsewhere: exit code 128+N).
+``killed`` (a signal from elsewhere: exit code 128+N).  With a stall watch
+(:mod:`eps.core.stall`) a background child of ``run`` watches the job while it runs;
+one that stopped the job makes the end ``stalled`` (exit code 125).
 
 Injection rules (the script is read by bash; nothing in it is ever evaluated
 twice):
@@ -64,6 +66,7 @@ from typing import NamedTuple
 from eps.core.containment import containment_lines
 from eps.core.names import BadName, check_dispatch_id
 from eps.core.sbatch import quote_arg
+from eps.core.stall import STALL_EXIT, STALL_STOP, STALLED, StallPlan, stall_lines
 from eps.core.storage import HF_TRANSFER_LINES, RCLONE_CONF, STORED, StoragePlan, storage_lines
 from eps.core.tables import JOB_LIFECYCLE
 
@@ -87,6 +90,8 @@ class RemoteLayout(NamedTuple):
     cgroup: str = "cgroup"  # the job's own cgroup v2 directory, when the machine offers one
     stored: str = STORED  # with storage: the last upload's rclone exit code (0: confirmed), before exit-code
     rclone_conf: str = RCLONE_CONF  # with storage: rclone's remotes and their credentials, mode 0600
+    stalled: str = STALLED  # with a stall watch: a silent spell's start (epoch s), while it lasts
+    stall_stop: str = STALL_STOP  # internal: the stall watch stopped the job (on_stall = stop)
 
     def under(self, root: str) -> RemoteLayout:
         """The same layout with every path joined to ``root``."""
@@ -107,6 +112,7 @@ class JobEnd(StrEnum):
     KILLED = "killed"  # a signal that eps did not send stopped it (exit-code 128+N: signal N)
     CANCELLED = "cancelled"  # `eps cancel` stopped it (its TERM, then KILL after the grace)
     ERROR = "error"  # the wrapper could not start the job (missing env name, no timeout binary)
+    STALLED = "stalled"  # its stall watch stopped it (on_stall = stop; eps.core.stall); exit-code 125
 
 
 class JobSpec(NamedTuple):
@@ -123,6 +129,7 @@ class JobSpec(NamedTuple):
     kill_grace_s: int = JOB_LIFECYCLE.kill_grace_s  # from the TERM to the KILL
     restart: int = 0  # EPS_RESTART_COUNT: how many times the job was relaunched before this run
     storage: StoragePlan | None = None  # outputs and log to object storage, from the machine itself
+    stall: StallPlan | None = None  # the stall watch (eps.core.stall); None: not watched
 
 
 class JobProgress(NamedTuple):
@@ -135,6 +142,7 @@ class JobProgress(NamedTuple):
     status: JobEnd | None = None
     exit_code: int | None = None
     stored: int | None = None  # with storage: the last upload's exit code (0: confirmed), once written
+    stalled: int | None = None  # with a stall watch: since when (epoch s) the job has been silent, while it is
     alive: bool = False  # the wrapper's pid is live (meaningful only on the machine that ran it)
     gone: bool = False  # set by a reader that knows ``alive`` is meaningful: the wrapper died without its end
 
@@ -197,6 +205,7 @@ def render_jobscript(spec: JobSpec) -> str:
     command = f"bash -lc {q(spec.command[0])}" if shell_line else " ".join(q(arg) for arg in spec.command)
     names = " ".join(spec.env_names)
     store_setup, store_before, store_end = storage_lines(spec.storage) if spec.storage else ([], [], [])
+    stall_start, stall_end = stall_lines(spec.stall, lay.log, lay.outputs) if spec.stall else ([], [])
     lines = [
         "#!/bin/bash",
         f"# eps job wrapper: dispatch {spec.dispatch_id}, task {spec.task_index} of {spec.task_count}.",
@@ -247,7 +256,8 @@ def render_jobscript(spec: JobSpec) -> str:
         f"  exec </dev/null >>{q(lay.log)} 2>&1",
         f'  _eps_put {q(lay.pid)} "$$"',
         f"  _eps_rm {q(lay.exit_code)} {q(lay.status)} {q(lay.ended_at)} {q(lay.job_ended)} {q(lay.cancel)}"
-        + (f" {q(lay.stored)}" if spec.storage else ""),
+        + (f" {q(lay.stored)}" if spec.storage else "")
+        + (f" {q(lay.stalled)} {q(lay.stall_stop)}" if spec.stall else ""),
         "  printf -v _eps_now '%(%s)T' -1  # date +%s",
         f'  _eps_put {q(lay.started_at)} "$_eps_now"',
         f"  mkdir -p -- {q(lay.outputs)} {q(lay.workdir)}",
@@ -261,6 +271,7 @@ def render_jobscript(spec: JobSpec) -> str:
         *store_setup,
         "  _eps_end() {",
         '    echo "eps: job ended: $1, exit code $2"',
+        *stall_end,
         *store_end,
         "    # status and ended-at count only once exit-code is there: written in place; exit-code,",
         "    # last, is renamed into place (a reader sees all of it or nothing)",
@@ -301,6 +312,7 @@ def render_jobscript(spec: JobSpec) -> str:
         '    export _eps_job="$_eps_root"  # the tag every process of the job inherits (not the wrapper\'s own)',
         f'    exec timeout -k {grace} {limit} bash "$_eps_root/{lay.script}" body ) &',
         "  _eps_child=$!",
+        *stall_start,
         "  _eps_term_at=",
         "  trap '_eps_int=1; _eps_stop TERM' TERM INT HUP",
         "  # wait returns early when a trapped signal arrives: then wait again for the job's own code",
@@ -328,6 +340,8 @@ def render_jobscript(spec: JobSpec) -> str:
         '    _eps_end "$_eps_how" "$_eps_rc"',
         f"  elif [ -e {q(lay.cancel)} ]; then",
         f'    _eps_end {JobEnd.CANCELLED} "$_eps_rc"',
+        *([f"  elif [ -e {q(lay.stall_stop)} ]; then", f"    _eps_end {JobEnd.STALLED} {STALL_EXIT}"]
+          if spec.stall else []),
         '  elif [ "$_eps_timed" = 1 ]; then',
         f'    echo "eps: time limit of {limit} s reached: the job was stopped"',
         f'    _eps_end {JobEnd.TIMED_OUT} "$_eps_rc"',
@@ -429,7 +443,7 @@ def render_reap(root: str) -> str:
 
 
 #: The records the probe reads: LAYOUT field names, which are also the keys it prints.
-PROBED = ("pid", "started_at", "ended_at", "status", "exit_code", "stored")
+PROBED = ("pid", "started_at", "ended_at", "status", "exit_code", "stored", "stalled")
 
 
 def render_probe(root: str) -> str:
@@ -470,6 +484,7 @@ def parse_probe(text: str) -> JobProgress:
         status=status,
         exit_code=_int(values.get("exit_code")),
         stored=_int(values.get("stored")),
+        stalled=_int(values.get("stalled")),
         alive=values.get("alive") == "1",
     )
 
@@ -524,6 +539,8 @@ def _check(spec: JobSpec) -> None:
         raise JobScriptError("kill grace", str(spec.kill_grace_s), "must be positive seconds")
     if spec.time_limit_s <= 0:
         raise JobScriptError("time limit", str(spec.time_limit_s), "must be positive seconds")
+    if spec.stall is not None and (spec.stall.after_s <= 0 or spec.stall.poll_s <= 0):
+        raise JobScriptError("stall watch", f"{spec.stall.after_s}/{spec.stall.poll_s}", "must be positive seconds")
     if spec.task_count < 1 or not 0 <= spec.task_index < spec.task_count:
         raise JobScriptError("task", f"{spec.task_index}/{spec.task_count}", "needs 0 <= index < count")
     seen: set[str] = set()

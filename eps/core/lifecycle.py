@@ -4,19 +4,21 @@ as, and what its end is called (pure).
 The status words (never one word for every end): ``succeeded``, ``failed (exit N)``,
 ``failed (setup, exit N)``, ``timed out``, ``cancelled`` (only ``eps cancel``),
 ``killed by signal N`` (a signal eps did not send: exit 128+N), ``preempted``,
-``running``, ``queued``, and ``ended (exit code unknown)`` when the machine vanished
-before the job's record could be read (a preempted spot VM, a pod gone), or the job's
-wrapper died without writing its end.
+``running``, ``queued``, ``stalled`` (its stall watch stopped it: exit 125), and
+``ended (exit code unknown)`` when the machine vanished before the job's record could be
+read (a preempted spot VM, a pod gone), or the job's wrapper died without writing its end.
 """
 
 from __future__ import annotations
 
 from eps.core.jobscript import JobEnd, JobSpec
 from eps.core.model import Job, LaneKind, Policy, Provisioning, Rung, evolve
+from eps.core.stall import STALL_EXIT, StallPlan, poll_s
 from eps.core.states import DispatchState
 from eps.core.storage import StoragePlan, inputs_of, parse_url, place
 from eps.core.tables import (
     HEALING,
+    INTENTS,
     JOB_LIFECYCLE,
     SBATCH_TIME_SLACK_S,
     JobLifecycle,
@@ -72,7 +74,28 @@ def job_spec(job: Job, dispatch: str) -> JobSpec:
         task_count=job.task_count,
         restart=job.restart,
         storage=storage_plan(job, dispatch),
+        stall=stall_plan(job),
     )
+
+
+def with_stall_watch(job: Job, after_s: int, on_stall: str) -> Job:
+    """``job`` with the config's stall rule (``[jobs] stall_after_s``, ``on_stall``) where it
+    says nothing itself: fixed at submission, so every relaunch and revived supervisor keeps it."""
+    return evolve(job, stall_after_s=after_s if job.stall_after_s is None else job.stall_after_s,
+                  on_stall=on_stall if job.on_stall is None else job.on_stall)  # fmt: skip
+
+
+def stall_plan(job: Job) -> StallPlan | None:
+    """The wrapper's stall watch (:mod:`eps.core.stall`): ``None`` when ``stall_after`` is 0.
+    The job's values are fixed at submission from the config (the shell fills them in); a job
+    without them has the table's.  A GPU job (any intent but a CPU one, or a gradient fit)
+    reads its GPUs."""
+    after = HEALING.stall_after_s if job.stall_after_s is None else job.stall_after_s
+    if after <= 0:
+        return None
+    on = HEALING.on_stall if job.on_stall is None else job.on_stall
+    cpu = any(i.name == job.intent and i.gpus == 0 for i in INTENTS) and not job.gradient_fit
+    return StallPlan(after, stop=on == "stop", gpu=not cpu, poll_s=poll_s(after))
 
 
 def storage_plan(job: Job, dispatch: str) -> StoragePlan | None:
@@ -111,6 +134,8 @@ def result_word(state: DispatchState, job_status: str | None, exit_code: int | N
             return f"failed (setup, exit {exit_code})"
         case JobEnd.ERROR:
             return f"failed (could not start, exit {exit_code})"
+        case JobEnd.STALLED:
+            return "stalled"
     if exit_code is None:
         return "ended (exit code unknown)"
     return "succeeded" if exit_code == 0 else f"failed (exit {exit_code})"
@@ -125,6 +150,8 @@ def exit_status(state: DispatchState, job_status: str | None, exit_code: int | N
         return 124
     if word == "cancelled":
         return 130
+    if job_status == JobEnd.STALLED and state is DispatchState.ENDED:
+        return STALL_EXIT
     if exit_code is not None and state is DispatchState.ENDED:
         return exit_code if 0 <= exit_code <= 255 else 1
     return 1

@@ -310,6 +310,8 @@ class Job(NamedTuple):
     fall_through: bool = False  # a misconfigured free cluster is skipped, not the end of the dispatch
     storage: str | None = None  # where its machine puts outputs and log (s3://, gs://; None: none; eps.core.storage)
     inputs: tuple[str, ...] = ()  # URL[:DEST]: storage prefixes its machine copies into the workdir first
+    stall_after_s: int | None = None  # silent this long is stalled (None: the setting; 0: off; eps.core.stall)
+    on_stall: str | None = None  # notify or stop (None: the setting)
 
 
 class Rung(NamedTuple):

@@ -460,6 +460,11 @@ class Healing(NamedTuple):
     wedge_s: int = 900
     #: While a job runs, its ``$EPS_OUTPUT_DIR`` is pulled this often (0: never).
     sync_every_s: int = 600
+    #: A job whose log and outputs (on a GPU job: GPUs) have been silent this long is stalled
+    #: (``--stall-after``, ``[jobs] stall_after_s``; 0: not watched; :mod:`eps.core.stall`).
+    stall_after_s: int = 1800
+    #: What a stall does unless the job says (``--on-stall``, ``[jobs] on_stall``): notify or stop.
+    on_stall: str = "notify"
 
 
 HEALING = Healing()

@@ -107,6 +107,7 @@ def plan_dict(plan: RoutePlan, job: Job, down: Sequence[LaneDown] = (), healing:
         "unusable_lanes": [down_dict(d) for d in unusable_lanes(plan, down)],
         "worst_case_wait_s": plan.worst_case_wait_s,
         "retry": retry_dict(policy_of(job, healing)),
+        "stall": {"after_s": policy_of(job, healing).stall_after_s, "on_stall": policy_of(job, healing).on_stall},
         "notes": list(plan.notes),
         "park": park,
     }

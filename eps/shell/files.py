@@ -1,13 +1,11 @@
 """Structuring user files (capacity snapshot, QoS grants, config) into records, strictly.
 
-One private cattrs converter for every user file, with ``forbid_extra_keys`` and
-no coercion: a bool is ``true``/``false`` (never ``"false"``), a whole number is
-an integer (never ``"7"``, ``true`` or ``2.9``), a list is a list (never a
-string to split into characters), numbers are finite.  Values are then checked
-against their ranges (:data:`RANGES`).  Every failure is one :class:`ConfigError`
-line naming the file and the path, such as ``@ $.gcp.zones``; nothing runs
-before the files are read.  The files themselves must be regular files of at
-most :data:`MAX_FILE_BYTES`, in UTF-8.
+One private cattrs converter for every user file, with ``forbid_extra_keys`` and no coercion: a
+bool is ``true``/``false`` (never ``"false"``), a whole number is an integer (never ``"7"``,
+``true`` or ``2.9``), a list is a list (never a string to split into characters), numbers are
+finite.  Values are then checked against their ranges (:data:`RANGES`).  Every failure is one
+:class:`ConfigError` line naming the file and the path, such as ``@ $.gcp.zones``; nothing runs
+before the files are read.  The files must be regular files of at most :data:`MAX_FILE_BYTES`, in UTF-8.
 
 Imported lazily: ``eps plan`` without files never pays for cattrs.
 """
@@ -234,6 +232,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "jobs.wait_poll_s": (0, 3600, True),
     "jobs.sync_every_s": (0, 7 * 86_400, False),
     "jobs.wedge_s": (0, 7 * 86_400, True),
+    "jobs.stall_after_s": (0, 30 * 86_400, False),
     "jobs.capacity_wait_s": (1, 86_400, False),
     "vm.vcpus": (0, 10**5, False),
     "vm.mem_gb": (0, 10**7, False),
@@ -363,6 +362,8 @@ class _JobsDoc:
     sync_every_s: int | None = None
     wedge_s: int | None = None
     capacity_wait_s: int | None = None
+    stall_after_s: int | None = None
+    on_stall: typing.Literal["notify", "stop"] | None = None
 
 
 @frozen
@@ -550,8 +551,8 @@ def _jobs(jobs: Any, doc: _JobsDoc, source: str) -> Any:
     if doc.supervisor_idle_s is not None and not 0 < doc.supervisor_idle_s <= 86400:
         raise ConfigError(f"{source}: supervisor_idle_s must be in (0, 86400] @ $.jobs.supervisor_idle_s")
     return _set(jobs, linger_s=doc.linger_s, wait_poll_s=doc.wait_poll_s, supervise=doc.supervise, wedge_s=doc.wedge_s,
-                supervisor_idle_s=doc.supervisor_idle_s, sync_every_s=doc.sync_every_s,
-                capacity_wait_s=doc.capacity_wait_s)  # fmt: skip
+                supervisor_idle_s=doc.supervisor_idle_s, sync_every_s=doc.sync_every_s, on_stall=doc.on_stall,
+                capacity_wait_s=doc.capacity_wait_s, stall_after_s=doc.stall_after_s)  # fmt: skip
 
 
 def settings_from_config(data: Any, base: Settings, source: str) -> Settings:

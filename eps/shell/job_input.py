@@ -17,6 +17,7 @@ from eps.core.durations import parse_duration
 from eps.core.healing import job_max_restarts, job_retry
 from eps.core.model import CapacitySnapshot, JobError
 from eps.core.model import Job as CoreJob
+from eps.core.stall import check_on_stall, parse_stall_after
 from eps.shell.settings import Settings
 
 if TYPE_CHECKING:
@@ -64,7 +65,9 @@ class Job:
     "Jobs that heal"): ``retry`` (events: ``("interruption", "error")`` or
     ``"interruption,error"``; ``None``: the default), ``retry_for`` (a duration),
     ``max_restarts`` (0..1000), ``sync_every`` (a duration; 0: never; ``None``: ``[jobs]
-    sync_every_s``).  ``fall_through``: a free cluster that says it is set up wrong is skipped
+    sync_every_s``), ``stall_after`` (a duration; 0 or ``"off"``: not watched; ``None``: ``[jobs]
+    stall_after_s``) and ``on_stall`` (``"notify"`` or ``"stop"``).
+    ``fall_through``: a free cluster that says it is set up wrong is skipped
     instead of ending the dispatch.  ``storage`` (an ``s3://``/``gs://`` URL, ``"none"``; ``None``: the
     config's ``[storage] url``) and ``inputs`` (``URL[:DEST]`` each), for :func:`execute`.  ``notify``: the
     job's own notification targets, each an apprise URL or ``env:NAME`` (the URL in that variable: the
@@ -89,6 +92,8 @@ class Job:
     retry_for: str | int | float | None = None
     max_restarts: int | None = None
     sync_every: str | int | float | None = None
+    stall_after: str | int | None = None
+    on_stall: str | None = None
     fall_through: bool = False
     storage: str | None = None
     inputs: Sequence[str] = ()
@@ -129,6 +134,9 @@ class Job:
             retry_for_s=None if self.retry_for is None else seconds(self.retry_for, "retry_for"),
             max_restarts=self.max_restarts,
             sync_every_s=None if self.sync_every is None else seconds(self.sync_every, "sync_every"),
+            stall_after_s=None if self.stall_after is None else _checked(
+                "stall_after", parse_stall_after, self.stall_after),
+            on_stall=None if self.on_stall is None else _checked("on_stall", check_on_stall, self.on_stall),
             fall_through=bool(self.fall_through),
         )
 
@@ -160,5 +168,7 @@ class Job:
         out += ["--retry-for", str(core.retry_for_s)] if core.retry_for_s is not None else []
         out += ["--max-restarts", str(core.max_restarts)] if core.max_restarts is not None else []
         out += ["--sync-every", str(core.sync_every_s)] if core.sync_every_s is not None else []
+        out += ["--stall-after", str(core.stall_after_s)] if core.stall_after_s is not None else []
+        out += ["--on-stall", core.on_stall] if core.on_stall is not None else []
         out += ["--fall-through"] if core.fall_through else []
         return [*out, "--", *core.command] if core.command else out

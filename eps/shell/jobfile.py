@@ -15,6 +15,8 @@ env = ["HF_TOKEN", "MODE=fast"]
 time_limit = "3h"
 command = "python analyse.py --out $EPS_OUTPUT_DIR/result.csv"   # a shell line, or a list: an argv
 sync_every = "10m"         # pull $EPS_OUTPUT_DIR this often while the job runs (0: never)
+stall_after = "30m"        # silent log and outputs (a GPU job: idle GPUs) this long is stalled (0/"off": not watched)
+on_stall = "notify"        # what a stall does: notify, or stop the job (exit 125)
 fall_through = false       # a free cluster that says it is set up wrong: skip it (true) or stop (false)
 storage = "s3://my-bucket/runs"   # outputs, checkpoints, log straight from the machine ("none": not this job)
 inputs = ["s3://my-bucket/data/shards:shards"]   # URL[:DEST] copied into the workdir before setup
@@ -45,6 +47,7 @@ from attrs import frozen
 
 from eps.core.durations import parse_duration
 from eps.core.healing import job_max_restarts, job_retry
+from eps.core.stall import check_on_stall, parse_stall_after
 from eps.shell.files import read_data, structure
 from eps.shell.settings import ConfigError
 
@@ -71,6 +74,8 @@ class _JobDoc:
     time_limit: str | int | None = None
     command: str | list[str] | None = None
     sync_every: str | int | None = None
+    stall_after: str | int | None = None
+    on_stall: str | None = None
     fall_through: bool | None = None
     storage: str | None = None
     inputs: list[str] | None = None
@@ -98,6 +103,8 @@ class JobFile(NamedTuple):
     retry_for_s: int | None = None
     max_restarts: int | None = None
     sync_every_s: int | None = None
+    stall_after_s: int | None = None
+    on_stall: str | None = None
     fall_through: bool | None = None
     storage: str | None = None  # a URL or "none"
     inputs: tuple[str, ...] | None = None  # URL[:DEST] each
@@ -167,6 +174,8 @@ def load_job_file(path: str) -> JobFile:
         retry_for_s=_seconds(path, "retry.for", retry.for_),
         max_restarts=_checked(path, "retry.max_restarts", job_max_restarts, retry.max_restarts),
         sync_every_s=_seconds(path, "sync_every", doc.sync_every),
+        stall_after_s=_checked(path, "stall_after", parse_stall_after, doc.stall_after),
+        on_stall=_checked(path, "on_stall", check_on_stall, doc.on_stall),
     )
 
 

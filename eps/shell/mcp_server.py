@@ -68,7 +68,8 @@ Command = Annotated[str | list[str], Field(description="one string: a shell line
 Dispatch = Annotated[str, Field(description="a dispatch id (from execute or status)")]
 Doc = Annotated[dict[str, Any] | str | None, Field(description="the object inline, or the path of its file")]
 Retry = Annotated[
-    str | list[str] | None, Field(description="what eps retries: no-capacity, interruption, error (a list or a,b)")
+    str | list[str] | None,
+    Field(description="what eps retries: no-capacity, interruption, error, stalled (a list or a,b)"),
 ]
 Env = Annotated[list[str] | None, Field(description="KEY (its value from the server's environment) or KEY=VALUE")]
 Dispatches = Annotated[
@@ -83,6 +84,7 @@ Notify = Annotated[
     Field(description="this job's own notification targets: env:NAME (the apprise URL in the server's variable NAME: "
           "the token-safe form) or an apprise URL"),
 ]  # fmt: skip
+OnStall = Annotated[str | None, Field(description="what a stall does: notify (the default) or stop (exit 125)")]
 
 INSTRUCTIONS = (
     "eps plans and runs research compute jobs on the right lane (the shared VM, SLURM, GCP, RunPod). "
@@ -214,12 +216,14 @@ def build(svc: Service) -> Any:
                 workdir: str | None = None, setup: str | None = None, env: Env = None, time_limit: Duration = None,
                 retry: Retry = None, retry_for: Duration = None, max_restarts: int | None = None,
                 sync_every: Duration = None, fall_through: bool = False, storage: str | None = None,
+                stall_after: Duration = None, on_stall: OnStall = None,
                 inputs: list[str] | None = None, notify: Notify = None, snapshot: Doc = None, grants: Doc = None,
                 dispatch_id: str | None = None) -> CallToolResult:  # fmt: skip
         def run() -> dict[str, Any]:
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
                          max_restarts, sync_every, command=command, workdir=workdir, setup=setup,
                          env=tuple(env or ()), time_limit=time_limit, fall_through=fall_through, storage=storage,
+                         stall_after=stall_after, on_stall=on_stall,
                          inputs=tuple(inputs or ()))  # fmt: skip
             snap, qos = files_given(snapshot, grants)
             return svc.execute(job.core(), job.shipping(), dispatch_id=dispatch_id, snapshot=snap, grants=qos,

@@ -132,6 +132,9 @@ def prepare(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, sna
 
         job, values = with_storage(job, values, ctx.settings.storage, ctx.lanes.env, ctx.settings.jobs.sync_every_s,
                                    ctx.settings.gcp.service_account)  # fmt: skip
+    from eps.core.lifecycle import with_stall_watch
+
+    job = with_stall_watch(job, ctx.settings.jobs.stall_after_s, ctx.settings.jobs.on_stall)
     Walker.check(job, dispatch_id, snapshot, grants, ctx.settings.policy)
     files = check_files(job, values, ctx.err)
     inputs: tuple[dict[str, Any], ...] = ()

@@ -93,11 +93,16 @@ class JobsSettings(NamedTuple):
     wedge_s: int = HEALING.wedge_s
     #: a dispatch waiting for capacity (`--retry no-capacity`) tries again after this long, doubling each time
     capacity_wait_s: int = HEALING.capacity_wait_first_s
+    #: a job whose log and outputs (a GPU job: GPUs) are silent this long is stalled (`--stall-after`); 0: off
+    stall_after_s: int = HEALING.stall_after_s
+    #: what a stall does unless the job says (`--on-stall`): "notify" or "stop"
+    on_stall: str = HEALING.on_stall
 
     def healing(self) -> Healing:
         """The healing table with this config's numbers in it (what ``policy_of``, ``wedged``
         and ``after_no_capacity`` read)."""
         return HEALING._replace(sync_every_s=self.sync_every_s, wedge_s=self.wedge_s,
+                                stall_after_s=self.stall_after_s, on_stall=self.on_stall,
                                 capacity_wait_first_s=self.capacity_wait_s,
                                 capacity_wait_max_s=max(HEALING.capacity_wait_max_s, self.capacity_wait_s))  # fmt: skip
 

@@ -48,7 +48,8 @@ GOOD = {"--job": ["job.toml", "a b.toml", "x=y"], "--duration": ["3h", "45s", "1
         "--retry": ["interruption", "no-capacity,error", "error,,"], "--retry-for": ["1d", "90min"],
         "--max-restarts": ["0", "5", "1000"], "--sync-every": ["0", " 0 ", "10m"], "--pin": ["gcp", "fellows", "x"],
         "--snapshot": ["s.json"], "--grants": ["g.toml"], "--park": ["high-eur=700", "fellows:low-eur=1h", "x"],
-        "--park-reason": ["Priority", "Resources x"]}  # fmt: skip
+        "--park-reason": ["Priority", "Resources x"], "--stall-after": ["20s", "off", "0", "x"],
+        "--on-stall": ["stop", "notify", "kill"]}  # fmt: skip
 
 
 @st.composite

@@ -113,6 +113,18 @@ def max_restarts(text: str) -> int:
     return job_max_restarts(value)
 
 
+def stall_after(text: str) -> int:
+    from eps.core.stall import parse_stall_after
+
+    return parse_stall_after(text)
+
+
+def on_stall(text: str) -> str:
+    from eps.core.stall import check_on_stall
+
+    return check_on_stall(text)
+
+
 def seconds_or_zero(text: str) -> int:
     if text.strip() == "0":
         return 0
@@ -143,6 +155,8 @@ PLAN_VALUES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--retry-for": ("retry_for", duration),
     "--max-restarts": ("max_restarts", max_restarts),
     "--sync-every": ("sync_every", seconds_or_zero),
+    "--stall-after": ("stall_after", stall_after),
+    "--on-stall": ("on_stall", on_stall),
     "--pin": ("pin", str),
     "--snapshot": ("snapshot", str),
     "--grants": ("grants", str),
@@ -165,7 +179,8 @@ PLAN_FLAGS: dict[str, tuple[str, bool]] = {
 PLAN_DEFAULTS: dict[str, Any] = {
     "version": False, "list_intents": False, "cmd": "plan", "intent": None, "job": None, "duration": None,
     "restartable": None, "footprint_gb": None, "gradient_fit": None, "fall_through": None, "count": None, "retry": None,
-    "retry_for": None, "max_restarts": None, "sync_every": None, "pin": None, "snapshot": None, "grants": None,
+    "retry_for": None, "max_restarts": None, "sync_every": None, "stall_after": None, "on_stall": None,
+    "pin": None, "snapshot": None, "grants": None,
     "json": False, "wide": False, "park": None, "park_reason": None,
 }  # fmt: skip
 

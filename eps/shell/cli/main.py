@@ -79,6 +79,8 @@ def make_job(ns: Args, command: Sequence[str] = ()) -> Job:
         retry_for_s=pick("retry_for", "retry_for_s"),
         max_restarts=pick("max_restarts"),
         sync_every_s=pick("sync_every", "sync_every_s"),
+        stall_after_s=pick("stall_after", "stall_after_s"),
+        on_stall=pick("on_stall"),
         fall_through=pick("fall_through"),
     )
 

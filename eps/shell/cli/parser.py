@@ -202,6 +202,14 @@ def _seconds_or_zero(text: str) -> int:
     return _typed(values.seconds_or_zero, text)  # type: ignore[no-any-return]
 
 
+def _stall_after(text: str) -> int:
+    return _typed(values.stall_after, text)  # type: ignore[no-any-return]
+
+
+def _on_stall(text: str) -> str:
+    return _typed(values.on_stall, text)  # type: ignore[no-any-return]
+
+
 def _footprint(text: str) -> float:
     return _typed(values.footprint, text)  # type: ignore[no-any-return]
 
@@ -269,6 +277,15 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sync-every", type=_seconds_or_zero, metavar="DURATION",
         help="pull $EPS_OUTPUT_DIR this often while the job runs, so a relaunch resumes from it (10m; 0: never)",
+    )  # fmt: skip
+    p.add_argument(
+        "--stall-after", type=_stall_after, metavar="DURATION",
+        help="a job whose log and outputs (a GPU job: its GPUs) are silent this long is stalled "
+        "(30m; 0 or off: not watched)",
+    )  # fmt: skip
+    p.add_argument(
+        "--on-stall", type=_on_stall, metavar="notify|stop",
+        help="what a stall does: notify (the default), or stop the job (exit 125; --retry stalled relaunches it)",
     )  # fmt: skip
     a = p.add_argument("--pin", metavar="LANE", help="run only on this lane: vm, fellows, gcp, runpod (P10)")
     a.complete = _COMPLETE["lanes"]  # type: ignore[attr-defined]

@@ -182,7 +182,7 @@ def human_line(r: dict[str, Any]) -> str | None:
         return f"[{d}] ended: {r.get('message')}"
     if e == "relaunched":
         return f"[{d}] relaunching (restart {r.get('restart')}): {r.get('message')}"
-    if e in ("sync_failed", "wedged"):
+    if e in ("sync_failed", "wedged", "stalled", "stall_over"):
         return f"[{d}] {r.get('message')}"
     if e == "waiting":
         at = time.strftime("%H:%M:%S", time.localtime(float(r["next_try_at"])))

@@ -54,6 +54,10 @@ def print_status(
             note = f"waiting {human(max(0, round(time.time() - r['kept_since'])))} for eps pull: {note}"
         if r.get("next_try_at") is not None:
             note = f"next try in {human(max(0, round(r['next_try_at'] - time.time())))}: {note}"
+        if r.get("stalled_since") is not None:  # its stall watch hears nothing from it (it still runs)
+            silent = human(max(0, round(time.time() - r["stalled_since"])))
+            note = f"stalled since {_when(r['stalled_since'])} (silent {silent}): {note}" if note else (
+                f"stalled since {_when(r['stalled_since'])} (silent {silent})")  # fmt: skip
         if r.get("restarts"):
             note = f"restart {r['restarts']}: {note}"
         cells = {

@@ -108,6 +108,7 @@ def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = (
     elif queued:
         out.line(f"worst-case queue wait: {wait}; no paid lane follows (see skipped)")
     out.line(policy_of(job, healing).describe())
+    out.line(policy_of(job, healing).describe_stall())
     if plan.skipped:
         out.line("skipped:")
         for sk in plan.skipped:

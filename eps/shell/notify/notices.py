@@ -13,7 +13,8 @@ The rules (the names are :data:`~eps.shell.notify_settings.NOTIFY_EVENTS`):
 - ``relaunched``, ``stalled``: their events;
 - ``ended`` / ``failed``: an ``ended`` with exit code 0 / any other (its code, lane and
   outputs as the supervisor wrote them in the event); ``failed`` too for a ``terminal`` (nothing
-  could run it) or a ``stopped`` that was not a cancel;
+  could run it) or a ``stopped`` that was not a cancel; a job its stall watch stopped
+  (``job_status`` ``stalled``) is ``ended``, "stopped by its stall watch (exit 125)", never ``failed``;
 - ``unpulled``: an ``ended`` whose outputs did not come back is due :data:`linger` seconds
   later, and sent then only if they still have not (the pump asks the ledger).
 """
@@ -142,6 +143,12 @@ def _ended(rec: dict[str, Any], d: str) -> tuple[str, str, str] | None:
     code = rec.get("exit_code")
     if rec.get("job_status") == "cancelled":
         return None
+    if rec.get("job_status") == "stalled":  # on_stall = stop: its own watch ended it, not a failure
+        return "ended", f"stopped by its stall watch (exit {code})", _lines(
+            rec.get("message"), f"exit code: {code}", _lane_line(rec),
+            f"outputs in {rec['outputs']}" if rec.get("pulled") else f"outputs not pulled yet: eps pull {d}",
+            _next(f"eps logs {d} --tail 50", f"eps status {d}"),
+        )  # fmt: skip
     where = f"outputs in {rec['outputs']}" if rec.get("pulled") else f"outputs not pulled yet: eps pull {d}"
     ok = code == 0
     lines = _lines(rec.get("message"), f"exit code: {'unknown' if code is None else code}", _lane_line(rec), where,

@@ -166,14 +166,20 @@ class WedgeWatch:
         self.ledger, self.lanes, self.events, self.clock = ledger, lanes, events, clock
         self.watching = watching
         self.unreachable: dict[str, float] = {}
+        from eps.shell.state.stalls import StallNews
+
+        self.stalls = StallNews(ledger, events)  # the wrapper's stall watch, heard: once per silent spell
 
     def read(self, finisher: Finisher, row: DispatchRow) -> JobProgress | None:
         """What the job's record says (``None``: ssh did not answer); a machine found wedged
-        is released and its dispatch handled as an interruption (``preempted``)."""
+        is released and its dispatch handled as an interruption (``preempted``); a silent spell
+        the job's stall watch recorded becomes a ``stalled`` event (:mod:`eps.shell.state.stalls`)."""
         asked_at = self.clock()
         progress = finisher.progress(row).value_or(None)
         if self.watching:
             self.watch(row, progress, asked_at)
+        if progress is not None and not progress.ended:
+            self.stalls.saw(row, progress.stalled)
         return progress
 
     def watch(self, row: DispatchRow, progress: JobProgress | None, asked_at: float) -> bool:

@@ -55,6 +55,7 @@ from eps.shell.parallel import each
 from eps.shell.polling import poll_until
 from eps.shell.state import codec
 from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
+from eps.shell.state.stalls import stall_fields
 from eps.shell.supervision import SUPERVISED
 
 if TYPE_CHECKING:
@@ -533,6 +534,7 @@ def status(
                 "intent": r.intent,
                 "state": r.state.value,
                 "result": result_word(r.state, r.job_status, r.exit_code),
+                **stall_fields(ledger.state_dir, r),  # a running job its stall watch hears nothing from
                 "exit_code": r.exit_code,
                 "terminal": r.terminal,
                 "message": r.message,
