@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from returns.result import Failure, Success
 
 from eps.core.healing import policy_of, wedge_reason, wedged
-from eps.core.jobscript import JobProgress
+from eps.core.jobscript import JobEnd, JobProgress
 from eps.core.lifecycle import exit_status, result_word
 from eps.core.model import Job
 from eps.core.outcome import Handle
@@ -178,8 +178,8 @@ class WedgeWatch:
         progress = finisher.progress(row).value_or(None)
         if self.watching:
             self.watch(row, progress, asked_at)
-        if progress is not None and not progress.ended:
-            self.stalls.saw(row, progress.stalled)
+        if progress is not None and (not progress.ended or progress.status is JobEnd.STALLED):
+            self.stalls.saw(row, progress.stalled)  # a job its watch stopped: its spell told before its end
         return progress
 
     def watch(self, row: DispatchRow, progress: JobProgress | None, asked_at: float) -> bool:
