@@ -224,12 +224,14 @@ def test_a_gpu_job_at_0_percent_is_stalled_and_one_at_80_with_a_silent_log_is_no
     eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path, nvidia_smi: Path
 ) -> None:
     idle, busy = ("f" + uuid.uuid4().hex[:9] for _ in range(2))
-    for d, util in ((idle, "0\n0\n"), (busy, "0\n80\n")):
-        child = eps.start("execute", "--json", "--dispatch-id", d, "gpu-1", "--duration", "30s", "--time-limit",
-                          "60s", "--stall-after", "20s", "--on-stall", "stop", "--", "echo hi; sleep 30")  # fmt: skip
+    job = ("gpu-1", "--duration", "30s", "--time-limit", "60s", "--stall-after", "20s", "--on-stall", "stop")
+    children = [eps.start("execute", "--json", "--dispatch-id", d, *job, "--", "echo hi; sleep 27")
+                for d in (idle, busy)]
+    for d, util in ((idle, "0\n0\n"), (busy, "0\n80\n")):  # two GPUs each
         root = tmp_path / "gcp-runs" / d / "0"
         wait_until((root / "run.sh").exists, 60, f"the wrapper of {d} on the VM")
-        (root / "gpu-util").write_text(util)  # before the watch's first look
+        (root / "gpu-util").write_text(util)  # what the stand-in prints, from the watch's first looks on
+    for child in children:
         assert child.wait(60) == 0, (child.lines, child.err)
     rc, out, err = eps.run("wait", idle, timeout_s=90)
     assert rc == 125, (out, err)
