@@ -253,7 +253,7 @@ def test_a_stalled_slurm_job_is_stopped_by_its_wrapper_with_no_eps_alive(seps: E
     rc, events, err = seps.execute("--dispatch-id", d, "gpu-1", "--pin", "fellows", "--duration", "1m",
                                    "--stall-after", "20s", "--on-stall", "stop", "--", SILENT)  # fmt: skip
     assert rc == 0, (events, err)
-    job_id = next(e for e in events if e["event"] == "started")["handle"]["id"]
+    job_id = next(e for e in events if e["event"] == "held")["handle"]["id"]  # a pin: the queued handle (P10)
     assert seps.supervisor_pid() is None  # inline: the caller has left; nothing of eps runs now
     root = tmp_path / "shared" / d / "0"
     wait_until((root / "exit-code").exists, 60, "the wrapper to end the job")
@@ -262,6 +262,10 @@ def test_a_stalled_slurm_job_is_stopped_by_its_wrapper_with_no_eps_alive(seps: E
     assert (root / "out" / "term").read_text() == "term\n"
     wait_until(lambda: _sacct(job_id) not in ("", "RUNNING", "COMPLETING"), 30, "SLURM to see the end")
     assert _sacct(job_id).startswith("FAILED"), _sacct(job_id)
+    rc, out, err = seps.run("status", d, "--json", timeout_s=60)  # reconciles: the held job is found ended
+    assert rc == 0, err
+    [row] = [r for r in json.loads(out)["dispatches"] if r["dispatch"] == d]
+    assert (row["result"], row["exit_code"]) == ("stalled", 125), row
     rc, out, err = seps.run("wait", d, timeout_s=60)
     assert rc == 125, (out, err)
     assert (seps.state / "outputs" / d / "term").read_text() == "term\n"
