@@ -87,7 +87,6 @@ def stall_lines(plan: StallPlan, log: str, outputs: str) -> tuple[list[str], lis
     root's names, relative to it (the wrapper's cwd)."""
     q = quote_arg
     lg, out, mark, stop = q(log), q(outputs), q(STALLED), q(STALL_STOP)
-    gpu = "1" if plan.gpu else ""
     start = [
         f"  # the stall watch (eps.core.stall): silent for {plan.after_s} s, looked at every {plan.poll_s} s",
         "  ( _eps_q=; _eps_s=; trap '_eps_q=1; kill \"$_eps_s\" 2>/dev/null' TERM",
@@ -97,9 +96,15 @@ def stall_lines(plan: StallPlan, log: str, outputs: str) -> tuple[list[str], lis
         f'      sleep {plan.poll_s} & _eps_s=$!; wait "$_eps_s"',
         '      [ -z "$_eps_q" ] && kill -0 "$$" 2>/dev/null || break  # ended, or its wrapper is gone',
         "      _eps_act= _eps_u=",
-        f'      if [ -n "{gpu}" ] && command -v nvidia-smi >/dev/null 2>&1; then',
-        f"        _eps_u=$({NVIDIA_SMI_QUERY} 2>/dev/null) || _eps_u=",
-        "      fi",
+        *(  # a GPU job: the GPUs decide where nvidia-smi answers
+            [
+                "      if command -v nvidia-smi >/dev/null 2>&1; then",
+                f"        _eps_u=$({NVIDIA_SMI_QUERY} 2>/dev/null) || _eps_u=",
+                "      fi",
+            ]
+            if plan.gpu
+            else []
+        ),
         "      _eps_read=0",
         "      while read -r _eps_x; do  # one integer per GPU; [N/A] and the like are not readings",
         "        _eps_x=${_eps_x//[[:space:]]/}",
