@@ -52,6 +52,7 @@ EXIT_TABLE: tuple[tuple[int, str, str], ...] = (
 #: ``eps wait`` / ``execute --wait``: the job's own code; these are eps's own words for the rest.
 WAIT_CODES: tuple[tuple[int, str], ...] = (
     (124, "the job's time limit stopped it"),
+    (125, "the job's stall watch stopped it (--on-stall stop)"),
     (130, "the job was cancelled (by eps cancel)"),
     (1, "nothing started, the job's exit code is unknown, or its outputs could not be pulled "
         "(eps notify test: a target did not answer)"),

@@ -246,6 +246,10 @@ def render_healing(facts: PolicyFacts) -> list[str]:
          "every dispatch skips the rung until they are that old; a pin is exempt"),
         ("a wedged machine (GCP VM, RunPod pod)", f"the provider says running, ssh unanswered for {h.wedge_s} s "
          "(`[jobs] wedge_s`) while its job runs: released, handled as an interruption (outcome `wedged`)"),
+        ("a stalled job (`--stall-after`, `--on-stall`)", f"its log and outputs silent (a GPU job: every GPU at 0 %) "
+         f"for {h.stall_after_s} s unless given or `[jobs] stall_after_s` says (0: not watched): {h.on_stall} "
+         "(a `stalled` event) unless `--on-stall stop`: SIGTERM with the grace, outputs synced, ends `stalled`, "
+         "exit 125; `--retry stalled` relaunches"),
     ]  # fmt: skip
     return table(("what", "value"), rows)
 

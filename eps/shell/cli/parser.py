@@ -267,7 +267,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry", type=_retry, metavar="EVENT[,EVENT]",
         help="what eps retries: no-capacity (every rung exhausted: wait, plan again), interruption (a preempted, "
-        "lost or wedged machine, a SLURM run the cluster ended), error (a non-zero exit); "
+        "lost or wedged machine, a SLURM run the cluster ended), error (a non-zero exit), stalled (its stall watch "
+        "stopped it: --on-stall stop); "
         "default: interruption for a --restartable job, nothing otherwise",
     )  # fmt: skip
     p.add_argument(
