@@ -20,10 +20,8 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,12 +35,11 @@ assert _spec is not None and _spec.loader is not None
 notify_support = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(notify_support)
 
-ENTRY = "from eps.shell.cli import entry; entry()"
 #: Prints a line, then is silent; a TERM handler leaves a file in the outputs (it must come back).
 SILENT = 'echo hi; trap \'echo term > "$EPS_OUTPUT_DIR/term"; exit 3\' TERM; sleep 300 & wait'
 WINDOW_S = 20
 POLL_S = 2  # eps.core.stall.poll_s(20)
-FOLLOW_S = 1.5  # the supervisor's look at a job at most this far apart ([jobs] wait_poll_s = 0.1, x15)
+FOLLOW_S = 0.75  # the supervisor's looks at a job at most this far apart ([jobs] wait_poll_s = 0.05, x15)
 
 
 @pytest.fixture
@@ -52,16 +49,14 @@ def http() -> Iterator[Any]:
     r.stop()
 
 
-def _env(tmp: Path, extra: str = "") -> dict[str, str]:
-    (tmp / "config.toml").write_text("[jobs]\nsupervisor_idle_s = 1\nwait_poll_s = 0.1\n" + extra)
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("EPS_")}, "HOME": str(tmp),
-            "EPS_STATE_DIR": str(tmp / "state"), "EPS_CONFIG": str(tmp / "config.toml")}  # fmt: skip
-
-
-def _eps(env: dict[str, str], *argv: str, timeout_s: float = 120) -> tuple[int, str, str]:
-    p = subprocess.run([sys.executable, "-c", ENTRY, *argv], env=env, capture_output=True, text=True,
-                       timeout=timeout_s, check=False)  # fmt: skip
-    return p.returncode, p.stdout, p.stderr
+@pytest.fixture
+def deps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path, http: Any) -> Iterator[Eps]:
+    """``eps`` with its real supervisor, telling the HTTP receiver."""
+    e = Eps(tmp_path, gtrap.fake, rtrap.fake, detached=True)
+    with e.config.open("a") as fh:
+        fh.write(notify_support.notify_config([http.url]))
+    yield e
+    e.close()
 
 
 def _events(state: Path, d: str) -> list[dict[str, Any]]:
@@ -89,10 +84,9 @@ def _tagged(root: Path) -> list[int]:
 
 
 def test_a_silent_vm_job_is_told_stalled_once_stopped_with_exit_125_and_relaunched_once(
-    tmp_path: Path, http: Any
+    deps: Eps, http: Any
 ) -> None:
-    env = _env(tmp_path, notify_support.notify_config([http.url]))
-    state = tmp_path / "state"
+    state = deps.state
     told, stopped, again = ("v" + uuid.uuid4().hex[:9] for _ in range(3))
     common = ("cpu-small", "--duration", "20s", "--time-limit", "90s", "--stall-after", "20s")
     # notify: silent 26 s, then it speaks again and ends 0 five seconds later
@@ -102,7 +96,7 @@ def test_a_silent_vm_job_is_told_stalled_once_stopped_with_exit_125_and_relaunch
         (again, ("--on-stall", "stop", "--retry", "stalled", "--max-restarts", "1"),
          'if [ "$EPS_RESTART_COUNT" = 1 ]; then echo second > "$EPS_OUTPUT_DIR/second"; exit 0; fi; ' + SILENT),
     ):  # fmt: skip
-        rc, out, err = _eps(env, "execute", "--detach", "--dispatch-id", d, *common, *more, "--", line)
+        rc, out, err = deps.run("execute", "--detach", "--dispatch-id", d, *common, *more, "--", line)
         assert rc == 0, (out, err)
 
     started = _event(state, told, "started", 30)
@@ -115,34 +109,34 @@ def test_a_silent_vm_job_is_told_stalled_once_stopped_with_exit_125_and_relaunch
     assert stalled["on_stall"] == "notify" and stalled["since"] <= t0 + 2, stalled
     assert "nothing from the job" in stalled["message"] and started["dispatch"] == told
     assert not (root / "exit-code").exists()  # the dispatch keeps running
-    rc, out, err = _eps(env, "status", told, "--json")
+    rc, out, err = deps.run("status", told, "--json")
     assert rc == 0, err
     [row] = [r for r in json.loads(out)["dispatches"] if r["dispatch"] == told]
     assert (row["result"], row["stalled_since"]) == ("stalled", stalled["since"]), row
-    rc, out, err = _eps(env, "status", told)
+    rc, out, err = deps.run("status", told)
     assert rc == 0 and "stalled since" in out, (out, err)
     notify_support.wait_for(lambda: f"eps {told}: stalled" in http.titles(), 5, "the stalled message")
 
     # stop: the wrapper TERMs it; outputs back, nothing left running, ended stalled, exit 125
-    rc, out, err = _eps(env, "wait", stopped, timeout_s=90)
+    rc, out, err = deps.run("wait", stopped, timeout_s=90)
     assert rc == 125, (out, err)
     assert (state / "outputs" / stopped / "term").read_text() == "term\n"  # what its TERM handler wrote
     sroot = state / "runs" / stopped / "0"
     assert (sroot / "status").read_text().strip() == "stalled"
     assert _tagged(sroot) == []
     assert "eps: stopping the job (on_stall = stop)" in (state / "logs" / f"{stopped}.log").read_text()
-    rc, out, err = _eps(env, "status", stopped, "--json")
+    rc, out, err = deps.run("status", stopped, "--json")
     [row] = [r for r in json.loads(out)["dispatches"] if r["dispatch"] == stopped]
     assert (row["state"], row["result"], row["exit_code"]) == ("ended", "stalled", 125), row
 
     # --retry stalled: relaunched once, and the second run ends by itself
-    rc, out, err = _eps(env, "wait", again, timeout_s=90)
+    rc, out, err = deps.run("wait", again, timeout_s=90)
     assert rc == 0, (out, err)
     assert [e["restart"] for e in _events(state, again) if e["event"] == "relaunched"] == [1]
     assert (state / "outputs" / again / "second").read_text() == "second\n"
 
     # notify: the job spoke again, the spell is over; it ended 0
-    rc, out, err = _eps(env, "wait", told, timeout_s=60)
+    rc, out, err = deps.run("wait", told, timeout_s=60)
     assert rc == 0, (out, err)
     assert [e["event"] for e in _events(state, told) if e["event"].startswith("stall")] == ["stalled", "stall_over"]
     assert (state / "outputs" / told / "done").read_text() == "done\n"
@@ -153,15 +147,7 @@ def test_a_silent_vm_job_is_told_stalled_once_stopped_with_exit_125_and_relaunch
     titles = http.titles()
     assert titles.count(f"eps {told}: stalled") == 1 and titles.count(f"eps {again}: stalled") == 1, titles
     assert not any("failed" in t for t in titles), titles
-    wait_until(lambda: not (state / "supervisor.pid").exists() or _gone(state), 30, "the supervisor to leave")
-
-
-def _gone(state: Path) -> bool:
-    try:
-        os.kill(int((state / "supervisor.pid").read_text()), 0)
-    except (OSError, ValueError):
-        return True
-    return False
+    wait_until(lambda: deps.supervisor_pid() is None, 30, "the supervisor to leave")
 
 
 @pytest.mark.parametrize(
@@ -173,15 +159,14 @@ def _gone(state: Path) -> bool:
     ],
 )
 def test_bad_stall_options_are_one_line_exit_2_and_nothing_written(
-    tmp_path: Path, argv: tuple[str, ...], says: str
+    eps: Eps, tmp_path: Path, argv: tuple[str, ...], says: str
 ) -> None:
-    env = _env(tmp_path)
-    rc, out, err = _eps(env, "execute", "cpu-small", "--duration", "20s", *argv, "--", "true")
+    rc, out, err = eps.run("execute", "cpu-small", "--duration", "20s", *argv, "--", "true")
     assert rc == 2 and says in err and len(err.strip().splitlines()) == 1, (rc, out, err)
     assert _dispatches(tmp_path / "state") == [] and not (tmp_path / "state" / "runs").exists()
     job = tmp_path / "job.toml"
     job.write_text('intent = "cpu-small"\nstall_after = "soon"\ncommand = "true"\n')
-    rc, out, err = _eps(env, "execute", "--job", str(job))
+    rc, out, err = eps.run("execute", "--job", str(job))
     assert rc == 2 and "@ $.stall_after" in err and len(err.strip().splitlines()) == 1, (out, err)
     assert _dispatches(tmp_path / "state") == [] and not (tmp_path / "state" / "runs").exists()
 
