@@ -129,7 +129,7 @@ def test_stop_terms_the_job_and_ends_it_stalled_with_125(tmp_path: Path) -> None
     root = stage(tmp_path, _spec(line, stop=True))
     t0 = time.monotonic()
     proc = run(root)
-    assert proc.returncode == STALL_EXIT and time.monotonic() - t0 < 8
+    assert proc.returncode == STALL_EXIT and time.monotonic() - t0 < 20  # the job would sleep 60 s
     got = records(root)
     assert (got.status, got.exit_code) == (JobEnd.STALLED, 125) and got.stalled is not None
     assert (root / LAYOUT.outputs / "t").read_text() == "term\n"  # its TERM handler ran before the end
@@ -138,14 +138,15 @@ def test_stop_terms_the_job_and_ends_it_stalled_with_125(tmp_path: Path) -> None
 
 
 def test_notify_keeps_it_running_and_the_job_speaking_again_ends_the_spell(tmp_path: Path) -> None:
-    root = stage(tmp_path, _spec("echo hi; sleep 4; echo back; sleep 2.5", stop=False))
+    # silent 5 s (stalled after 2 s), then it talks for 3 s: a look or two of the watch hear it
+    root = stage(tmp_path, _spec("echo hi; sleep 5; for i in 1 2 3 4 5 6; do echo back; sleep 0.5; done", stop=False))
     proc = subprocess.Popen(["bash", str(root / LAYOUT.script), "run"])
     try:
-        deadline = time.monotonic() + 6
+        deadline = time.monotonic() + 5
         while not (root / STALLED).exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert (root / STALLED).exists() and records(root).exit_code is None  # stalled, still running
-        assert proc.wait(15) == 0
+        assert proc.wait(30) == 0
     finally:
         proc.kill()
     assert not (root / STALLED).exists() and records(root).status is JobEnd.EXITED
