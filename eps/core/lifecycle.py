@@ -155,3 +155,33 @@ def exit_status(state: DispatchState, job_status: str | None, exit_code: int | N
     if exit_code is not None and state is DispatchState.ENDED:
         return exit_code if 0 <= exit_code <= 255 else 1
     return 1
+
+
+#: Where a dispatch's outputs live now (``eps status``'s ``outputs.where``), best copy first.
+OUTPUTS_WHERE = ("pulled", "storage", "machine", "synced", "lost", "none")
+
+
+def outputs_where(state: DispatchState, *, ran: bool, pulled: bool, stored: bool, kept: bool, synced: bool,
+                  on_cluster: bool = False) -> str:  # fmt: skip
+    """Where the dispatch's outputs live now (one of :data:`OUTPUTS_WHERE`):
+
+    - ``pulled``: copied back whole to this machine (at the job's end, or by ``eps pull``);
+    - ``storage``: confirmed in the storage location by the job's own machine (``--storage``);
+    - ``machine``: only where the job runs or ran: it is running (or between a preemption
+      and its relaunch), or its machine is kept for ``eps pull`` (a pull that failed, outputs
+      held back for lack of disk, a machine its watcher stopped), or it ran on a SLURM cluster
+      (``on_cluster``), whose shared filesystem keeps them;
+    - ``synced``: its machine is gone, and what is here is the last periodic sync (``sync_every``),
+      not the end;
+    - ``lost``: the job ran, its machine is gone, and nothing of it came back;
+    - ``none``: no job ran (nothing started, or not yet).
+    """
+    if pulled:
+        return "pulled"
+    if stored:
+        return "storage"
+    if not ran or state is DispatchState.HELD:  # held: a pinned job still in its queue (P10)
+        return "none"
+    if kept or on_cluster or state in (DispatchState.STARTED, DispatchState.WALKING, DispatchState.INTERRUPTED):
+        return "machine"
+    return "synced" if synced else "lost"

@@ -248,7 +248,7 @@ def status(
     credentials is not asked), then the rows from the ledger and notes on what was not asked."""
     from eps.shell.state import held
     from eps.shell.state.reconcile import Reconciler
-    from eps.shell.state.reconcile import status as rows_now
+    from eps.shell.state.status_rows import status as rows_now
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= 100_000):

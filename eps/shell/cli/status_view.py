@@ -15,6 +15,7 @@ _COLS = (
     Column("dispatch", keep=True),
     Column("intent"),
     Column("result"),
+    Column("outputs"),
     Column("where"),
     Column("submitted"),
     Column("started"),
@@ -25,6 +26,12 @@ _COLS = (
 )
 #: Narrower than this, the started and ended columns are left out (``--json`` and ``--wide`` keep them).
 FULL_WIDTH = 140
+
+
+def _outputs(outputs: dict[str, Any] | None) -> str:
+    """Where the outputs live (``none``: ``-``)."""
+    where = (outputs or {}).get("where", "none")
+    return "-" if where == "none" else str(where)
 
 
 def _when(ts: float | None) -> str:
@@ -62,6 +69,7 @@ def print_status(
             note = f"restart {r['restarts']}: {note}"
         cells = {
             "dispatch": r["dispatch"], "intent": r["intent"], "result": r["result"], "where": where,
+            "outputs": _outputs(r.get("outputs")),
             "submitted": _when(r["submitted_at"]), "started": _when(r["started_at"]), "ended": _when(r["ended_at"]),
             "runtime": runtime, "list $": money, "note": note,
         }  # fmt: skip

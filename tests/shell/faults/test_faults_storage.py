@@ -90,9 +90,13 @@ def test_outputs_go_to_storage_from_the_machine_and_come_back_by_eps_pull(
     uploads = [r for r in s3.log if r.method in ("PUT", "POST") and f"/runs/{d}/" in r.path]
     assert uploads and {r.agent.split("/")[0] for r in uploads} == {"eps-machine"}, uploads[:3]
 
+    rc, out, err = eps.run("status", d, "--json")  # where they live: the bucket, then here once pulled
+    assert json.loads(out)["dispatches"][0]["outputs"] == {"where": "storage", "at": f"s3://{bucket}/runs/{d}/0/out"}
     rc, out, err = eps.run("pull", d, timeout_s=300)
     assert rc == 0, (out, err)
     assert sha256_tree(eps.state / "outputs" / d) == got  # every byte, by hash
+    rc, out, err = eps.run("status", d, "--json")
+    assert json.loads(out)["dispatches"][0]["outputs"] == {"where": "pulled", "at": str(eps.state / "outputs" / d)}
     rc, log, err = eps.run("logs", d)
     assert rc == 0 and "wrote-all" in log and "eps: outputs in s3://" in log, (log, err)
     assert_no_orphans(eps, gtrap, rtrap)
