@@ -22,12 +22,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from eps.core.contract import Exit
 from eps.core.model import CapacitySnapshot, JobError, ParkState, QosGrants
+from eps.shell.errors import EXPECTED, NotTaken, failure
 from eps.shell.job_input import Job, seconds
 from eps.shell.planning import Planned
 from eps.shell.settings import ConfigError
 
 __all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "execute", "plan", "status", "wait"]
+
+#: The exit codes :class:`Execution` carries, as plain ints (the contract's :class:`Exit`).
+OK, NOTHING_STARTS, STILL_RUNNING = int(Exit.OK), int(Exit.NOTHING_STARTS), int(Exit.STILL_RUNNING)
 
 
 class Plan(Planned):
@@ -86,7 +91,7 @@ def execute(
     dispatch; ``wait`` waits for the job's end (``exit_code`` is then the job's own), at
     most ``timeout`` (a duration; then exit code 75, still running: :func:`wait` again);
     neither: until something started.  A job without a command is refused."""
-    from eps.shell.service import NotTaken, Service
+    from eps.shell.service import Service
 
     svc = Service(env)
     shipping = job.shipping()
@@ -98,23 +103,24 @@ def execute(
             return _inline(svc, job, shipping, dispatch_id, wait=wait)
         answer = svc.execute(job.core(), shipping, dispatch_id=dispatch_id, notify=tuple(job.notify))
         dispatch, state = answer["dispatch"], answer["state"]
-    except (JobError, ConfigError) as exc:
-        return Execution(2, (), (), _one_line(exc))
-    except NotTaken as exc:
-        return Execution(1, (exc.dispatch,), (), f"{exc.why}; it stays recorded: eps supervise takes it on")
+    except EXPECTED as exc:
+        said = failure(exc)
+        if isinstance(exc, NotTaken):  # its id is in the dispatches, not in the line
+            return Execution(int(said.exit_code), (exc.dispatch,), (), exc.said)
+        return Execution(int(said.exit_code), (), (), said.text)
     if detach:
-        return Execution(0, (dispatch,), tuple(svc.events(dispatch)[0]), None, state)
+        return Execution(OK, (dispatch,), tuple(svc.events(dispatch)[0]), None, state)
     got = _follow(svc, dispatch, bound, landed=not wait)
     events = tuple(svc.events(dispatch)[0])
     started = all(j["started"] for j in got["jobs"])
     if wait and not got["ended"]:
-        return Execution(75, (dispatch,), events, None, got["state"])  # the timeout came first
+        return Execution(STILL_RUNNING, (dispatch,), events, None, got["state"])  # the timeout came first
     if wait:
         code = int(got["exit_code"])
-        return Execution(code if started else max(code, 1), (dispatch,), events, None, got["state"])
+        return Execution(code if started else max(code, NOTHING_STARTS), (dispatch,), events, None, got["state"])
     if any(j["state"] in ("waiting", "walking", "interrupted") for j in got["jobs"]):
-        return Execution(75, (dispatch,), events, None, got["state"])  # waits for capacity, or the timeout
-    return Execution(0 if started else 1, (dispatch,), events, None, got["state"])
+        return Execution(STILL_RUNNING, (dispatch,), events, None, got["state"])  # waits for capacity, or the timeout
+    return Execution(OK if started else NOTHING_STARTS, (dispatch,), events, None, got["state"])
 
 
 def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait: bool) -> Execution:
@@ -135,18 +141,15 @@ def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait:
         results = S.walk_here(ctx, ready, dispatch, CapacitySnapshot(), DEFAULT_GRANTS, grants_given=False)
         started = all(r.handle is not None for r in results)
         if not any(r.handle is not None for r in results):
-            failure = next((r.failure for r in results if r.failure), None)
-            return Execution(1, (dispatch,), tuple(sink.records), failure, None)
+            why = next((r.failure for r in results if r.failure), None)
+            return Execution(NOTHING_STARTS, (dispatch,), tuple(sink.records), why, None)
         if not wait:
-            return Execution(0 if started else 1, (dispatch,), tuple(sink.records), None, "started")
+            return Execution(OK if started else NOTHING_STARTS, (dispatch,), tuple(sink.records), None, "started")
         while not (got := S.wait(ctx, dispatch, timeout_s=S.WAIT_MAX_S))["ended"]:
             pass
     code = int(got["exit_code"])
-    return Execution(code if started else max(code, 1), (dispatch,), tuple(sink.records), None, got["state"])
-
-
-def _one_line(exc: BaseException) -> str:
-    return str(exc).strip().replace("\n", " ").removeprefix("eps: ")
+    return Execution(code if started else max(code, NOTHING_STARTS), (dispatch,), tuple(sink.records), None,
+                     got["state"])  # fmt: skip
 
 
 def wait(dispatch: str, *, timeout: str | float | None = 50, env: Mapping[str, str] | None = None) -> dict[str, Any]:

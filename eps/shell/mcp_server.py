@@ -24,10 +24,7 @@ last ``lines``; ``status`` and ``check`` give each provider their ``timeout``.
 
 import contextlib
 import json
-import os
-import tempfile
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
@@ -36,10 +33,8 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from eps.core.contract import NEXT_DEFAULT_EVENTS, NEXT_DEFAULT_S, NEXT_MAX_S, TOOLS
-from eps.core.model import JobError
-from eps.shell.cli.exits import Exit, error_doc
-from eps.shell.service import LOGS_DEFAULT_BYTES, WAIT_DEFAULT_S, WAIT_MAX_S, NotTaken, Service
-from eps.shell.settings import ConfigError
+from eps.shell.errors import error_doc, failure
+from eps.shell.service import LOGS_DEFAULT_BYTES, WAIT_DEFAULT_S, WAIT_MAX_S, Service
 
 #: ``wait`` sends a progress notification this often while it waits.
 PROGRESS_EVERY_S = 5.0
@@ -101,17 +96,8 @@ def _answer(call: Callable[[], dict[str, Any]]) -> CallToolResult:
     """The tool result of ``call()``: its document, or the CLI's error object as a tool error."""
     try:
         doc = call()
-    except (JobError, ConfigError) as exc:
-        doc, failed = error_doc(getattr(exc, "code", "bad_file"), _one_line(exc), Exit.BAD_INPUT), True
-    except NotTaken as exc:
-        text = f"{exc.dispatch}: {exc.why}; it stays recorded: eps supervise takes it on"
-        doc, failed = error_doc("not_supervised", text, Exit.NOTHING_STARTS), True
-    except Exception as exc:  # a bug in eps: said in one line, the details in a file; the server goes on
-        fd, path = tempfile.mkstemp(prefix="eps-crash-", suffix=".txt")
-        with os.fdopen(fd, "w") as fh:
-            traceback.print_exc(file=fh)
-        text = f"{type(exc).__name__}: {_one_line(exc)} (details in {path})"
-        doc, failed = error_doc("internal", text, Exit.INTERNAL), True
+    except Exception as exc:  # bad input, a dispatch not taken on, or a bug in eps (its details in a file)
+        doc, failed = error_doc(*failure(exc)), True  # the server goes on
     else:
         failed = False
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(doc))], structured_content=doc,
@@ -148,10 +134,6 @@ def _next_events(svc: Service, ctx: Context, dispatches: str | list[str] | None,
 def _say(tool: str, more: str) -> str:
     """A tool's description: what it does and when it returns (the contract's table), and more."""
     return f"{dict(TOOLS)[tool][:1].upper()}{dict(TOOLS)[tool][1:]} ({more})."
-
-
-def _one_line(exc: BaseException) -> str:
-    return str(exc).strip().replace("\n", " ").removeprefix("eps: ")
 
 
 def build(svc: Service) -> Any:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eps.core.contract import LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES, TOOLS, WAIT_DEFAULT_S, WAIT_MAX_S
 from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, QosGrants
+from eps.shell.errors import NotTaken
 from eps.shell.events import SCHEMA_VERSION
 from eps.shell.planning import Planned, given, park_state, plan
 
@@ -59,14 +60,6 @@ class Prepared(NamedTuple):
     files: JobFiles
     targets: tuple[str, ...] = ()
     inputs: tuple[dict[str, Any], ...] = ()  # each --input listed: url, dest, objects, bytes
-
-
-class NotTaken(Exception):
-    """The dispatch is recorded but no supervisor took it on (exit 1: it stays recorded)."""
-
-    def __init__(self, dispatch: str, why: str) -> None:
-        super().__init__(f"{dispatch}: {why}")
-        self.dispatch, self.why = dispatch, why
 
 
 class Ctx(NamedTuple):

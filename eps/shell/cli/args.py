@@ -21,10 +21,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-class UsageError(Exception):
-    """Bad command line: one line, exit 2."""
-
-
 #: What a job option is when neither the command line nor a job file gives it.
 #: No ``duration``: a job without one has an unknown duration (``None``), never a made-up one.
 JOB_DEFAULTS: dict[str, Any] = {

@@ -279,7 +279,7 @@ def _hand_over(
             dispatch = ns.dispatch_id or Walker.new_dispatch_id()
             service.hand_over(ctx, ready, dispatch, snapshot if ns.snapshot else None, grants if ns.grants else None)
     except service.NotTaken as exc:
-        sys.stderr.write(f"eps: error: {exc.dispatch}: {exc.why}; it stays recorded: eps supervise takes it on\n")
+        sys.stderr.write(f"eps: error: {exc.dispatch}: {exc.said}\n")
         return EXIT_FAILED
     if ns.detach:
         answer = service.execute_doc(ctx, dispatch)

@@ -1,6 +1,7 @@
 """The ``eps`` command line: ``main(argv) -> int`` and a one-line entry point.
 
-Exit codes are one table (:mod:`eps.shell.cli.exits`), mapped here and nowhere else:
+Exit codes are one table (:mod:`eps.shell.cli.exits`); an error's is :mod:`eps.shell.errors`' (the MCP
+server's and the Python API's too):
 0 ok; 1 nothing can start (a terminal plan, or a plan no rung of which this machine
 can run; a dispatch that started nothing; ``eps check`` with a resource kind no lane
 here can run); 2 bad input: one line on stderr (with ``--json``, one JSON object),
@@ -19,11 +20,12 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from eps._version import __version__
-from eps.core.model import Job, JobError
-from eps.shell.cli.args import JOB_DEFAULTS, SUBCOMMANDS, UsageError, glue_negative_values, plan_namespace
+from eps.core.model import Job
+from eps.shell.cli.args import JOB_DEFAULTS, SUBCOMMANDS, glue_negative_values, plan_namespace
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
 from eps.shell.config import load_settings
-from eps.shell.settings import ConfigError, Settings
+from eps.shell.errors import BAD_INPUT, UsageError, failure
+from eps.shell.settings import Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -242,11 +244,11 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *
         return answer(args[1:], environ)
     try:
         return _run(glue_negative_values(args), command, environ, lane_options)
-    except (UsageError, JobError, ConfigError) as exc:
-        code = exc.code if isinstance(exc, JobError) else "usage" if isinstance(exc, UsageError) else "bad_file"
-        write_error(sys.stderr, as_json=as_json, code=code, text=_one_line(exc), exit_code=EXIT_USAGE,
+    except BAD_INPUT as exc:
+        said = failure(exc)
+        write_error(sys.stderr, as_json=as_json, code=said.code, text=said.text, exit_code=said.exit_code,
                     prefix="eps: error: ")  # fmt: skip
-        return EXIT_USAGE
+        return said.exit_code
     except KeyboardInterrupt:
         write_error(sys.stderr, as_json=as_json, code="interrupted", text="interrupted", exit_code=Exit.INTERRUPTED,
                     prefix="eps: ")  # fmt: skip
@@ -254,21 +256,10 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # a bug in eps: say so in one line, keep the details in a file
-        import tempfile
-        import traceback
-
-        fd, path = tempfile.mkstemp(prefix="eps-crash-", suffix=".txt")
-        with os.fdopen(fd, "w") as fh:
-            traceback.print_exc(file=fh)
-        text = f"{type(exc).__name__}: {_one_line(exc)} (details in {path})"
-        write_error(sys.stderr, as_json=as_json, code="internal", text=text, exit_code=Exit.INTERNAL,
+        said = failure(exc)
+        write_error(sys.stderr, as_json=as_json, code=said.code, text=said.text, exit_code=said.exit_code,
                     prefix="eps: internal error: ")  # fmt: skip
-        return Exit.INTERNAL
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().replace("\n", " ")
-    return text.removeprefix("eps: ")
+        return said.exit_code
 
 
 def entry() -> NoReturn:

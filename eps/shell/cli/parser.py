@@ -20,9 +20,9 @@ from eps.shell.cli.args import (
 from eps.shell.cli.args import (
     JOB_DEFAULTS,
     VALUE_OPTIONS,
-    UsageError,
     glue_negative_values,
 )
+from eps.shell.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

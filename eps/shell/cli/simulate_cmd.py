@@ -18,8 +18,8 @@ from typing import Any
 
 from eps.core.model import ClusterConfig
 from eps.core.simulate import Caps, SettingResult, Simulation, Wait, default_settings, simulate
-from eps.shell.cli.args import UsageError
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
+from eps.shell.errors import UsageError
 from eps.shell.settings import Settings
 
 #: The paid lane's list price per GPU-hour: GCP a3-highgpu on-demand (information only, P12).
