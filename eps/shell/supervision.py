@@ -68,13 +68,20 @@ def alive_pid(state_dir: str) -> int | None:
 
 
 def _running(pid: int) -> bool:
+    """``pid`` runs code: not gone, and not a zombie (a SIGKILLed supervisor whose parent has
+    not reaped it yet still answers ``kill(pid, 0)``, and must not pass for the new one)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process of that pid: alive
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):  # no /proc (not Linux), or gone since
+        return True
+    return state not in ("Z", "X")
 
 
 def alive_elsewhere(state_dir: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from eps.shell import supervision
@@ -34,5 +35,27 @@ def test_a_dead_supervisors_pid_file_is_not_the_live_ones(tmp_path: Path) -> Non
         Path(supervision.pid_path(state)).write_text(f"{holder.pid}\n")
         assert supervision.alive_pid(state) == holder.pid
     finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_killed_supervisor_not_reaped_yet_is_not_the_live_one(tmp_path: Path) -> None:
+    """A SIGKILLed supervisor its parent has not reaped (a zombie) still answers kill(pid, 0):
+    its pid file must read as "not written yet" to the one that took the lock since (the CI
+    failure of test_supervise_is_idempotent_and_cheap_when_idle)."""
+    state = str(tmp_path)
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, supervision.lock_path(state)],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "1"
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.01)
+        Path(supervision.pid_path(state)).write_text(f"{zombie.pid}\n")
+        assert supervision.alive_pid(state) == 0
+    finally:
+        zombie.wait()
         holder.kill()
         holder.wait()
