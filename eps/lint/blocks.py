@@ -144,7 +144,7 @@ def render_cluster_rules(facts: PolicyFacts) -> list[str]:
 
     out: list[str] = []
     for c in facts.policy.clusters:
-        tiers = [*c.qos_ladder, *([c.dev_qos] if c.dev_qos else [])] or [None]
+        tiers: list[str | None] = [*c.qos_ladder, *([c.dev_qos] if c.dev_qos else [])] or [None]
         rows = []
         for qos in tiers:
             by = () if qos is None else preempted_by(c, qos, tuple(facts.tiers(c.name).values()))
