@@ -30,7 +30,8 @@ def end_supervisor(state: Path) -> None:
                 argv = fh.read().split(b"\0")
         except OSError:
             continue
-        if len(argv) >= 4 and argv[2].startswith(b"from eps.shell.supervisor import main") and argv[3] == bytes(state):
+        is_supervisor = argv[2].startswith(b"from eps.shell.run.supervisor import main") if len(argv) >= 4 else False
+        if is_supervisor and argv[3] == bytes(state):
             os.kill(int(name), signal.SIGKILL)
 
 

@@ -30,12 +30,12 @@ from typing import Any
 from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.sbatch import render_sbatch
 from eps.core.tables import DEFAULT_POLICY, FELLOWS
-from eps.shell.cli.progress import Reporter
+from eps.shell.config.settings import Settings
 from eps.shell.lanes import LaneOptions, Lanes
 from eps.shell.lanes.slurm.cli import SlurmClient
-from eps.shell.settings import Settings
+from eps.shell.render.progress import Reporter
+from eps.shell.run.walker import Walker
 from eps.shell.state.ledger import Ledger
-from eps.shell.walker import Walker
 
 
 def sh(*argv: str) -> str:

@@ -12,7 +12,7 @@ and the environment) unless ``env`` replaces the environment.  A :class:`Job` is
 checked when it is made, with the messages the command line gives; a bad one raises
 :class:`JobError` or :class:`ConfigError` (both ``ValueError``).  :func:`execute`,
 :func:`wait` and :func:`status` call the operations the CLI and the MCP server call
-(:mod:`eps.shell.service`) and return their documents: nothing runs the CLI or
+(:mod:`eps.shell.service.operations`) and return their documents: nothing runs the CLI or
 redirects stdout.  ``execute(job, detach=True)`` returns as soon as the supervisor owns
 the dispatch; ``wait(dispatch, timeout=50)`` waits at most ``timeout``.
 """
@@ -24,10 +24,10 @@ from typing import Any, NamedTuple
 
 from eps.core.contract import Exit
 from eps.core.model import CapacitySnapshot, JobError, ParkState, QosGrants
-from eps.shell.errors import EXPECTED, NotTaken, failure
-from eps.shell.job_input import Job, seconds
-from eps.shell.planning import Planned
-from eps.shell.settings import ConfigError
+from eps.shell.config.settings import ConfigError
+from eps.shell.request.job import Job, seconds
+from eps.shell.service.errors import EXPECTED, NotTaken, failure
+from eps.shell.service.planning import Planned
 
 __all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "execute", "plan", "status", "wait"]
 
@@ -43,7 +43,7 @@ class Plan(Planned):
     def __str__(self) -> str:
         import io
 
-        from eps.shell.cli.views import Out, print_plan
+        from eps.shell.render.views import Out, print_plan
 
         buf = io.StringIO()
         print_plan(self.route, self.job, Out(buf, 100), self.down, self.healing)
@@ -60,7 +60,7 @@ def plan(
 ) -> Plan:
     """The route plan for ``job`` under the user's settings, with each rung marked runnable
     on this machine or not (why, and how to fix it).  Nothing is created or called."""
-    from eps.shell.service import Service
+    from eps.shell.service.operations import Service
 
     return Plan(*Service(env).plan(job.core(), snapshot=snapshot, grants=grants, park=park))
 
@@ -91,7 +91,7 @@ def execute(
     dispatch; ``wait`` waits for the job's end (``exit_code`` is then the job's own), at
     most ``timeout`` (a duration; then exit code 75, still running: :func:`wait` again);
     neither: until something started.  A job without a command is refused."""
-    from eps.shell.service import Service
+    from eps.shell.service.operations import Service
 
     svc = Service(env)
     shipping = job.shipping()
@@ -127,8 +127,7 @@ def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait:
     """``[jobs] supervise = "inline"``: the walk (and with ``wait`` the job's end) in this
     process, as ``eps execute`` does there; its events kept, not printed."""
     from eps.core.tables import DEFAULT_GRANTS
-    from eps.shell import service as S
-
+    from eps.shell.service import operations as S
     sink = S.Collect()
     core = job.core()
     S.refuse_inline(core)
@@ -156,7 +155,7 @@ def wait(dispatch: str, *, timeout: str | float | None = 50, env: Mapping[str, s
     """Wait at most ``timeout`` (a duration; ``None``: until it ended) for a dispatch to end:
     the ``wait`` document (``eps schema wait``): ``ended``, ``state``, and once it ended the
     ``exit_code`` ``eps wait`` leaves with and each job's ``outputs``."""
-    from eps.shell.service import Service
+    from eps.shell.service.operations import Service
 
     bound = None if timeout is None else seconds(timeout, "timeout")
     return _follow(Service(env), dispatch, bound, landed=False)
@@ -167,7 +166,7 @@ def _follow(svc: Any, dispatch: str, bound: float | None, *, landed: bool) -> di
     (``landed``: its walk is over) or ``bound`` passed."""
     import time
 
-    from eps.shell.service import WAIT_MAX_S
+    from eps.shell.service.operations import WAIT_MAX_S
 
     end = None if bound is None else time.monotonic() + bound
     while True:
@@ -190,7 +189,7 @@ def status(
     """The dispatches as ``eps status --json`` lists them (schema: ``eps schema status``):
     one, or the active ones and the newest ``limit`` (``None``: all), or those matching
     ``active`` / ``since`` (a duration: ``"2d"``) / ``intent``."""
-    from eps.shell.service import Service
+    from eps.shell.service.operations import Service
 
     since_s = None if since is None else seconds(since, "since")
     rows: list[dict[str, Any]] = Service(env).status(dispatch, active=active, since_s=since_s, intent=intent,

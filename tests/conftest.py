@@ -30,7 +30,7 @@ import pytest
 # the S3 server object storage is tested against: fixtures `s3` (session) and `bucket`
 pytest_plugins = ["storage_support"]
 
-MARK = b"from eps.shell.supervisor import main"
+MARK = b"from eps.shell.run.supervisor import main"
 os.environ.setdefault("PYENV_REHASH_TIMEOUT", "1")
 PYENV_LOCK = os.path.join(os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv"), "shims", ".pyenv-shim")
 

@@ -2,7 +2,7 @@
 with nothing left says.
 
 Pure.  Whether a lane can be used here (configured, credentials found, answering) is
-gathered by the shell (``eps.shell.availability``) and comes in as data, a
+gathered by the shell (``eps.shell.config.availability``) and comes in as data, a
 :class:`~eps.core.model.LaneDown` per unusable lane.  ``eps plan`` shows every rung the
 policy offers and marks those whose lane is down here with the reason; ``eps execute``
 puts the same facts into the snapshot (``unavailable``), so ``plan()`` skips those lanes

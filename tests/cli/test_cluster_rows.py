@@ -16,10 +16,10 @@ from test_usability import bare_env, run
 
 from eps.core.model import ClusterConfig, QosGrants, QosTier
 from eps.core.tables import DEFAULT_GRANTS, FELLOWS
-from eps.shell.config import load_settings
-from eps.shell.lane_settings import ClusterDoc
-from eps.shell.settings import ConfigError
-from eps.shell.snapshots import grants_from_data, grants_to_data, load_grants
+from eps.shell.config.lane_settings import ClusterDoc
+from eps.shell.config.load import load_settings
+from eps.shell.config.settings import ConfigError
+from eps.shell.config.snapshots import grants_from_data, grants_to_data, load_grants
 
 
 def _env(tmp_path: Path, text: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ import pytest
 
 from eps.core.model import Job
 from eps.shell.cli import attach as A
-from eps.shell.cli.progress import Reporter
+from eps.shell.render.progress import Reporter
 from eps.shell.state.ledger import DispatchRow, Ledger
 
 

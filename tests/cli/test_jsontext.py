@@ -1,4 +1,4 @@
-"""eps.shell.jsontext.dumps is json.dumps(obj, indent=2), byte for byte, and json's errors."""
+"""eps.shell.util.jsontext.dumps is json.dumps(obj, indent=2), byte for byte, and json's errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eps.core.model import Job, Provisioning
-from eps.shell.jsontext import dumps
+from eps.shell.util.jsontext import dumps
 
 
 class Word(StrEnum):

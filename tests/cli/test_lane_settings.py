@@ -13,8 +13,8 @@ from test_usability import bare_env, run, valid
 from eps.core.model import CapacitySnapshot, Job
 from eps.core.router import plan
 from eps.core.tables import CPU_LANE_ORDER, DEFAULT_AUTO_LANE_ORDER, DEFAULT_GRANTS
-from eps.shell.config import load_settings
-from eps.shell.settings import ConfigError
+from eps.shell.config.load import load_settings
+from eps.shell.config.settings import ConfigError
 
 NIBI = '[[clusters]]\nname = "nibi"\nlogin = ["ssh", "nibi-login"]\n'
 
@@ -191,7 +191,7 @@ def test_a_stale_master_is_checked_locally_and_a_live_one_is_the_only_way_in(
     [nibi] = json.loads(out)["rungs"]
     assert rc == 0 and nibi["not_runnable"]["code"] == "no_master" and "open it again" in nibi["not_runnable"]["fix"]
     assert log.read_text().splitlines() == [f"-S {master} -O check nibi-login"]  # local: no connection
-    from eps.shell.config import load_settings as settings_of
+    from eps.shell.config.load import load_settings as settings_of
 
     access = settings_of(env).cluster_access("nibi")
     assert access.prefix[1:] == ("-o", f"ControlPath={master}", "-o", "ControlMaster=no", "-o", "BatchMode=yes",

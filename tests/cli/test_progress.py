@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 
-from eps.shell.cli.progress import PARKED_EVERY_S, Reporter
+from eps.shell.render.progress import PARKED_EVERY_S, Reporter
 
 
 class Clock:
@@ -82,7 +82,7 @@ def test_import_eps_stays_light() -> None:
 
 
 def test_a_parked_line_says_slurms_reason_or_that_none_was_given() -> None:
-    from eps.shell.cli.progress import human_line
+    from eps.shell.render.progress import human_line
 
     base = {"dispatch": "e1", "event": "parked", "rung": "fellows/high-eur/-/queue", "elapsed_s": 12.0,
             "cap_s": 600, "next": None}  # fmt: skip

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from eps.shell.config import load_settings
-from eps.shell.snapshots import load_grants, load_snapshot
+from eps.shell.config.load import load_settings
+from eps.shell.config.snapshots import load_grants, load_snapshot
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -16,7 +16,7 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
     kinds = []
     for kind, text in blocks:
         if kind == "toml" and text.lstrip().startswith("# job.toml"):
-            from eps.shell.jobfile import load_job_file
+            from eps.shell.request.jobfile import load_job_file
 
             (tmp_path / "job.toml").write_text(text)
             job = load_job_file(str(tmp_path / "job.toml"))

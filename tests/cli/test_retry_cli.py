@@ -18,10 +18,10 @@ from eps.core.model import Job
 from eps.core.tables import HEALING
 from eps.shell.cli.main import make_job
 from eps.shell.cli.parser import build
-from eps.shell.config import load_settings
-from eps.shell.jobfile import load_job_file
-from eps.shell.settings import ConfigError
-from eps.shell.state.follow import sync_every
+from eps.shell.config.load import load_settings
+from eps.shell.config.settings import ConfigError
+from eps.shell.request.jobfile import load_job_file
+from eps.shell.run.follow import sync_every
 
 RETRY_FILE = """intent = "cpu-small"
 duration = "30m"

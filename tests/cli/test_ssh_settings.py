@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_usability import bare_env, run
 
-from eps.shell.config import load_settings
+from eps.shell.config.load import load_settings
 from eps.shell.lanes import LaneOptions
 from eps.shell.lanes.registry import Lanes
 from eps.shell.remote.keys import ensure_key

@@ -18,7 +18,7 @@ from eps.shell.state.ledger import Ledger
 #: (``concurrent.futures`` brings ``logging``), starting processes, the MCP server, and cattrs
 #: (the ledger's rows take the codec's direct path).
 STATUS_PATH_SPARES = ("eps.shell.remote.ssh", "eps.shell.remote.sync", "eps.shell.lanes.jobs", "pathspec",
-                      "concurrent.futures", "logging", "subprocess", "eps.shell.state.finish", "mcp",
+                      "concurrent.futures", "logging", "subprocess", "eps.shell.run.finish", "mcp",
                       "cattrs")  # fmt: skip
 
 

@@ -12,8 +12,8 @@ from test_usability import bare_env, run, set_up_env, valid
 
 from eps import api
 from eps.shell.cli.parser import build
-from eps.shell.config import load_settings
-from eps.shell.settings import ConfigError
+from eps.shell.config.load import load_settings
+from eps.shell.config.settings import ConfigError
 
 DAY = 86_400
 

@@ -17,7 +17,7 @@ from eps.core.durations import parse_duration
 from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, RoutePlan, VmCapacity, evolve
 from eps.core.router import plan
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY
-from eps.shell.snapshots import grants_from_data, load_snapshot
+from eps.shell.config.snapshots import grants_from_data, load_snapshot
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 

@@ -24,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from eps.core.contract import TOOLS
 from eps.shell.cli import main
-from eps.shell.documents import guide_text
+from eps.shell.service.documents import guide_text
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "from eps.shell.cli.main import entry; entry()"
@@ -255,7 +255,7 @@ def test_the_plan_path_never_imports_the_mcp_sdk_nor_the_ledger(tmp_path: Path) 
     code = ("import sys; from eps.shell.cli.main import main; "
             "main(['plan', 'gpu-1', '--duration', '3h', '--json']); "
             "print([m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'pydantic', 'sqlite3') "
-            "or m in ('eps.shell.state.ledger', 'eps.shell.mcp_server', 'eps.shell.lanes')])")  # fmt: skip
+            "or m in ('eps.shell.state.ledger', 'eps.shell.mcp.server', 'eps.shell.lanes')])")  # fmt: skip
     env = {**os.environ, "EPS_STATE_DIR": str(tmp_path / "state")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip().splitlines()[-1] == "[]"

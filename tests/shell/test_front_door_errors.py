@@ -1,5 +1,5 @@
 """The three front doors (the ``eps`` command, the MCP server, the Python API) say an error
-the same way: one code word, one line, one exit code (:mod:`eps.shell.errors`); and a bug in
+the same way: one code word, one line, one exit code (:mod:`eps.shell.service.errors`); and a bug in
 eps is one line naming the one file that keeps its traceback."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 import eps
 from eps.shell.cli.main import main
-from eps.shell.mcp_server import build
-from eps.shell.service import Service
+from eps.shell.mcp.server import build
+from eps.shell.service.operations import Service
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -50,7 +50,7 @@ def test_an_unknown_intent_is_the_same_code_line_and_exit_at_every_door(
     assert _tool(env, "plan", {"intent": "gpu1", "duration": "2h"}) == doc
     with pytest.raises(eps.JobError) as raised:
         eps.plan(eps.Job("gpu1", duration="2h", settings_env=env), env=env)
-    from eps.shell.errors import failure
+    from eps.shell.service.errors import failure
 
     assert tuple(failure(raised.value)) == (doc["error"]["code"], doc["error"]["text"], doc["exit_code"])
 
@@ -76,9 +76,8 @@ def test_a_bug_in_eps_is_one_line_naming_the_one_file_with_its_traceback(
 ) -> None:
     """No honest input makes eps crash (the state dir, ledger, config and file readers all
     refuse in one line), so the intent table's document and view are made to raise, here only."""
-    from eps.shell import documents
-    from eps.shell.cli import views
-
+    from eps.shell.render import views
+    from eps.shell.service import documents
     def broken(*_: Any) -> dict[str, Any]:
         raise RuntimeError("eps: the table\nis broken")
 

@@ -1,6 +1,6 @@
 """``[storage]`` as the config reader takes it (one line per mistake), the credentials a
 job's machine gets (from the provider's standard places only), and a job's storage resolved
-at submission (eps.shell.storage_settings, eps.shell.storage)."""
+at submission (eps.shell.config.storage, eps.shell.run.storage)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 
 from eps.core.model import Job, JobError
 from eps.core.storage import CONF_VALUE
-from eps.shell.config import load_settings
-from eps.shell.settings import ConfigError
-from eps.shell.storage import remotes, with_storage
-from eps.shell.storage_settings import StorageSettings
+from eps.shell.config.load import load_settings
+from eps.shell.config.settings import ConfigError
+from eps.shell.config.storage import StorageSettings
+from eps.shell.run.storage import remotes, with_storage
 
 SECRET = "s3cr3t-Value/with+chars"  # noqa: S105 (a made-up key)
 

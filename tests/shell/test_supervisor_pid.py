@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from eps.shell import supervision
+from eps.shell.run import ownership
 
 HOLD = (
     "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
@@ -24,16 +24,16 @@ def _dead_pid() -> int:
 
 def test_a_dead_supervisors_pid_file_is_not_the_live_ones(tmp_path: Path) -> None:
     state = str(tmp_path)
-    Path(supervision.pid_path(state)).write_text(f"{_dead_pid()}\n")
-    assert supervision.alive_pid(state) is None  # nobody holds the lock: none
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, supervision.lock_path(state)],
+    Path(ownership.pid_path(state)).write_text(f"{_dead_pid()}\n")
+    assert ownership.alive_pid(state) is None  # nobody holds the lock: none
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, ownership.lock_path(state)],
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "1"
         # the lock is taken, the pid file still the dead one's: "not written yet", never that pid
-        assert supervision.alive_pid(state) == 0
-        Path(supervision.pid_path(state)).write_text(f"{holder.pid}\n")
-        assert supervision.alive_pid(state) == holder.pid
+        assert ownership.alive_pid(state) == 0
+        Path(ownership.pid_path(state)).write_text(f"{holder.pid}\n")
+        assert ownership.alive_pid(state) == holder.pid
     finally:
         holder.kill()
         holder.wait()
@@ -45,7 +45,7 @@ def test_a_killed_supervisor_not_reaped_yet_is_not_the_live_one(tmp_path: Path) 
     failure of test_supervise_is_idempotent_and_cheap_when_idle)."""
     state = str(tmp_path)
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, supervision.lock_path(state)],
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, ownership.lock_path(state)],
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "1"
@@ -53,8 +53,8 @@ def test_a_killed_supervisor_not_reaped_yet_is_not_the_live_one(tmp_path: Path) 
         while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
             assert time.monotonic() < deadline, "the child never exited"
             time.sleep(0.01)
-        Path(supervision.pid_path(state)).write_text(f"{zombie.pid}\n")
-        assert supervision.alive_pid(state) == 0
+        Path(ownership.pid_path(state)).write_text(f"{zombie.pid}\n")
+        assert ownership.alive_pid(state) == 0
     finally:
         zombie.wait()
         holder.kill()

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from eps.core.states import DispatchState
 from eps.shell.cli.exits import Exit
-from eps.shell.supervision import landed, settled
+from eps.shell.run.ownership import landed, settled
 
 __all__ = ["LOOK_S", "Detached", "follow", "landed", "left_running", "settled", "stopped_code"]
 
 if TYPE_CHECKING:
-    from eps.shell.cli.progress import Reporter
+    from eps.shell.render.progress import Reporter
     from eps.shell.state.ledger import DispatchRow, Ledger
 
 #: How often a caller reads the event log and the ledger.
@@ -73,9 +73,9 @@ def follow(
     every job of it is ``done``: the rows then; ``None`` when ``timeout_s`` came first.
     Starts a supervisor again whenever the one there died with the dispatch unsettled.
     Raises :class:`Detached` / ``KeyboardInterrupt`` when the caller is stopped."""
-    from eps.shell import supervision as S
-    from eps.shell.events import log_path, read_from
-    from eps.shell.state.follow import ids_of
+    from eps.shell.run import ownership
+    from eps.shell.run.events import log_path, read_from
+    from eps.shell.run.follow import ids_of
 
     path = log_path(ledger.state_dir, dispatch)
     offset = 0
@@ -107,8 +107,8 @@ def follow(
                 return None
             if time.monotonic() - checked >= 1.0:
                 checked = time.monotonic()
-                if not all(settled(r) for r in rows) and S.alive_pid(ledger.state_dir) is None:
-                    S.ensure(ledger.state_dir, env)  # the supervisor died: revive
+                if not all(settled(r) for r in rows) and ownership.alive_pid(ledger.state_dir) is None:
+                    ownership.ensure(ledger.state_dir, env)  # the supervisor died: revive
             stops.check()
             time.sleep(LOOK_S if end is None else max(0.0, min(LOOK_S, end - time.monotonic())))
     finally:
@@ -128,7 +128,7 @@ def left_running(dispatch: str, how: str, reporter: Reporter, rows: list[Dispatc
 
 
 def _doc(event: str, **fields: Any) -> dict[str, Any]:
-    from eps.shell.events import record
+    from eps.shell.run.events import record
 
     return record(event, **fields)
 

@@ -1,4 +1,4 @@
-"""``eps check``: the ``check`` document (:mod:`eps.shell.lanes_check`) as JSON or a table;
+"""``eps check``: the ``check`` document (:mod:`eps.shell.service.check`) as JSON or a table;
 exit 0 only when every resource kind (CPU, GPU) has at least one usable lane here."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 from typing import Any
 
 from eps.shell.cli.exits import Exit
-from eps.shell.lanes_check import gather
-from eps.shell.settings import Settings
+from eps.shell.config.settings import Settings
+from eps.shell.service.check import gather
 
 
 def run_check(ns: argparse.Namespace, settings: Settings, env: dict[str, str], options: Any) -> int:
@@ -27,7 +27,7 @@ def _yes(v: Any) -> str:
 
 
 def _print(doc: dict[str, Any], env: dict[str, str]) -> None:
-    from eps.shell.cli.table import Column, render, styled, width_for
+    from eps.shell.render.table import Column, render, styled, width_for
 
     out = sys.stdout
     cols = (

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from eps.core.model import Job, JobError
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit
-from eps.shell.settings import Settings
+from eps.shell.config.settings import Settings
 
 if TYPE_CHECKING:
-    from eps.shell.cli.progress import Reporter
     from eps.shell.lanes import LaneOptions, Lanes
-    from eps.shell.service import Ctx
+    from eps.shell.render.progress import Reporter
+    from eps.shell.service.operations import Ctx
     from eps.shell.state.ledger import Ledger
 
 EXIT_OK, EXIT_FAILED = Exit.OK, Exit.NOTHING_STARTS
@@ -43,8 +43,8 @@ def run(
     options: LaneOptions | None = None,
 ) -> int:
     """``execute``, ``status``, ``cancel``, ``reconcile``; errors map to exit codes in cli.main."""
-    from eps.shell.cli.progress import Reporter
-    from eps.shell.service import Service
+    from eps.shell.render.progress import Reporter
+    from eps.shell.service.operations import Service
 
     if ns.cmd == "notify":
         return _notify_test(ns, settings)
@@ -63,8 +63,7 @@ def _dispatch_command(
     make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
     reporter: Reporter,
 ) -> int:
-    from eps.shell import service
-
+    from eps.shell.service import operations
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
 
     # Every input error is found before anything happens: no reconcile, no provider call.
@@ -85,9 +84,8 @@ def _dispatch_command(
                                 "a piece of it (choose one)", None)  # fmt: skip
     detached = settings.jobs.supervise == "detached"
     if detached and ns.cmd in ("status", "wait", "attach", "logs", "reconcile", "supervise"):
-        from eps.shell import supervision as supervisor
-
-        pid = supervisor.revive(ledger, lanes.env)  # a dispatch left by a dead supervisor is taken on again
+        from eps.shell.run import ownership
+        pid = ownership.revive(ledger, lanes.env)  # a dispatch left by a dead supervisor is taken on again
         if ns.cmd == "supervise":
             return _supervise(ns, ledger, pid)
     if ns.cmd == "supervise":
@@ -97,7 +95,7 @@ def _dispatch_command(
     if ns.cmd == "cancel":
         if not ns.dispatch and not ns.all:
             raise JobError("usage", "eps cancel: name a dispatch or --all", None)
-        rep = service.cancel(ctx, [ns.dispatch] if ns.dispatch else None)
+        rep = operations.cancel(ctx, [ns.dispatch] if ns.dispatch else None)
         if ns.json:
             _emit(rep)
         else:
@@ -109,7 +107,7 @@ def _dispatch_command(
                 sys.stdout.write(f"  error: {e}\n")
         return EXIT_FAILED if rep["errors"] else EXIT_OK
     if ns.cmd == "reconcile":
-        report = service.reconcile(ctx)
+        report = operations.reconcile(ctx)
         if ns.json:
             _emit(report)
         else:
@@ -127,15 +125,15 @@ def _dispatch_command(
 
 
 def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporter: Reporter) -> int:
-    from eps.shell import service
     from eps.shell.cli import lifecycle as life
+    from eps.shell.service import operations
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
     if ns.cmd == "logs":
         if not _piece(ns):
             return life.logs(ledger, lanes, ns.dispatch, follow=ns.follow)
-        got = service.logs(ctx, ns.dispatch, offset=ns.offset or 0, tail_lines=ns.tail,
-                           max_bytes=ns.max_bytes or service.LOGS_DEFAULT_BYTES)  # fmt: skip
+        got = operations.logs(ctx, ns.dispatch, offset=ns.offset or 0, tail_lines=ns.tail,
+                           max_bytes=ns.max_bytes or operations.LOGS_DEFAULT_BYTES)  # fmt: skip
         if ns.json:
             _emit(got)
         else:
@@ -144,7 +142,7 @@ def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporte
         return EXIT_OK
     if ns.cmd == "pull":
         each = None if ns.json else (lambda d, note: sys.stdout.write(f"{d}: {note}\n"))
-        pulled = service.pull(ctx, ns.dispatch, ns.to, each)
+        pulled = operations.pull(ctx, ns.dispatch, ns.to, each)
         if ns.json:
             _emit(pulled)
         return EXIT_OK
@@ -185,22 +183,23 @@ def _execute(
     make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
     reporter: Reporter,
 ) -> int:
-    from eps.shell import service
     from eps.shell.cli import lifecycle as life
+    from eps.shell.service import operations
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
 
     if getattr(ns, "detach", False):
         raise JobError("usage", 'eps execute --detach needs a supervisor ([jobs] supervise = "detached")', None)
     job = None if ns.resume else make_job(ns, command)
-    service.refuse_inline(job)
-    snapshot, grants = service.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
+    operations.refuse_inline(job)
+    snapshot, grants = operations.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
     ready = None
     if job is not None:  # every input error is found before anything happens (no reconcile, no call)
-        ready = service.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants, **_notify_of(ns))
-    dispatch = ns.resume or ns.dispatch_id or service.new_dispatch_id()
+        ready = operations.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants, **_notify_of(ns))
+    dispatch = ns.resume or ns.dispatch_id or operations.new_dispatch_id()
     reporter.start_live()
-    results = service.walk_here(ctx, ready, dispatch, snapshot, grants, grants_given=bool(getattr(ns, "grants", None)))
+    given = bool(getattr(ns, "grants", None))
+    results = operations.walk_here(ctx, ready, dispatch, snapshot, grants, grants_given=given)
     reporter.stop_live()
     if not reporter.json_lines:
         for r in results:
@@ -249,10 +248,10 @@ def _hand_over(
     record the dispatch, hand it to the state directory's supervisor and follow it (until it
     landed; with --wait/--follow until it ended; with --detach not at all)."""
     from eps.core.states import DispatchState
-    from eps.shell import service
-    from eps.shell import supervision as supervisor
     from eps.shell.cli import lifecycle as life
-    from eps.shell.walker import Walker
+    from eps.shell.run import ownership
+    from eps.shell.run.walker import Walker
+    from eps.shell.service import operations
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
     for note in settings.notes:
@@ -267,22 +266,22 @@ def _hand_over(
                 if owned and row.state in (DispatchState.INTERRUPTED, DispatchState.PREEMPTED):
                     ledger.set_dispatch(dispatch, DispatchState.WALKING, message="resumed")
             row = ledger.dispatch(dispatch) or row
-            if row.state not in supervisor.SUPERVISED:
+            if row.state not in ownership.SUPERVISED:
                 sys.stdout.write(f"{dispatch} failed: dispatch {dispatch} is {row.state}; nothing to resume\n")
                 return EXIT_FAILED
-            service.take_over(ctx, dispatch)
+            operations.take_over(ctx, dispatch)
         else:
             job = make_job(ns, command)
-            snapshot, grants = service.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
-            ready = service.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants,
+            snapshot, grants = operations.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
+            ready = operations.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants,
                                     **_notify_of(ns))  # fmt: skip
             dispatch = ns.dispatch_id or Walker.new_dispatch_id()
-            service.hand_over(ctx, ready, dispatch, snapshot if ns.snapshot else None, grants if ns.grants else None)
-    except service.NotTaken as exc:
+            operations.hand_over(ctx, ready, dispatch, snapshot if ns.snapshot else None, grants if ns.grants else None)
+    except operations.NotTaken as exc:
         sys.stderr.write(f"eps: error: {exc.dispatch}: {exc.said}\n")
         return EXIT_FAILED
     if ns.detach:
-        answer = service.execute_doc(ctx, dispatch)
+        answer = operations.execute_doc(ctx, dispatch)
         if reporter.json_lines:
             _emit(answer)
         else:
@@ -319,7 +318,7 @@ def _follow(
     from eps.core.states import DispatchState
     from eps.shell.cli import attach as A
     from eps.shell.cli import lifecycle as life
-    from eps.shell.state.follow import exit_of
+    from eps.shell.run.follow import exit_of
 
     on_started = None
     if getattr(ns, "follow", False) and ns.cmd == "execute":
@@ -362,9 +361,8 @@ def _follow(
 def _supervise(ns: argparse.Namespace, ledger: Ledger, pid: int | None) -> int:
     """``eps supervise``: every unsettled dispatch has a supervisor (started if none); cheap
     and idempotent, for a timer or cron line."""
-    from eps.shell import supervision as supervisor
-
-    rows = [r for r in ledger.dispatches(states=supervisor.SUPERVISED) if r.parent is None]
+    from eps.shell.run import ownership
+    rows = [r for r in ledger.dispatches(states=ownership.SUPERVISED) if r.parent is None]
     if ns.json:
         _emit({"supervisor": pid, "dispatches": [r.id for r in rows]})
     elif pid is None:
@@ -386,15 +384,14 @@ def _follower(ledger: Ledger, lanes: Lanes) -> Callable[[Any], None]:
 
 def _status(ns: argparse.Namespace, ctx: Ctx) -> int:
     """``eps status``: the service's document, as JSON or a table."""
-    from eps.shell import service
-
+    from eps.shell.service import operations
     limit = None if ns.all else ns.limit
-    doc = service.status(ctx, ns.dispatch, limit=limit, active=ns.active, since_s=ns.since, intent=ns.intent,
+    doc = operations.status(ctx, ns.dispatch, limit=limit, active=ns.active, since_s=ns.since, intent=ns.intent,
                          timeout_s=float(ns.timeout))  # fmt: skip
     if ns.json:
         _emit(doc)
     else:
-        from eps.shell.cli.status_view import print_status
+        from eps.shell.render.status import print_status
 
         print_status(doc["dispatches"], doc["notes"], ctx.lanes.env, wide=ns.wide)
     return EXIT_OK

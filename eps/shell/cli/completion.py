@@ -33,8 +33,8 @@ def script(shell: str) -> str:
 
 def words(what: str, env: Mapping[str, str]) -> list[str]:
     """What completes for ``what``; nothing (never an error) when it cannot be known."""
-    from eps.shell.config import load_settings
-    from eps.shell.settings import ConfigError
+    from eps.shell.config.load import load_settings
+    from eps.shell.config.settings import ConfigError
 
     if what == "schemas":
         from eps.shell.cli.schemas import names
@@ -47,7 +47,7 @@ def words(what: str, env: Mapping[str, str]) -> list[str]:
     if what == "intents":
         return [i.name for i in settings.policy.intents]
     if what == "lanes":
-        from eps.shell.availability import lane_names
+        from eps.shell.config.availability import lane_names
 
         return list(lane_names(settings))
     if what == "dispatches":

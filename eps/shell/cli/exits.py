@@ -1,6 +1,6 @@
 """Every exit status of ``eps``, in one table (:mod:`eps.core.contract`; README's "Exit
 codes" repeats it, and a test keeps the two equal), and the one JSON shape of an error
-under ``--json`` (:func:`eps.shell.errors.error_doc`, the MCP server's too).
+under ``--json`` (:func:`eps.shell.service.errors.error_doc`, the MCP server's too).
 
 ``eps wait`` and ``eps execute --wait`` are the exception by design: they leave with the
 job's own exit code (0-255), so a script can treat eps like the job itself.
@@ -9,7 +9,7 @@ job's own exit code (0-255), so a script can treat eps like the job itself.
 from __future__ import annotations
 
 from eps.core.contract import EXIT_TABLE, SCHEMA_VERSION, WAIT_CODES, Exit
-from eps.shell.errors import error_doc
+from eps.shell.service.errors import error_doc
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The commands of a job's life after it started: ``eps logs``, ``eps wait``,
 ``eps ssh``, and the parts of ``eps execute`` that read how a job ships (``--workdir``,
-``--setup``, ``--env``, ``--time-limit``; checked in :mod:`eps.shell.shipping`) and wait
+``--setup``, ``--env``, ``--time-limit``; checked in :mod:`eps.shell.request.shipping`) and wait
 for it (``--wait``, ``--follow``).
 
 How a command is run (stated in ``eps execute --help`` and CLAUDE.md): one argument after
@@ -24,15 +24,15 @@ from eps.core.model import JobError
 from eps.core.states import DispatchState
 
 if TYPE_CHECKING:
-    from eps.shell.cli.progress import Reporter
     from eps.shell.lanes import Lanes
-    from eps.shell.shipping import Shipping
+    from eps.shell.render.progress import Reporter
+    from eps.shell.request.shipping import Shipping
     from eps.shell.state.ledger import DispatchRow, Ledger
 
 
 def shipping_of(ns: argparse.Namespace) -> Shipping:
     """The execute-only options of ``ns``: the flags, else the job file's (``--job``)."""
-    from eps.shell.shipping import Shipping
+    from eps.shell.request.shipping import Shipping
 
     from_file = getattr(ns, "job_file", None)
     workdir = ns.workdir if ns.workdir is not None else (from_file.workdir if from_file else None)
@@ -49,7 +49,7 @@ def shipping_of(ns: argparse.Namespace) -> Shipping:
 
 def rows_of(ledger: Ledger, dispatch: str) -> list[DispatchRow]:
     """The dispatch, or the copies of a ``--count`` parent."""
-    from eps.shell.state.follow import rows_of as of
+    from eps.shell.run.follow import rows_of as of
 
     return of(ledger, dispatch)
 
@@ -73,7 +73,7 @@ def wait(
     process pulls each one's outputs and releases its machine); the exit status: the job's
     own code (one job), else 0 only when every copy succeeded.  ``None``: the monotonic
     time ``until`` came first."""
-    from eps.shell.state.follow import exit_of, follow_to_end
+    from eps.shell.run.follow import exit_of, follow_to_end
 
     ids = [r.id for r in rows_of(ledger, dispatch)]
     done = follow_to_end(ledger, lanes, reporter, ids, poll_s=poll_s, follow=follow, sleep=sleep, clock=clock,
@@ -94,14 +94,14 @@ def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: Any 
     symlink: a kept log that is not a regular file is refused in one line, and the live
     log is read only while it is not a link (the job could plant one)."""
     from eps.shell.lanes import jobs as J
-    from eps.shell.state.finish import Finisher
+    from eps.shell.run.finish import Finisher
 
     sink_file: Any = out if out is not None else _ByteSink(sys.stdout)
     finisher = Finisher(ledger, lanes)
     for row in rows_of(ledger, dispatch):
         kept = finisher.log_path(row.id)
         if row.state is not DispatchState.STARTED and row.job.storage and not os.path.lexists(kept):
-            from eps.shell.state.stored import fetch_log
+            from eps.shell.run.stored import fetch_log
 
             fetch_log(lanes, row, kept)  # its machine put it there (and may be gone)
         if row.state is not DispatchState.STARTED and os.path.lexists(kept):
@@ -156,7 +156,7 @@ _CHUNK = 1 << 20
 def _copy_kept(path: str, write: Callable[[bytes], None], dispatch: str) -> None:
     """Hand the regular file at ``path`` to ``write`` a chunk at a time, never through a
     link (``O_NOFOLLOW``) and never anything but a regular file."""
-    from eps.shell.logs_read import open_log
+    from eps.shell.run.logs_read import open_log
 
     with open_log(path, dispatch) as (fh, _):
         while chunk := fh.read(_CHUNK):
@@ -185,7 +185,7 @@ def ssh_argv(ledger: Ledger, lanes: Lanes, dispatch: str, command: Sequence[str]
     import shlex
 
     from eps.shell.remote.ssh import remote_argv, shell_argv
-    from eps.shell.state.finish import Finisher
+    from eps.shell.run.finish import Finisher
 
     row = rows_of(ledger, dispatch)[0]
     if row.handle is None or row.state is not DispatchState.STARTED:

@@ -1,6 +1,6 @@
 """The ``eps`` command line: ``main(argv) -> int`` and a one-line entry point.
 
-Exit codes are one table (:mod:`eps.shell.cli.exits`); an error's is :mod:`eps.shell.errors`' (the MCP
+Exit codes are one table (:mod:`eps.shell.cli.exits`); an error's is :mod:`eps.shell.service.errors`' (the MCP
 server's and the Python API's too):
 0 ok; 1 nothing can start (a terminal plan, or a plan no rung of which this machine
 can run; a dispatch that started nothing; ``eps check`` with a resource kind no lane
@@ -10,7 +10,7 @@ nothing changed; 70 a bug in eps; 130 interrupted.
 The plan path imports only the pure core (and a job file's converter when ``--job`` is
 given): an ordinary ``eps plan`` is read without argparse (:func:`eps.shell.cli.args.plan_namespace`;
 anything else goes to the argparse parser) and its document written without json
-(:mod:`eps.shell.jsontext`); the provider clients load only when a command needs them.
+(:mod:`eps.shell.util.jsontext`); the provider clients load only when a command needs them.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from eps._version import __version__
 from eps.core.model import Job
 from eps.shell.cli.args import JOB_DEFAULTS, SUBCOMMANDS, glue_negative_values, plan_namespace
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
-from eps.shell.config import load_settings
-from eps.shell.errors import BAD_INPUT, UsageError, failure
-from eps.shell.settings import Settings
+from eps.shell.config.load import load_settings
+from eps.shell.config.settings import Settings
+from eps.shell.service.errors import BAD_INPUT, UsageError, failure
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def make_job(ns: Args, command: Sequence[str] = ()) -> Job:
     then the defaults; the command after ``--`` wins over the file's."""
     from_file = None
     if getattr(ns, "job", None):
-        from eps.shell.jobfile import load_job_file
+        from eps.shell.request.jobfile import load_job_file
 
         from_file = load_job_file(ns.job)
     ns.job_file = from_file
@@ -88,7 +88,7 @@ def make_job(ns: Args, command: Sequence[str] = ()) -> Job:
 
 
 def cmd_plan(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
-    from eps.shell.planning import given, park_state, plan
+    from eps.shell.service.planning import given, park_state, plan
 
     job = make_job(ns)
     snap, grants = given(ns.snapshot, ns.grants)
@@ -97,7 +97,7 @@ def cmd_plan(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
     if ns.json:
         emit(result.to_dict())
     else:
-        from eps.shell.cli.views import out_for, print_plan
+        from eps.shell.render.views import out_for, print_plan
 
         print_plan(result.route, job, out_for(sys.stdout, env, wide=ns.wide), result.down, result.healing)
     # The exit status is the policy's answer (1: a terminal, no rung at all); whether this
@@ -106,10 +106,9 @@ def cmd_plan(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
 
 
 def cmd_intents(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
-    from eps.shell.cli import views
-
+    from eps.shell.render import views
     if getattr(ns, "json", False):
-        from eps.shell.documents import intents_doc
+        from eps.shell.service.documents import intents_doc
 
         emit(intents_doc(settings.policy))
     else:
@@ -131,7 +130,7 @@ def emit(obj: Any) -> None:
     """One ``--json`` document on stdout."""
     if isinstance(obj, dict) and "schema_version" not in obj:
         obj = {"schema_version": SCHEMA_VERSION, **obj}
-    from eps.shell.jsontext import dumps
+    from eps.shell.util.jsontext import dumps
 
     sys.stdout.write(dumps(obj) + "\n")
 
@@ -197,7 +196,7 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
     if ns.cmd is None:
         raise UsageError("eps: a command is needed: check, plan, intents, execute, status, cancel, ... (eps --help)")
     if ns.cmd == "guide":
-        from eps.shell.documents import guide_text
+        from eps.shell.service.documents import guide_text
 
         sys.stdout.write(guide_text())
         return EXIT_OK
@@ -209,7 +208,7 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
         return EXIT_OK
     if ns.cmd == "mcp":
         try:
-            from eps.shell.mcp_server import serve
+            from eps.shell.mcp.server import serve
         except ImportError as exc:
             raise UsageError(f"eps mcp needs the MCP SDK ({exc}): pip install 'eps[mcp]'") from None
         return serve(env, lane_options)

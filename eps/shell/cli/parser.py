@@ -22,7 +22,7 @@ from eps.shell.cli.args import (
     VALUE_OPTIONS,
     glue_negative_values,
 )
-from eps.shell.errors import UsageError
+from eps.shell.service.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from eps.shell.errors import UsageError
+from eps.shell.service.errors import UsageError
 
 _DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "schemas")
 

@@ -1,7 +1,7 @@
 """``eps simulate``: the cluster's own history replayed against other park caps (P8).
 
 The model is :mod:`eps.core.simulate` (its docstring states every rule and the estimator);
-the history comes from :mod:`eps.shell.simulate` (for a cluster reached through a robot
+the history comes from :mod:`eps.shell.service.history` (for a cluster reached through a robot
 login, which runs no sacct, from the ledger alone, and the output says so).  This module
 parses nothing but the namespace, and renders: a table per run (one row per cap setting), the honest limits under
 it, ``--json`` (``eps schema simulate``) and ``--plot FILE.png`` (the ``eps[plot]`` extra).
@@ -19,8 +19,8 @@ from typing import Any
 from eps.core.model import ClusterConfig
 from eps.core.simulate import Caps, SettingResult, Simulation, Wait, default_settings, simulate
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
-from eps.shell.errors import UsageError
-from eps.shell.settings import Settings
+from eps.shell.config.settings import Settings
+from eps.shell.service.errors import UsageError
 
 #: The paid lane's list price per GPU-hour: GCP a3-highgpu on-demand (information only, P12).
 PRICE_MACHINE = "a3-highgpu-1g"
@@ -44,8 +44,7 @@ def _history(
     """The waits to replay and where they came from: a sacct file, the cluster's sacct through
     its login, or (a robot login, which runs no sacct) nothing but what the ledger adds.
     ``None``: sacct did not answer (said on stderr)."""
-    from eps.shell import simulate as history
-
+    from eps.shell.service import history
     try:
         return _read_history(ns, settings, cluster, since, now, lane_options)
     except history.HistoryError as exc:
@@ -55,8 +54,7 @@ def _history(
 def _read_history(
     ns: argparse.Namespace, settings: Settings, cluster: ClusterConfig, since: float, now: float, lane_options: Any
 ) -> tuple[list[Wait], dict[str, Any]] | None:
-    from eps.shell import simulate as history
-
+    from eps.shell.service import history
     name = cluster.name
     if ns.sacct:
         return history.read_file(ns.sacct), {"kind": "sacct_file", "path": ns.sacct, "cluster": name}
@@ -82,8 +80,7 @@ def _read_history(
 
 
 def run_simulate(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str], lane_options: Any) -> int:
-    from eps.shell import simulate as history
-
+    from eps.shell.service import history
     name = _cluster_name(ns, settings)
     cluster = next(c for c in settings.policy.clusters if c.name == name)
     now = time.time()
@@ -116,7 +113,7 @@ def run_simulate(ns: argparse.Namespace, settings: Settings, env: Mapping[str, s
         doc["plot"] = plotted
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        from eps.shell.cli.table import width_for
+        from eps.shell.render.table import width_for
 
         sys.stdout.write(text_of(sim, source, recorded, price, width_for(sys.stdout, env, wide=ns.wide)))
         if plotted:
@@ -180,7 +177,7 @@ def _s(v: int | None) -> str:
 def text_of(sim: Simulation, source: Mapping[str, Any], recorded: Caps, price: float, width: int | None) -> str:
     import textwrap
 
-    from eps.shell.cli.table import Column, render
+    from eps.shell.render.table import Column, render
 
     def para(text: str) -> str:
         return (textwrap.fill(text, width, subsequent_indent="  ") if width else text) + "\n"

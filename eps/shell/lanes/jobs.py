@@ -276,7 +276,7 @@ def disk_at(path: str) -> Disk:
 
 def pull(site: Site, out_dir: str, log_path: str) -> Result[None, LaneFailure]:
     """Bring the job's outputs to ``out_dir`` and its whole log to ``log_path`` (at once: the
-    disk guard is :func:`pull_room`, asked first by :class:`~eps.shell.state.finish.Finisher`)."""
+    disk guard is :func:`pull_room`, asked first by :class:`~eps.shell.run.finish.Finisher`)."""
     os.makedirs(out_dir, exist_ok=True)
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     got = pull_outputs(site.remote, site.root, out_dir).alt(_lane)

@@ -32,12 +32,12 @@ from eps.core.model import Job, Policy, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.watcher import WatchSpec, render_watch_start, render_watcher
 from eps.shell.lanes.jobs import JobFiles, Site, launch, probe, ship_trees, site_root, trees_to_ship, wrapper_files
-from eps.shell.polling import poll_until
 from eps.shell.remote import mux
 from eps.shell.remote.errors import RemoteErrorKind
 from eps.shell.remote.keys import KNOWN_HOSTS_NAME, KeyPair, ensure_key, forget_host, key_dir, load_key
 from eps.shell.remote.ssh import FRESH_MACHINE, Patience, Remote, check_remote
 from eps.shell.remote.sync import pack, unpack_line
+from eps.shell.util.polling import poll_until
 
 
 class MachineAccess(NamedTuple):

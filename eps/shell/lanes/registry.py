@@ -2,7 +2,7 @@
 
 A command that never touches GCP never imports google-cloud-compute; a lane that
 is not set up here (no GCP project or credentials, no RunPod key, no SLURM client)
-reports why through :meth:`Lanes.down` (answered by :mod:`eps.shell.availability`,
+reports why through :meth:`Lanes.down` (answered by :mod:`eps.shell.config.availability`,
 without building the adapter) instead of failing mid-walk.  One provider client per
 command: every lane object is built once and shared by the threads of a fan-out.
 This is the only place that maps a lane kind to its adapter.
@@ -18,9 +18,9 @@ from typing import Any
 from returns.result import Failure, Success
 
 from eps.core.model import LaneDown, LaneKind, Policy, QosGrants, Rung
-from eps.shell.availability import DOWN_CHECKS, lane_names
+from eps.shell.config.availability import DOWN_CHECKS, lane_names
+from eps.shell.config.settings import Settings
 from eps.shell.lanes.base import Lane, LaneOptions
-from eps.shell.settings import Settings
 
 
 def _vm(lanes: Lanes, name: str) -> Lane:
@@ -89,7 +89,7 @@ def _gcp(lanes: Lanes, name: str) -> Lane:
     st = s.storage
     if st is not None and st.machine_credentials == "service-account" and g.service_account is not None:
         # gs:// from the VM's own account: it needs the storage scope (cloud-platform holds it)
-        from eps.shell.storage_settings import SCOPES
+        from eps.shell.config.storage import SCOPES
 
         wanted = f"https://www.googleapis.com/auth/{SCOPES[st.scope]}"
         if not {wanted, "https://www.googleapis.com/auth/cloud-platform"} & set(g.scopes):
@@ -224,8 +224,8 @@ class Lanes:
             if not isinstance(lane, SlurmLane):  # a test's stand-in: no grants to ask for
                 continue
             if self.settings.cluster_access(cluster.name).grants is not None or cluster.robot:
-                from eps.shell.settings import ConfigError
-                from eps.shell.snapshots import configured_tiers
+                from eps.shell.config.settings import ConfigError
+                from eps.shell.config.snapshots import configured_tiers
 
                 try:
                     tiers = configured_tiers(self.settings, cluster.name)

@@ -20,7 +20,7 @@ from eps.core.model import Job, LaneKind, Rung, evolve
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
-from eps.shell.polling import poll_until
+from eps.shell.util.polling import poll_until
 
 if TYPE_CHECKING:  # eps status builds this lane for its inventory alone: no ssh, rsync or subprocess for that
     from eps.core.walk import AttemptRecord

@@ -1,7 +1,7 @@
 """Notifications (``[notify]``): the supervisor tells people what happened to their
 dispatches through apprise targets.
 
-- :mod:`eps.shell.notify_settings` (outside this package, read with every config): the
+- :mod:`eps.shell.config.notify` (outside this package, read with every config): the
   section, the event table, how a target is named;
 - :mod:`~eps.shell.notify.notices`: a dispatch's event log folded into notices (pure);
 - :mod:`~eps.shell.notify.book`: the ledger's rows (which dispatches owe, each target's cursor);

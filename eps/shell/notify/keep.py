@@ -1,5 +1,5 @@
 """The hand-over: a dispatch keeps its config file's text in the state directory (the settings
-it is walked with, :func:`eps.shell.supervision.write_inputs`), and notification URLs carry
+it is walked with, :func:`eps.shell.run.ownership.write_inputs`), and notification URLs carry
 tokens, which never rest there.  :func:`kept_config` checks each ``[notify] urls`` entry with
 apprise (a URL it cannot read is one line, exit 2, nothing recorded) and replaces it in the
 kept text by a placeholder (:data:`PLACEHOLDER`); the supervisor takes the URLs from the
@@ -12,7 +12,7 @@ import copy
 import tomllib
 from typing import Any
 
-from eps.shell.config_error import ConfigError
+from eps.shell.config.errors import ConfigError
 from eps.shell.notify.targets import parse
 
 #: What stands for the i-th URL in a kept config (a URL in form: the section still reads).

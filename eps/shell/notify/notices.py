@@ -3,7 +3,7 @@ into :class:`Notice` records (no I/O, no clock, no apprise), replayed from the s
 log every time, so a supervisor that starts again knows exactly what an earlier one did
 (the event history is the state; each target's cursor in the ledger says how far it was told).
 
-The rules (the names are :data:`~eps.shell.notify_settings.NOTIFY_EVENTS`):
+The rules (the names are :data:`~eps.shell.config.notify.NOTIFY_EVENTS`):
 
 - ``started``: a ``started`` event on a paid lane (gcp, runpod), or after a ``parked`` one
   in the same run (a run begins at ``dispatch``, ``trying_again`` or ``relaunched``);

@@ -25,13 +25,13 @@ import stat
 from collections.abc import Mapping, Sequence
 
 from eps.core.model import JobError
-from eps.shell.notify_settings import safe_name
+from eps.shell.config.notify import safe_name
 
 #: The prefix of the cursor key of a job's own target (a config target of the same name
 #: keeps its own cursor).
 KEY_PREFIX = "job:"
 #: ``env:NAME`` names that are eps's own settings: kept with the dispatch at hand-over
-#: (:func:`eps.shell.config.settings_env`), so a URL in one would rest in the state directory.
+#: (:func:`eps.shell.config.load.settings_env`), so a URL in one would rest in the state directory.
 _SETTINGS_NAMES = ("EPS_",)
 
 
@@ -39,7 +39,7 @@ def resolve(items: Sequence[str], env: Mapping[str, str], where: str = "--notify
     """The URLs of ``items`` (``env:NAME`` read from ``env``), each checked with apprise.
     :class:`JobError` ``notify`` (one line, never the URL: its safe name or its place) for a
     blank value, an unset or empty ``NAME``, or a URL apprise cannot read."""
-    from eps.shell.config import SETTINGS_ENV
+    from eps.shell.config.load import SETTINGS_ENV
 
     urls: list[str] = []
     shown: list[str] = []

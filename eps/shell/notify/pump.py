@@ -39,11 +39,11 @@ from typing import Any
 
 from eps.core.records import NamedTuple
 from eps.core.states import DispatchState
-from eps.shell.events import log_path, read_placed
 from eps.shell.notify import book
 from eps.shell.notify import own as job_targets
 from eps.shell.notify.notices import Notice, PullDue, fold, unpulled
 from eps.shell.notify.targets import Target, parse_each
+from eps.shell.run.events import log_path, read_placed
 
 #: Waits before trying a target again after its 1st, 2nd, ... failure (the last repeats).
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 300.0)
@@ -236,8 +236,8 @@ class Pump:
 
     def _kept(self, dispatch: str) -> Any:
         """The settings ``dispatch`` was handed over with (this supervisor's when none were kept)."""
-        from eps.shell.config_error import ConfigError
-        from eps.shell.supervision import read_settings
+        from eps.shell.config.errors import ConfigError
+        from eps.shell.run.ownership import read_settings
 
         try:
             kept = read_settings(self.ledger.state_dir, dispatch, self.env)
@@ -256,9 +256,9 @@ class Pump:
         return res
 
     def _resolve(self, dispatch: str) -> Resolved | None:
-        from eps.shell.config import load_settings
-        from eps.shell.config_error import ConfigError
-        from eps.shell.supervision import read_settings
+        from eps.shell.config.errors import ConfigError
+        from eps.shell.config.load import load_settings
+        from eps.shell.run.ownership import read_settings
 
         try:
             kept = read_settings(self.ledger.state_dir, dispatch, self.env)
@@ -267,7 +267,7 @@ class Pump:
         except (ConfigError, OSError, ValueError, KeyError) as exc:
             self.say(f"dispatch {dispatch}: its config cannot be read now ({type(exc).__name__}); tried again")
             return None
-        from eps.shell.notify_settings import NotifySettings
+        from eps.shell.config.notify import NotifySettings
 
         config = tuple(live.notify.urls) if own.notify is not None and live.notify is not None else ()
         mine = tuple(u for u in job_targets.kept(self.state_dir, dispatch) if u not in config)
@@ -291,7 +291,7 @@ class Pump:
 def _left(row: Any) -> bool:
     """No supervisor works on ``row`` now: settled, or interrupted and waiting for ``eps execute
     --resume`` (whose supervisor watches it again).  Its notices owed so far are all it owes."""
-    from eps.shell.supervision import SUPERVISED, will_relaunch
+    from eps.shell.run.ownership import SUPERVISED, will_relaunch
 
     return row.state not in SUPERVISED and not will_relaunch(row)
 

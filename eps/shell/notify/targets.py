@@ -4,7 +4,7 @@ hand-over and ``eps notify test``, never by ``eps plan`` (apprise takes about 0.
 import and 0.4 s more to load its plugins).
 
 A URL carries tokens: it is held in memory only, in the apprise object.  Every message
-names a target by :func:`~eps.shell.notify_settings.safe_name`; apprise's own log (which
+names a target by :func:`~eps.shell.config.notify.safe_name`; apprise's own log (which
 may print a URL) goes nowhere; an exception is reported by its type, never its text.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from eps.core.records import NamedTuple
-from eps.shell.config_error import ConfigError
-from eps.shell.notify_settings import TIMEOUT_S, safe_name
+from eps.shell.config.errors import ConfigError
+from eps.shell.config.notify import TIMEOUT_S, safe_name
 
 #: The least time between two sends to one target (apprise's own throttle is 5.5 s for
 #: e-mail: eps sends a handful per dispatch, each wanted now).

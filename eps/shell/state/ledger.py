@@ -297,7 +297,7 @@ class Ledger:
 
     def is_owned_elsewhere(self, dispatch: str) -> bool:
         """True when another live process holds the dispatch's lock."""
-        from eps.shell.flocks import held_elsewhere
+        from eps.shell.util.flocks import held_elsewhere
 
         return dispatch not in self._locks and held_elsewhere(self._lock_path(dispatch))
 

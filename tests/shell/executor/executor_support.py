@@ -20,7 +20,7 @@ from typing import Any
 
 from eps.shell.lanes import LaneOptions
 from eps.shell.remote.ssh import Patience
-from eps.shell.retry import RetryPolicy
+from eps.shell.util.retry import RetryPolicy
 
 HERE = Path(__file__).parent
 KEY = "rpa_EXECUTORTESTKEY_93c1d0e2f4"

@@ -44,7 +44,7 @@ ENTRY = "from eps.shell.cli import entry; entry()"
 #: A child started with test-sized provider timeouts (the CLI has no knob for them).
 ENTRY_FAST_TIMEOUTS = (
     "import sys; from eps.shell.cli import main; from eps.shell.lanes import LaneOptions;"
-    "from eps.shell.retry import RetryPolicy;"
+    "from eps.shell.util.retry import RetryPolicy;"
     "sys.exit(main(sys.argv[1:], lane_options=LaneOptions("
     "gcp_options={'request_timeout_s': 1.0, 'retry': RetryPolicy(attempts=2, timeout_s=10, wait_initial_s=0.05,"
     " wait_max_s=0.1, wait_jitter_s=0.0)},"

@@ -10,7 +10,7 @@ import pytest
 
 from eps.core.model import Job, LaneKind, Provisioning, Rung
 from eps.shell.lanes.gcp.client import GcpClient
-from eps.shell.retry import RetryPolicy
+from eps.shell.util.retry import RetryPolicy
 
 from .fake_server import FakeCompute
 

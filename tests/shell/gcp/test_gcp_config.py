@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from eps.core.tables import DEFAULT_POLICY
-from eps.shell.files import settings_from_config
-from eps.shell.settings import ConfigError, GcpSettings, Settings
+from eps.shell.config.convert import settings_from_config
+from eps.shell.config.settings import ConfigError, GcpSettings, Settings
 
 BASE = Settings(policy=DEFAULT_POLICY)
 

@@ -10,7 +10,7 @@ from returns.result import Failure, Success
 
 from eps.core.model import Capacity, CapacitySnapshot, GcpState, Provisioning
 from eps.core.outcome import FailureKind, LaneFailure, absorb
-from eps.shell.retry import RetryPolicy
+from eps.shell.util.retry import RetryPolicy
 
 from . import fake_server as fs
 

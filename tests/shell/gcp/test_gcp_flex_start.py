@@ -10,8 +10,8 @@ from returns.result import Failure, Success
 from eps.core.model import Job, Provisioning
 from eps.core.outcome import FailureKind
 from eps.core.tables import FLEX_START_MAX_RUN_S, GCP_GPU_IMAGES, flex_start_run_s
+from eps.shell.config.settings import GcpSettings
 from eps.shell.lanes.gcp.client import GcpClient
-from eps.shell.settings import GcpSettings
 
 from . import fake_server as fs
 from .conftest import FAST_RETRY, PROJECT

@@ -10,7 +10,7 @@ from eps.core.outcome import FailureKind, absorb
 from eps.core.states import HandleState
 from eps.shell.lanes.gcp.client import GcpClient
 from eps.shell.lanes.gcp.wire import LabeledInstance
-from eps.shell.retry import RetryPolicy
+from eps.shell.util.retry import RetryPolicy
 
 
 def test_status_of_a_running_machine(server, lane, gcp_rung, job):
@@ -104,7 +104,7 @@ def test_list_by_label_with_awkward_dispatch_id(server, lane, gcp_rung, job):
 
 
 def test_lane_from_settings_reaches_a_plain_http_endpoint(server, gcp_rung, job):
-    from eps.shell.settings import GcpSettings
+    from eps.shell.config.settings import GcpSettings
 
     settings = GcpSettings(project="test-project", endpoint=server.endpoint, service_account="sa@x.iam")
     quick = RetryPolicy(attempts=2, timeout_s=10.0, wait_initial_s=0.0, wait_max_s=0.0, wait_jitter_s=0.0)
@@ -120,7 +120,7 @@ def test_lane_from_settings_reaches_a_plain_http_endpoint(server, gcp_rung, job)
 
 
 def test_lane_from_settings_needs_a_project():
-    from eps.shell.settings import GcpSettings
+    from eps.shell.config.settings import GcpSettings
 
     with pytest.raises(ValueError, match=r"gcp\.project"):
         GcpClient.from_settings(GcpSettings())

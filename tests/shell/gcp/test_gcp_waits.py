@@ -8,9 +8,9 @@ from typing import Any
 from returns.result import Success
 
 from eps.core.model import Job, LaneKind, Provisioning, Rung
+from eps.shell.config.settings import GcpSettings
 from eps.shell.lanes.gcp.lane import GcpLane
 from eps.shell.lanes.machines import MachineAccess
-from eps.shell.settings import GcpSettings
 
 from . import fake_server as fs
 from .conftest import FAST_RETRY, PROJECT

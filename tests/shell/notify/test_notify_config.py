@@ -16,8 +16,8 @@ import pytest
 from notify_support import TOKEN, HttpReceiver, SmtpReceiver, dead_url, notify_config, wait_for
 
 from eps.shell.cli import main
-from eps.shell.notify_settings import EVENT_NAMES, NotifyDoc, NotifySettings, notify_settings, safe_name
-from eps.shell.settings import ConfigError
+from eps.shell.config.notify import EVENT_NAMES, NotifyDoc, NotifySettings, notify_settings, safe_name
+from eps.shell.config.settings import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))

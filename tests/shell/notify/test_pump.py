@@ -16,11 +16,11 @@ from notify_support import TOKEN, HttpReceiver, notify_config, wait_for
 
 from eps.core.model import Job
 from eps.core.states import DispatchState
-from eps.shell import supervision
-from eps.shell.config import load_settings
-from eps.shell.events import EventLog
+from eps.shell.config.load import load_settings
 from eps.shell.notify import book
 from eps.shell.notify.pump import Pump
+from eps.shell.run import ownership
+from eps.shell.run.events import EventLog
 from eps.shell.state.ledger import Ledger
 
 
@@ -35,7 +35,7 @@ class World:
 
     def dispatch(self, d: str) -> EventLog:
         self.ledger.new_dispatch(d, Job(intent="cpu-small", duration_s=60, command=("true",)))
-        supervision.write_inputs(self.env["EPS_STATE_DIR"], d, None, None, self.env)
+        ownership.write_inputs(self.env["EPS_STATE_DIR"], d, None, None, self.env)
         return EventLog(self.env["EPS_STATE_DIR"], d)
 
     def pump(self) -> Pump:

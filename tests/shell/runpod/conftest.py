@@ -21,7 +21,7 @@ import pytest
 
 from eps.core.model import LaneKind, Provisioning, Rung
 from eps.shell.lanes.runpod.wire import ApiKey, RunpodSettings
-from eps.shell.retry import RetryPolicy
+from eps.shell.util.retry import RetryPolicy
 
 _HERE = Path(__file__).parent
 

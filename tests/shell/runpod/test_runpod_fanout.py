@@ -15,14 +15,14 @@ from runpod_testkit import KEY, FakeRunpod, schema_validator, ssh_support
 
 from eps.core.model import CapacitySnapshot, Job, evolve
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY
-from eps.shell.cli.progress import Reporter
+from eps.shell.config.settings import RunpodSettings, Settings
 from eps.shell.lanes import LaneOptions, Lanes
 from eps.shell.remote.ssh import Patience
-from eps.shell.retry import RetryPolicy
-from eps.shell.settings import RunpodSettings, Settings
+from eps.shell.render.progress import Reporter
+from eps.shell.run.reconcile import cancel
+from eps.shell.run.walker import Walker, WalkResult
 from eps.shell.state.ledger import Ledger
-from eps.shell.state.reconcile import cancel
-from eps.shell.walker import Walker, WalkResult
+from eps.shell.util.retry import RetryPolicy
 
 CREATE = schema_validator("CreatePodRequest")
 JOB = Job("cpu-small", 3600, count=50, pin="runpod", command=("sleep", "300"))

@@ -18,7 +18,7 @@ from eps.core.states import AttemptState, Outcome
 from eps.core.tables import DEFAULT_POLICY
 from eps.shell.cli import main
 from eps.shell.lanes.base import LaneOptions
-from eps.shell.simulate import HistoryError, gpus_of, merge, parse_sacct, read_ledger
+from eps.shell.service.history import HistoryError, gpus_of, merge, parse_sacct, read_ledger
 from eps.shell.state.ledger import Ledger
 
 HERE = Path(__file__).parent

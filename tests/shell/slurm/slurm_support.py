@@ -18,12 +18,12 @@ from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.sbatch import render_sbatch
 from eps.core.settle import LiveItem
 from eps.core.walk import AttemptRecord
-from eps.shell.cli.progress import Reporter
+from eps.shell.config.settings import ClusterAccess, Settings
 from eps.shell.lanes import LaneOptions, Lanes
 from eps.shell.lanes.slurm.cli import LIVE_STATES, SlurmClient
-from eps.shell.settings import ClusterAccess, Settings
+from eps.shell.render.progress import Reporter
+from eps.shell.run.walker import Walker, WalkResult
 from eps.shell.state.ledger import Ledger
-from eps.shell.walker import Walker, WalkResult
 
 CLUSTER_SH = Path(__file__).with_name("cluster.sh")
 USER = "root"

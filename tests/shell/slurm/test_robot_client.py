@@ -25,7 +25,8 @@ from eps.core.outcome import FailureKind
 from eps.core.router import plan
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY, FELLOWS
 from eps.shell.cli import main
-from eps.shell.config import load_settings
+from eps.shell.config.load import load_settings
+from eps.shell.config.snapshots import grants_to_data
 from eps.shell.lanes import LaneOptions, Lanes
 from eps.shell.lanes.slurm.cli import GONE, NOT_ALLOWED, SlurmClient, start_estimate_s
 from eps.shell.remote import robot
@@ -33,7 +34,6 @@ from eps.shell.remote.errors import RemoteErrorKind
 from eps.shell.remote.process import Completed
 from eps.shell.remote.ssh import Remote, remote_argv, run_remote, stream_remote
 from eps.shell.remote.sync import upload_argv
-from eps.shell.snapshots import grants_to_data
 
 ROOT = Path(__file__).parents[3]
 #: What a forced command refuses in a command line (tests/shell/ssh/robot_login.sh).
@@ -330,7 +330,7 @@ def test_simulate_on_a_robot_cluster_uses_the_ledger_alone_and_says_so(
 
 
 def test_a_config_refuses_an_unknown_access_word_and_a_blank_grants_path(tmp_path: Path) -> None:
-    from eps.shell.settings import ConfigError
+    from eps.shell.config.settings import ConfigError
 
     for line, said in (('access = "shell"', "access must be"), ('grants = " "', "grants must be")):
         env = _config(tmp_path, f'[[clusters]]\nname = "nibi"\n{line}\n')

@@ -30,7 +30,7 @@ from slurm_support import FIRST_CAP_S, NEXT_CAP_S, live_jobs
 from eps.core.clusters import ROBOT_COMMANDS
 from eps.core.tables import DEFAULT_GRANTS
 from eps.shell.cli import main
-from eps.shell.snapshots import grants_to_data
+from eps.shell.config.snapshots import grants_to_data
 
 pytestmark = pytest.mark.slurm
 

@@ -19,7 +19,7 @@ from eps.core.model import Job, LaneKind, Policy, Provisioning, QosGrants, QosTi
 from eps.core.sbatch import render_sbatch
 from eps.core.tables import DEFAULT_FELLOWS_GRANTS
 from eps.shell.lanes.slurm.cli import QOS_FORMAT, JobStatus, SlurmClient, parse_grants
-from eps.shell.walker import WalkResult
+from eps.shell.run.walker import WalkResult
 
 pytestmark = pytest.mark.slurm
 

@@ -18,9 +18,9 @@ from eps.core.router import plan
 from eps.core.states import AttemptState
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY
 from eps.shell.cli import main
+from eps.shell.run.supervisor import gather
 from eps.shell.state.ledger import Ledger
 from eps.shell.state.lives import read_only
-from eps.shell.supervisor import gather
 
 LOOPED = "gcp/e2-standard-4/europe-west4-a/spot"
 NEXT = "gcp/e2-standard-4/europe-west4-b/spot"

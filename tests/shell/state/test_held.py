@@ -12,12 +12,12 @@ from returns.result import Failure, Success
 from eps.core.model import Job
 from eps.core.room import Room
 from eps.core.states import DispatchState
-from eps.shell.config import load_settings
+from eps.shell.config.load import load_settings
 from eps.shell.lanes import LaneOptions, Lanes
 from eps.shell.lanes.jobs import Site
 from eps.shell.remote.ssh import Remote
-from eps.shell.state import held
-from eps.shell.state.finish import Finisher
+from eps.shell.run import held
+from eps.shell.run.finish import Finisher
 from eps.shell.state.ledger import Ledger
 
 

@@ -1,4 +1,4 @@
-"""``eps.shell.parallel.each``: ThreadPoolExecutor.map's results, order and errors, at most
+"""``eps.shell.util.parallel.each``: ThreadPoolExecutor.map's results, order and errors, at most
 ``workers`` at a time, without concurrent.futures."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from eps.shell.parallel import each
+from eps.shell.util.parallel import each
 
 
 def test_results_come_in_the_order_of_the_items_whatever_finishes_first() -> None:

@@ -10,7 +10,7 @@ from typing import TypeVar
 from eps.core.model import evolve
 from eps.core.outcome import FailureKind, LaneFailure
 from eps.shell.lanes.gcp.wire import classify_exception, rate_limited, retryable
-from eps.shell.retry import RetryPolicy
+from eps.shell.util.retry import RetryPolicy
 
 T = TypeVar("T")
 

@@ -57,15 +57,15 @@ from eps.shell.lanes.gcp.wire import (
     settings_hint,
     ssh_keys_item,
 )
-from eps.shell.polling import poll_until
-from eps.shell.retry import RetryPolicy
+from eps.shell.util.polling import poll_until
+from eps.shell.util.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from google.api_core.client_options import ClientOptions
     from google.auth.credentials import Credentials
     from google.cloud import compute_v1
 
-    from eps.shell.settings import GcpSettings
+    from eps.shell.config.settings import GcpSettings
 
 T = TypeVar("T")
 

@@ -16,11 +16,11 @@ from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
 from eps.core.walk import AttemptRecord
+from eps.shell.config.settings import GcpSettings
 from eps.shell.lanes.gcp.client import GcpClient
 from eps.shell.lanes.gcp.wire import instance_name
 from eps.shell.lanes.jobs import JobFiles, Site
 from eps.shell.lanes.machines import MachineAccess, launch_again, reach_again, start_on
-from eps.shell.settings import GcpSettings
 
 
 class GcpLane:
@@ -48,7 +48,7 @@ class GcpLane:
     def report_to(self, emit: Callable[..., None]) -> None:
         """Report the client's in-place waits (rate limits, a busy instance, a PENDING VM
         waiting for capacity) as progress: ``emit("waiting", lane=..., seconds=..., reason=...)``,
-        the shape of :meth:`eps.shell.cli.progress.Reporter.emit`."""
+        the shape of :meth:`eps.shell.render.progress.Reporter.emit`."""
         self._emit = emit
 
     def _waiting(self, seconds: float, why: str) -> None:

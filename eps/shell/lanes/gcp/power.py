@@ -19,7 +19,7 @@ from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.states import HandleState
 from eps.shell.lanes.gcp.calls import RateLimitOutlasted
 from eps.shell.lanes.gcp.wire import NOT_READY, classify_exception, compute, errors, expected_errors, not_ready
-from eps.shell.polling import poll_until
+from eps.shell.util.polling import poll_until
 
 if TYPE_CHECKING:
     from eps.shell.lanes.gcp.client import GcpClient

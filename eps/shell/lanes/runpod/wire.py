@@ -46,8 +46,8 @@ from eps.core.model import Job, LaneKind, Rung, RunpodCpuFlavor
 from eps.core.outcome import FailureKind, LaneFailure
 from eps.core.states import HandleState
 from eps.core.tables import RUNPOD_CPU_FLAVORS, runpod_cuda_versions
-from eps.shell.retry import RetryPolicy
-from eps.shell.secrets import secret_problem
+from eps.shell.config.secrets import secret_problem
+from eps.shell.util.retry import RetryPolicy
 
 T = TypeVar("T")
 

@@ -42,7 +42,7 @@ from eps.core.clusters import robot_refusal
 from eps.core.durations import parse_slurm_time
 from eps.core.model import QosGrants, QosTier
 from eps.core.outcome import FailureKind, LaneFailure
-from eps.shell.polling import poll_until
+from eps.shell.util.polling import poll_until
 
 if TYPE_CHECKING:  # the pacer's module is imported by whoever builds one (the lane registry)
     from eps.shell.lanes.slurm.pacing import Pacer
@@ -60,7 +60,7 @@ def subprocess_runner(
     """The production runner.  A missing command is rc 127, a hung one rc 124 (as in a shell).
     Without ``stdin`` the command's stdin is closed: an ``ssh login ...`` never reads eps's
     own stdin (a terminal, an agent's pipe) and never waits on it."""
-    from eps.shell.secrets import without_credentials
+    from eps.shell.config.secrets import without_credentials
 
     feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
     env = without_credentials(dict(os.environ))  # a local sbatch exports its environment into the job

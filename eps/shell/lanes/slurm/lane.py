@@ -35,7 +35,7 @@ from eps.core.settle import LiveItem
 from eps.core.states import HandleState
 from eps.core.tables import remote_work_root
 from eps.shell.lanes.slurm.cli import GONE, JobStatus, SlurmClient
-from eps.shell.polling import poll_until
+from eps.shell.util.polling import poll_until
 
 if TYPE_CHECKING:  # eps status builds this lane for its inventory (squeue) alone: no ssh or rsync for that
     from eps.core.walk import AttemptRecord

@@ -1,0 +1,86 @@
+"""``eps status`` for people: one row per dispatch that fits the width (the note wraps),
+with its times and, as information only (P12), the list price of its runtime."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from eps.core.durations import human
+from eps.shell.render.table import Column, render, styled, width_for
+
+_COLS = (
+    Column("dispatch", keep=True),
+    Column("intent"),
+    Column("result"),
+    Column("outputs"),
+    Column("where"),
+    Column("submitted"),
+    Column("started"),
+    Column("ended"),
+    Column("runtime", right=True),
+    Column("list $", right=True),
+    Column("note", flex=True),
+)
+#: Narrower than this, the started and ended columns are left out (``--json`` and ``--wide`` keep them).
+FULL_WIDTH = 140
+
+
+def _outputs(outputs: dict[str, Any] | None) -> str:
+    """Where the outputs live (``none``: ``-``)."""
+    where = (outputs or {}).get("where", "none")
+    return "-" if where == "none" else str(where)
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%m-%d %H:%M", time.localtime(ts))
+
+
+def print_status(
+    rows: list[dict[str, Any]], notes: list[dict[str, Any]], env: Mapping[str, str], *, wide: bool
+) -> None:
+    import textwrap
+
+    out = sys.stdout
+    width = width_for(out, env, wide=wide)
+    keep = [c.header for c in _COLS if width is None or width >= FULL_WIDTH or c.header not in ("started", "ended")]
+    table = []
+    for r in rows:
+        h = r["handle"] or {}
+        runtime = "-" if r["runtime_s"] is None else human(round(r["runtime_s"]))
+        cost = r["list_cost"]
+        money = "-" if cost is None else "free" if r["list_price_per_hour"] == 0 else f"{cost:.2f}"
+        where = " ".join(x for x in (h.get("lane", ""), h.get("qos") or h.get("zone") or "") if x) or "-"
+        note = r["terminal"] or r["message"] or ""
+        held = r.get("held_back")
+        if held and held["line"] not in note:  # a sync skipped while it runs, or a newer pull's sizes
+            note = f"outputs {held['line']}; {note}" if note else f"outputs {held['line']}"
+        if r.get("kept_since") is not None:  # a machine kept (or stopped) with outputs not pulled
+            note = f"waiting {human(max(0, round(time.time() - r['kept_since'])))} for eps pull: {note}"
+        if r.get("next_try_at") is not None:
+            note = f"next try in {human(max(0, round(r['next_try_at'] - time.time())))}: {note}"
+        if r.get("stalled_since") is not None:  # its stall watch hears nothing from it (it still runs)
+            silent = human(max(0, round(time.time() - r["stalled_since"])))
+            note = f"stalled since {_when(r['stalled_since'])} (silent {silent}): {note}" if note else (
+                f"stalled since {_when(r['stalled_since'])} (silent {silent})")  # fmt: skip
+        if r.get("restarts"):
+            note = f"restart {r['restarts']}: {note}"
+        cells = {
+            "dispatch": r["dispatch"], "intent": r["intent"], "result": r["result"], "where": where,
+            "outputs": _outputs(r.get("outputs")),
+            "submitted": _when(r["submitted_at"]), "started": _when(r["started_at"]), "ended": _when(r["ended_at"]),
+            "runtime": runtime, "list $": money, "note": note,
+        }  # fmt: skip
+        table.append([cells[k] for k in keep])
+    if table:
+        cols = [c for c in _COLS if c.header in keep]
+        out.write(render(cols, table, width, bold=styled(out, env)))
+    else:
+        out.write("no dispatches\n")
+    for n in notes:
+        text = f"note: {n['lane']}: {n['text']}"
+        out.write(("\n".join(textwrap.wrap(text, width, subsequent_indent="    ")) if width else text) + "\n")
+    if any(r["list_cost"] for r in rows):
+        out.write("list $: list price x runtime, information only; eps never limits work by dollars (P12)\n")

@@ -1,0 +1,509 @@
+"""Reconcile the ledger with what the providers report; ``eps cancel`` and ``eps status``.
+
+The shell gathers (the ledger rows, every usable lane's inventory under eps's
+names, once per command) and carries out; what to keep, adopt, release or mark
+is decided by the pure :func:`eps.core.settle.settle`.  Resources whose
+dispatch the ledger does not know are reported, never touched (they may be
+another ledger's).
+
+Races with other eps processes: the rows are read *before* the inventory is
+taken, each dispatch is settled only under its lock (a live walker holds it),
+and a dispatch whose rows changed after the inventory was taken is left to the
+next reconcile: what an inventory taken too early does not show is never judged
+gone.  Dispatches are settled in parallel (a ``cancel --all`` of thousands of
+machines takes seconds, not hours), each by one thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Collection
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from returns.result import Failure, Success
+
+from eps.core.jobscript import JobProgress
+from eps.core.lifecycle import result_word
+from eps.core.model import JobError, evolve
+from eps.core.settle import (
+    RELEASE_ONLY,
+    DispatchView,
+    JobSeen,
+    LiveItem,
+    Settlement,
+    Verdict,
+    attempt_for,
+    needs_history,
+    preempted_attempts,
+    settle,
+    to_probe,
+    vanished,
+)
+from eps.core.states import (
+    SETTLED_DISPATCH_STATES,
+    AttemptState,
+    DispatchState,
+    Outcome,
+)
+from eps.core.walk import AttemptRecord
+from eps.shell.lanes import Lanes
+from eps.shell.run.events import Events
+from eps.shell.run.ownership import SUPERVISED
+from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
+from eps.shell.util.parallel import each
+from eps.shell.util.polling import poll_until
+
+if TYPE_CHECKING:
+    from eps.shell.run.finish import Finisher
+
+#: Dispatches that may hold something and are not settled yet.
+ACTIVE_STATES: tuple[DispatchState, ...] = (
+    DispatchState.WALKING,
+    DispatchState.STARTED,
+    DispatchState.HELD,
+    DispatchState.INTERRUPTED,
+    DispatchState.PREEMPTED,
+    DispatchState.WAITING,
+)
+_REPORT_KEYS = ("adopted", "released", "foreign", "interrupted", "ended", "preempted", "errors", "skipped")
+
+
+def view_of(row: DispatchRow, ledger: Ledger) -> DispatchView:
+    attempts = tuple(a.record() for a in ledger.attempts(row.id))
+    return DispatchView(row.id, row.state, row.job.pin is not None, row.handle, attempts)
+
+
+def _last_change(row: DispatchRow, ledger: Ledger) -> float:
+    return max([row.updated_at, *(a.updated_at for a in ledger.attempts(row.id))])
+
+
+class Reconciler:
+    """Compare the ledger with what the providers report; adopt or clean up (see settle)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        lanes: Lanes,
+        reporter: Events,
+        *,
+        workers: int = 16,
+        wall: Callable[[], float] = time.time,
+        answer_within_s: float | None = None,
+        wake: bool = False,
+    ) -> None:
+        self.wake = wake  # a stopped machine whose outputs wait is started again to pull them (minutes)
+        self.answer_within_s = answer_within_s  # how long each provider's listing may take (None: as long as it takes)
+        self.ledger = ledger
+        self.lanes = lanes
+        self.reporter = reporter
+        self.workers = max(1, workers)
+        self.wall = wall
+        self.unchecked: dict[str, str] = {}  # lane -> why its inventory could not be read
+        self.down: dict[str, str] = {}  # lane -> why it cannot be used here (so it was not asked)
+
+    def inventory(self) -> list[LiveItem]:
+        """Everything under eps's names, one listing per usable lane; a lane that cannot be
+        listed is noted in :attr:`unchecked` and the others are still read."""
+        found: list[LiveItem] = []
+        # A lane that cannot be used here (no credentials, not configured) is not asked, and
+        # what it may hold is not judged gone: settle treats it as blind.
+        for name in self.lanes.names():
+            down = self.lanes.down(name)
+            if down is not None:
+                self.down[name] = down.reason
+                self.unchecked[name] = f"not checked: {down.reason}"
+        lanes = self.lanes.usable()
+        answers: dict[str, Any] = {}
+        if self.answer_within_s is None:
+            for lane in lanes:
+                answers[lane.name] = lane.inventory(None)
+        else:
+            # Every provider asked at once, each within the time given; one that does not answer
+            # in time is noted and judged next time (daemon threads: a hung call never holds
+            # the command open).
+            def ask(lane: Any) -> None:
+                answers[lane.name] = lane.inventory(None)
+
+            threads = [threading.Thread(target=ask, args=(lane,), daemon=True) for lane in lanes]
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + self.answer_within_s
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))
+        for lane in lanes:
+            match answers.get(lane.name):
+                case Success(items):
+                    found.extend(items)
+                case Failure(f):
+                    self.unchecked[lane.name] = f.message
+                case None:
+                    late = f"no answer within {self.answer_within_s:g} s; shown as the ledger has it"
+                    self.unchecked[lane.name] = late
+        return found
+
+    def release(self, item: LiveItem) -> str | None:
+        """Release ``item``; an error message, or ``None`` once it is gone."""
+        match self.lanes.get(item.handle.lane).release(item.handle):
+            case Failure(f):
+                return str(f.message)
+        return None
+
+    def reconcile(
+        self,
+        only: Collection[str] | None = None,
+        *,
+        owners: bool = False,
+        resuming: bool = False,
+        leave: Collection[str] = (),
+    ) -> dict[str, Any]:
+        """Settle every active dispatch and every dispatch that owns something live (or only
+        those in ``only``, and with ``owners`` every owner of something live as well), but
+        those in ``leave`` (a resume settles its own dispatch, under its lock).
+        Returns the report: adopted, released, foreign, interrupted, ended, preempted,
+        skipped (busy or changed meanwhile), errors and unchecked lanes."""
+        ids = {r.id for r in self.ledger.dispatches(states=ACTIVE_STATES)} if only is None else set(only)
+        ids -= set(leave)
+        restrict = only is not None and not owners
+        taken_at = self.wall()  # rows first, then the inventory: see the module docstring
+        by_dispatch: dict[str, list[LiveItem]] = {}
+        for item in self.inventory():
+            by_dispatch.setdefault(item.dispatch, []).append(item)
+        report: dict[str, Any] = {k: [] for k in _REPORT_KEYS}
+        report["unchecked"] = self.unchecked
+        for d, items in by_dispatch.items():
+            if (restrict and d not in ids) or d in leave:
+                continue
+            if self.ledger.dispatch(d) is not None:
+                ids.add(d)
+            elif d in self.ledger.quarantined:
+                report["errors"].append(f"dispatch {d}: its ledger row cannot be read; its machines are left alone")
+            else:
+                report["foreign"].extend(f"{i.handle.lane}:{i.handle.id}" for i in items)
+        work = partial(self._settle_one, by_dispatch=by_dispatch, taken_at=taken_at, resuming=resuming)
+        parts = each(work, sorted(ids), self.workers)
+        for part in parts:
+            for k, v in part.items():
+                report[k].extend(v)
+        return report
+
+    def _settle_one(
+        self, dispatch: str, *, by_dispatch: dict[str, list[LiveItem]], taken_at: float, resuming: bool
+    ) -> dict[str, list[str]]:
+        part: dict[str, list[str]] = {k: [] for k in _REPORT_KEYS}
+        with self.ledger.owning(dispatch) as owned:
+            if not owned:
+                part["skipped"].append(f"{dispatch}: being walked by another eps process")
+                return part
+            row = self.ledger.dispatch(dispatch)
+            if row is None:
+                return part
+            if row.state in SUPERVISED and self._supervised_elsewhere():
+                # a live supervisor takes every unsettled dispatch on: not a dead walk, only not taken yet
+                part["skipped"].append(f"{dispatch}: its supervisor is taking it on")
+                return part
+            children = self.ledger.children(dispatch)
+            if children:  # a --count parent: it has ended when every copy has
+                self._settle_parent(row, children, part)
+                return part
+            try:
+                if row.state not in RELEASE_ONLY and _last_change(row, self.ledger) >= taken_at:
+                    part["skipped"].append(f"{dispatch}: changed while the providers were read; settled next time")
+                    return part
+                self._settle(row, by_dispatch.get(dispatch, []), part, resuming=resuming)
+            except QuarantinedRow as exc:
+                part["errors"].append(str(exc))
+        return part
+
+    def _supervised_elsewhere(self) -> bool:
+        from eps.shell.run.ownership import alive_elsewhere
+
+        return alive_elsewhere(self.ledger.state_dir)
+
+    def _settle_parent(self, row: DispatchRow, children: list[DispatchRow], report: dict[str, list[str]]) -> None:
+        if row.state not in (DispatchState.STARTED, DispatchState.FAILED) or any(
+            c.state not in SETTLED_DISPATCH_STATES for c in children
+        ):
+            return
+        ok = sum(1 for c in children if result_word(c.state, c.job_status, c.exit_code) == "succeeded")
+        if row.state is DispatchState.STARTED:
+            self.ledger.set_dispatch(row.id, DispatchState.ENDED, message=f"{ok}/{len(children)} copies succeeded")
+            report["ended"].append(row.id)
+        _drop_env_values(self.ledger.state_dir, row.id)
+
+    def _probed(self, view: DispatchView, row: DispatchRow, items: list[LiveItem], *, resuming: bool) -> list[LiveItem]:
+        """``items`` with what their job record says, for those :func:`to_probe` names."""
+        asked = {i.handle.id for i in to_probe(view, items, resuming=resuming)}
+        finisher = _finisher(self.ledger, self.lanes)
+
+        def seen(item: LiveItem) -> LiveItem:
+            progress = finisher.progress(evolve(row, handle=item.handle)).value_or(None)
+            return item._replace(job=_seen(progress))
+
+        return [seen(i) if i.handle.id in asked else i for i in items]
+
+    def _settle(self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]], *, resuming: bool) -> None:
+        view = view_of(row, self.ledger)
+        items = self._probed(view, row, items, resuming=resuming)
+        s = settle(view, items, blind=frozenset(self.unchecked), resuming=resuming)
+        for item, owner in s.not_launched:  # no job on it, and nobody will launch one
+            err = self.release(item)
+            if err is not None:
+                report["errors"].append(f"{row.id}: {err}")
+                continue
+            if owner is not None:
+                self.ledger.update_attempt(
+                    owner.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.NOT_LAUNCHED.value,
+                    reason="the machine came up, but eps stopped before the job was launched on it; released",
+                )  # fmt: skip
+            report["released"].append(f"{row.id}:{item.handle.lane}:{item.handle.id}")
+        for lane in s.blind:
+            report["errors"].append(f"{row.id}: cannot check {lane}: {self.unchecked[lane]}")
+        match s.verdict:
+            case Verdict.BLIND | Verdict.NOTHING:
+                pass
+            case Verdict.RELEASE:
+                self._release_all(view, s.release, report)
+            case Verdict.FINISHED:
+                # Outputs and log first, then the machine: nothing is lost before it is pulled.
+                handle = s.release[0].handle if s.release else row.handle
+                finisher = _finisher(self.ledger, self.lanes)
+                got = finisher.collect(evolve(row, handle=handle), wake=self.wake)
+                if got.kept:  # a pull that failed keeps the machine for the next eps pull
+                    finisher.hang_up(evolve(row, handle=handle))
+                    self._ended(view, f"{got.note}; its machine is kept: eps pull {row.id}", Outcome.KEPT)
+                else:
+                    self._ended(view, got.note)  # the job's story is "ended"; releasing its machine is upkeep
+                    self._release_all(view, s.release, report, mark=False)
+                report["ended"].append(row.id)
+            case Verdict.PREEMPTED:
+                self._release_all(view, s.release, report)
+                for a in preempted_attempts(view):
+                    self.ledger.update_attempt(
+                        a.id, AttemptState.GONE, outcome=Outcome.PREEMPTED.value, reason="spot VM taken back"
+                    )
+                self.ledger.set_dispatch(row.id, DispatchState.PREEMPTED, message=s.message)
+                report["preempted"].append(row.id)
+            case Verdict.KEEP:
+                self._release_all(view, s.release, report)
+                self._adopt(row, s, report)
+            case Verdict.WALK_DIED:
+                for a in s.vanished:
+                    outcome, why = self._vanished(row.id, a)
+                    self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=outcome.value, reason=why)
+                if s.dispatch_state is not None:
+                    self.ledger.set_dispatch(row.id, s.dispatch_state, message=s.message)
+                    report["interrupted"].append(row.id)
+            case Verdict.ENDED:
+                self._gone(row, view, report)
+
+    def _gone(self, row: DispatchRow, view: DispatchView, report: dict[str, list[str]]) -> None:
+        """A started job that is no longer at its provider: pull what can be, then it has
+        ended, unless the cluster ended its run (a SLURM preemption or lost node)."""
+        finisher = _finisher(self.ledger, self.lanes)
+        got = finisher.collect(row)
+        if (why := finisher.interruption(row)) is not None:
+            finisher.interrupted(row, got, why)
+            report["preempted"].append(row.id)
+            return
+        note = got.note
+        if not got.pulled and row.handle is not None:
+            how = self.lanes.get(row.handle.lane).how_it_ended(row.handle, row.id)
+            note = f"the machine was gone before its outputs were pulled ({how or 'no longer at the provider'})"
+        self._ended(view, note)
+        report["ended"].append(row.id)
+
+    def _adopt(self, row: DispatchRow, s: Settlement, report: dict[str, list[str]]) -> None:
+        keep, owner, state = s.keep, s.keep_attempt, s.keep_state
+        if keep is None or state is None:  # pragma: no cover - settle sets them for KEEP
+            return
+        handle = keep.handle
+        if owner is not None:
+            handle = evolve(handle, rung=owner.rung.key)  # a handle names its rung by the rung's own key
+            recorded = attempt_for(keep, (owner,)) is not None
+            outcome = (owner.outcome if recorded else None) or Outcome.ADOPTED.value
+            self.ledger.update_attempt(owner.id, state, handle=handle.id, outcome=outcome)
+        report["adopted"].append(f"{row.id}:{handle.lane}:{handle.id}")
+        if s.dispatch_state is DispatchState.STARTED:
+            self.ledger.set_dispatch(row.id, DispatchState.STARTED, handle=handle)
+        elif s.dispatch_state is not None:
+            self.ledger.set_dispatch(row.id, s.dispatch_state, message=s.message)
+            report["interrupted"].append(row.id)
+
+    def _ended(self, view: DispatchView, note: str, outcome: Outcome = Outcome.ENDED) -> None:
+        for a in view.attempts:
+            if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
+                self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=outcome.value, reason=note)
+        self.ledger.set_dispatch(view.id, DispatchState.ENDED, message=note)
+        _drop_env_values(self.ledger.state_dir, view.id)
+
+    def _vanished(self, dispatch: str, a: AttemptRecord) -> tuple[Outcome, str]:
+        if not needs_history(a):
+            return vanished(a, None)
+        match self.lanes.get(a.rung.lane).was_submitted(dispatch, a):
+            case Success(seen):
+                return vanished(a, seen)
+            case Failure(f):
+                return vanished(a, None, f.message)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _release_all(
+        self, view: DispatchView, items: tuple[LiveItem, ...], report: dict[str, list[str]], *, mark: bool = True
+    ) -> None:
+        for item in items:
+            err = self.release(item)
+            if err is not None:
+                report["errors"].append(f"{view.id}: {err}")
+                continue
+            a = attempt_for(item, view.attempts) if mark else None
+            if a is not None and a.state is not AttemptState.CANCELLED:
+                self.ledger.update_attempt(
+                    a.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.RELEASED.value
+                )
+            report["released"].append(f"{view.id}:{item.handle.lane}:{item.handle.id}")
+
+
+def _seen(progress: JobProgress | None) -> JobSeen:
+    if progress is None:
+        return JobSeen.UNKNOWN
+    if progress.ended:
+        return JobSeen.ENDED
+    return JobSeen.RUNNING if progress.launched else JobSeen.NONE
+
+
+SETTLE_FIRST_S = 20.0  # a cancel leaves a job that ended (or is unreadable) to its supervisor this long
+
+
+def _settled_or_unowned(ledger: Ledger, dispatch: str) -> bool | None:
+    row = ledger.dispatch(dispatch)
+    settled = row is None or row.state in (DispatchState.ENDED, DispatchState.FAILED, DispatchState.CANCELLED)
+    return True if settled or not ledger.is_owned_elsewhere(dispatch) else None
+
+
+def _unowned(ledger: Ledger, dispatch: str) -> bool | None:
+    return True if not ledger.is_owned_elsewhere(dispatch) else None
+
+
+def cancel(
+    ledger: Ledger,
+    lanes: Lanes,
+    reporter: Events,
+    dispatches: Collection[str] | None,
+    *,
+    wait_s: float = 60.0,
+    workers: int = 16,
+) -> dict[str, Any]:
+    """Cancel ``dispatches`` (and their copies), or every active one (``None``: ``--all``), wait
+    for live walkers to stop, and release what they hold with one inventory per lane.
+
+    A dispatch that already ended (or failed) is not rewritten: it says so, and anything it
+    still holds is released all the same."""
+    if dispatches is None:
+        roots = [r for r in ledger.dispatches(states=ACTIVE_STATES) if r.parent is None]
+    else:
+        roots = []
+        for d in dispatches:
+            row = ledger.dispatch(d)
+            if row is None:
+                raise JobError("unknown_dispatch", f"no dispatch {d!r} in the ledger", None)
+            roots.append(row)
+    targets = {r.id: r for root in roots for r in (root, *ledger.children(root.id))}
+    report: dict[str, Any] = {"cancelled": [], "finished": [], "errors": []}
+    finisher = _finisher(ledger, lanes)
+    started = []
+    for r in targets.values():
+        if r.state in (DispatchState.ENDED, DispatchState.FAILED):
+            report["finished"].append(f"{r.id}: already {r.state.value}; nothing to cancel")
+            continue
+        if r.state is DispatchState.STARTED and r.handle is not None:
+            started.append(r)
+            continue
+        ledger.set_dispatch(r.id, DispatchState.CANCELLED, message="cancelled by eps cancel")
+        report["cancelled"].append(r.id)
+    # started jobs are stopped and pulled side by side (each may take its kill grace)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(started) or 1))) as pool:
+        list(pool.map(partial(_stop_started, ledger, finisher, report=report), started))
+    for d in targets:  # a live walker sees the mark at its next step and stops
+        poll_until(partial(_unowned, ledger, d), timeout_s=wait_s, interval_s=0.2)
+    rec = Reconciler(ledger, lanes, reporter, workers=workers)
+    part = rec.reconcile(set(targets), owners=dispatches is None)  # --all: and whatever else is live
+    for d in report["cancelled"]:
+        _drop_env_values(ledger.state_dir, d)
+    report["errors"].extend(part["errors"])
+    report.update({k: part[k] for k in ("released", "skipped", "unchecked")})
+    return report
+
+
+def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, report: dict[str, Any]) -> None:
+    """Cancel a started job: nothing it wrote is lost.  One that had already ended (its end
+    written, not yet pulled) is finished instead (pulled, then released; its own code stays);
+    a running one is stopped (TERM, KILL after the grace) and its partial outputs and log are
+    pulled before reconcile releases its machine; a pull that failed keeps the machine.
+
+    A dispatch its supervisor follows is first marked cancelled, so the supervisor lets it
+    go (it follows only started dispatches); then it is stopped and pulled here."""
+    if ledger.is_owned_elsewhere(row.id):
+        from eps.shell.run.finish import STOP_WAIT_S
+
+        # A cancel is final: marked first, a job that had already ended would lose its own result, so
+        # only a job seen running is marked at once; an ended (or unreadable) one is left to its supervisor.
+        latest = ledger.dispatch(row.id) or row
+        early = finisher.progress(latest).value_or(None)
+        if latest.exit_code is not None or early is None or early.ended or not early.exists:
+            poll_until(partial(_settled_or_unowned, ledger, row.id), timeout_s=SETTLE_FIRST_S, interval_s=0.1)
+            now = ledger.dispatch(row.id)
+            if now is not None and now.state in (DispatchState.ENDED, DispatchState.FAILED):
+                report["finished"].append(f"{row.id}: had already ended; not cancelled: {now.message}")
+                return
+        if ledger.is_owned_elsewhere(row.id):
+            ledger.set_dispatch(row.id, DispatchState.CANCELLED, message="cancelled by eps cancel; stopping its job")
+            poll_until(partial(_unowned, ledger, row.id), timeout_s=STOP_WAIT_S, interval_s=0.1)
+    with ledger.owning(row.id) as owned:
+        fresh = ledger.dispatch(row.id) if owned else None
+        if fresh is not None and fresh.state is DispatchState.CANCELLED and fresh.handle is not None:
+            fresh = evolve(fresh, state=DispatchState.STARTED)  # marked above: its job still runs
+        if fresh is None or fresh.state is not DispatchState.STARTED:
+            report["finished"].append(f"{row.id}: being finished by another eps process; nothing to cancel")
+            return
+        seen = finisher.progress(fresh).value_or(None)
+        if (seen is not None and seen.ended) or (seen is None and fresh.exit_code is not None):
+            note = finisher.finish(fresh)
+            report["finished"].append(f"{row.id}: had already ended; not cancelled: {note}")
+            if "its machine is kept" in note:
+                report["errors"].append(f"{row.id}: {note}")
+            return
+        if seen is not None and seen.exists:
+            finisher.stop(fresh)
+        ledger.set_dispatch(row.id, DispatchState.CANCELLED, message="cancelled by eps cancel")
+        report["cancelled"].append(row.id)
+        if seen is None or not seen.exists:
+            return  # nothing readable there: reconcile releases what is live
+        got = finisher.collect(fresh)
+        message = f"cancelled by eps cancel; {got.note}"
+        if got.kept:
+            message += f"; its machine is kept: eps pull {row.id} brings them back, then releases it"
+            finisher.hang_up(fresh)
+            for a in ledger.attempts(row.id):
+                if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
+                    ledger.update_attempt(a.id, AttemptState.ENDED, outcome=Outcome.KEPT.value, reason=message)
+            report["errors"].append(f"{row.id}: {message}")
+        ledger.set_dispatch(row.id, DispatchState.CANCELLED, message=message)
+
+
+def _finisher(ledger: Ledger, lanes: Lanes) -> Finisher:
+    """The :class:`~eps.shell.run.finish.Finisher`, imported when something is to be settled
+    (it brings ssh and rsync: not every ``eps status`` needs them)."""
+    from eps.shell.run.finish import Finisher
+
+    return Finisher(ledger, lanes)
+
+
+def _drop_env_values(state_dir: str, dispatch: str) -> None:
+    """:func:`eps.shell.lanes.jobs.drop_env_values`, imported when a dispatch settles (not by
+    every ``eps status``: that module brings ssh and rsync with it)."""
+    from eps.shell.lanes.jobs import drop_env_values
+
+    drop_env_values(state_dir, dispatch)

@@ -1,0 +1,535 @@
+"""One set of operations, three front doors.  The command line (:mod:`eps.shell.cli`), the
+Python API (:mod:`eps.api`) and the MCP server (:mod:`eps.shell.mcp`) parse their input
+and render what these functions return; the work is here.
+
+Each operation takes typed inputs (a core :class:`~eps.core.model.Job`, records, numbers)
+and returns the ``--json`` document of its command as data: a dict with
+``schema_version``, valid against the schema of the same name in ``eps/schemas``
+(``check``, ``intents``, ``plan``, ``execute``, ``status``, ``wait``, ``logs``, ``pull``,
+``cancel``).  Bad input raises :class:`~eps.core.model.JobError` (its ``code`` and text
+are the CLI's error object, the did-you-mean included) or
+:class:`~eps.shell.config.settings.ConfigError`, before anything is changed.
+
+Nothing here writes to stdout (the MCP server speaks its protocol there); the notes a
+command has for people go to ``err`` (stderr by default).  Every operation that waits is
+bounded: :meth:`Service.wait` by its ``timeout_s``, :meth:`Service.execute` returns as
+soon as the supervisor owns the dispatch.  Cheap to import: the plan path loads only the
+pure core; the ledger, the lanes and the walker load when an operation needs them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from eps.core.contract import LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES, TOOLS, WAIT_DEFAULT_S, WAIT_MAX_S
+from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, QosGrants
+from eps.shell.run.events import SCHEMA_VERSION
+from eps.shell.service.errors import NotTaken
+from eps.shell.service.planning import Planned, given, park_state, plan
+
+if TYPE_CHECKING:
+    from eps.shell.config.settings import Settings
+    from eps.shell.lanes import Lanes
+    from eps.shell.lanes.jobs import JobFiles
+    from eps.shell.request.shipping import Shipping
+    from eps.shell.run.events import Events
+    from eps.shell.run.walker import WalkResult
+    from eps.shell.state.ledger import DispatchRow, Ledger
+
+__all__ = [
+    "LOGS_DEFAULT_BYTES", "LOGS_MAX_BYTES", "TOOLS", "WAIT_DEFAULT_S", "WAIT_MAX_S",
+    "Ctx", "NotTaken", "Planned", "Prepared", "Service", "given", "park_state", "plan",
+]  # fmt: skip
+
+#: How often a bounded wait reads the ledger.
+LOOK_S = 0.2
+
+
+class Prepared(NamedTuple):
+    """A job checked for execute: the job (with its workdir, setup, ``--env`` names and
+    time limit), the values of its ``--env`` names (never recorded) and its files; ``targets``:
+    its own notification URLs (``--notify``, never recorded: :mod:`eps.shell.notify.own`)."""
+
+    job: Job
+    values: dict[str, str]
+    files: JobFiles
+    targets: tuple[str, ...] = ()
+    inputs: tuple[dict[str, Any], ...] = ()  # each --input listed: url, dest, objects, bytes
+
+
+class Ctx(NamedTuple):
+    """What the operations on dispatches work with: the settings, an open ledger, the lanes,
+    where events go, and where notes for people go."""
+
+    settings: Settings
+    ledger: Ledger
+    lanes: Lanes
+    events: Events
+    err: Callable[[str], object]
+
+
+def _stderr(line: str) -> object:
+    return sys.stderr.write(line)  # sys.stderr as it is at the call (a test may have replaced it)
+
+
+class Collect:
+    """Events kept as their ``--json`` objects, not shown (the Python API's inline walk)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def emit(self, event: str, **fields: Any) -> None:
+        from eps.shell.run.events import record
+
+        self.records.append(record(event, **fields))
+
+
+def _no_shipping() -> Shipping:
+    from eps.shell.request.shipping import Shipping
+
+    return Shipping()
+
+
+def doc(**fields: Any) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, **fields}
+
+
+# --- the operations ---------------------------------------------------------------------------
+
+
+def prepare(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, snapshot: CapacitySnapshot,
+            grants: QosGrants, *, notify: Sequence[str] = (), notify_where: str = "--notify") -> Prepared:  # fmt: skip
+    """Every input error of an execute, found before anything happens (no reconcile, no call,
+    nothing recorded): the shipping options, the plan, the dispatch id, the files, the job's
+    own notification targets (``notify``: URLs or ``env:NAME``)."""
+    from eps.shell.request.shipping import check_files, job_options
+    from eps.shell.run.walker import Walker
+
+    targets: tuple[str, ...] = ()
+    if notify:
+        from eps.shell.notify.own import resolve
+
+        if ctx.settings.jobs.supervise != "detached":
+            raise JobError("usage", f'{notify_where} needs a supervisor to send them ([jobs] supervise = "detached")',
+                           None)  # fmt: skip
+        targets = resolve(notify, ctx.lanes.env, notify_where)
+
+    job, values = job_options(job, shipping, ctx.lanes.env)
+    if job.storage or job.inputs or ctx.settings.storage is not None:
+        from eps.shell.run.storage import with_storage
+
+        job, values = with_storage(job, values, ctx.settings.storage, ctx.lanes.env, ctx.settings.jobs.sync_every_s,
+                                   ctx.settings.gcp.service_account)  # fmt: skip
+    from eps.core.lifecycle import with_stall_watch
+
+    job = with_stall_watch(job, ctx.settings.jobs.stall_after_s, ctx.settings.jobs.on_stall)
+    Walker.check(job, dispatch_id, snapshot, grants, ctx.settings.policy)
+    files = check_files(job, values, ctx.err)
+    inputs: tuple[dict[str, Any], ...] = ()
+    if job.inputs:  # each prefix listed before anything happens: one with nothing there is bad input
+        from eps.shell.run.storage import measure_inputs
+
+        inputs = measure_inputs(ctx.settings.state_dir, job, ctx.settings.storage, ctx.lanes.env)
+    return Prepared(job, values, files, targets, inputs)
+
+
+def new_dispatch_id() -> str:
+    from eps.shell.run.walker import Walker
+
+    return Walker.new_dispatch_id()
+
+
+def refuse_inline(job: Job | None) -> None:
+    """What a walk in this process cannot do: wait for capacity (that needs a supervisor)."""
+    if job is not None and job.retry is not None and "no-capacity" in job.retry:
+        raise JobError("usage", 'waiting for capacity (--retry no-capacity) needs a supervisor '
+                       '([jobs] supervise = "detached", the default)', None)  # fmt: skip
+
+
+def walk_here(ctx: Ctx, ready: Prepared | None, dispatch: str, snapshot: CapacitySnapshot, grants: QosGrants,
+              *, grants_given: bool) -> list[WalkResult]:  # fmt: skip
+    """Walk ``ready`` as ``dispatch`` in this process (``[jobs] supervise = "inline"``), or
+    with ``ready`` ``None`` resume the recorded ``dispatch``: reconcile, gather the grants and
+    what is down here, walk.  Its events go to ``ctx.events``; the results of each job."""
+    from eps.shell.lanes.jobs import JobFiles, drop_env_values, write_env_values
+    from eps.shell.run.reconcile import Reconciler
+    from eps.shell.run.supervisor import gather
+    from eps.shell.run.walker import Walker
+
+    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
+    Reconciler(ledger, lanes, ctx.events).reconcile(leave=[dispatch] if ready is None else ())
+    job = None if ready is None else ready.job
+    snapshot, grants = gather(lanes, ledger, job, snapshot, grants, grants_given=grants_given)
+    walker = Walker(settings, ledger, lanes, ctx.events, grants=grants, snapshot=snapshot,
+                    files=JobFiles() if ready is None else ready.files)  # fmt: skip
+    if ready is not None:
+        write_env_values(settings.state_dir, dispatch, ready.values)  # a resume ships them again; mode 0600
+        if ready.inputs:
+            ctx.events.emit("inputs", dispatch=dispatch, inputs=list(ready.inputs))
+    results = [walker.resume(dispatch)] if ready is None else walker.execute(ready.job, dispatch)
+    if not any(r.handle is not None for r in results):
+        drop_env_values(settings.state_dir, dispatch)
+    return results
+
+
+def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapshot | None,
+              grants: QosGrants | None) -> None:  # fmt: skip
+    """Record the dispatch and hand it to the state directory's supervisor (started if none
+    runs); return once it owns it.  ``snapshot``/``grants``: what the caller gave (handed
+    over with it).  :class:`NotTaken` when no supervisor took it on (it stays recorded)."""
+    from eps.core.tables import DEFAULT_GRANTS
+    from eps.shell.lanes.jobs import write_env_values
+    from eps.shell.run import ownership
+    from eps.shell.run.walker import Walker
+
+    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
+    ownership.write_inputs(settings.state_dir, dispatch, snapshot, grants, ctx.lanes.env)
+    if ready.targets:  # mode 0600; dropped by the supervisor once no notice is owed
+        from eps.shell.notify.own import keep
+
+        keep(settings.state_dir, dispatch, ready.targets)
+    write_env_values(settings.state_dir, dispatch, ready.values)  # mode 0600; dropped when the dispatch settles
+    Walker(settings, ledger, lanes, ctx.events, grants=grants or DEFAULT_GRANTS,
+           snapshot=snapshot or CapacitySnapshot(), files=ready.files).record(ready.job, dispatch)  # fmt: skip
+    if ready.inputs:  # what the machine will copy, and how big it is: the first line of the dispatch's events
+        from eps.shell.run.events import EventLog
+
+        EventLog(settings.state_dir, dispatch).emit("inputs", dispatch=dispatch, inputs=list(ready.inputs))
+    take_over(ctx, dispatch)
+
+
+def take_over(ctx: Ctx, dispatch: str) -> None:
+    """Make sure a supervisor owns the recorded ``dispatch`` (:class:`NotTaken` if none does)."""
+    from eps.shell.run import ownership
+    state_dir = ctx.settings.state_dir
+    try:
+        ownership.ensure(state_dir, ctx.lanes.env)
+        taken = ownership.supervised(state_dir, dispatch, ctx.lanes.env)
+    except ownership.SupervisorError as exc:
+        raise NotTaken(dispatch, str(exc)) from None
+    if not taken:
+        raise NotTaken(dispatch, f"no supervisor took it on (see {ownership.log_file(state_dir)})")
+
+
+def execute_doc(ctx: Ctx, dispatch: str) -> dict[str, Any]:
+    """``eps execute --detach --json``: the dispatch and its state now."""
+    from eps.shell.run.events import log_path, read_from
+
+    row = ctx.ledger.dispatch(dispatch)
+    told = [e for e in read_from(log_path(ctx.settings.state_dir, dispatch), 0)[0] if e.get("event") == "inputs"]
+    inputs = {"inputs": told[0]["inputs"]} if told else {}
+    return doc(dispatch=dispatch, state=row.state.value if row else None, **inputs)
+
+
+def status(
+    ctx: Ctx,
+    dispatch: str | None = None,
+    *,
+    limit: int | None = 20,
+    active: bool = False,
+    since_s: float | None = None,
+    intent: str | None = None,
+    timeout_s: float = 5.0,
+) -> dict[str, Any]:
+    """``eps status --json``: reconcile (each provider within ``timeout_s``; one without
+    credentials is not asked), then the rows from the ledger and notes on what was not asked."""
+    from eps.shell.run import held
+    from eps.shell.run.reconcile import Reconciler
+    from eps.shell.service.status_rows import status as rows_now
+
+    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= 100_000):
+        raise JobError("status", f"limit must be a whole number 0..100000, got {limit!r}", None)
+    if intent is not None and settings.policy.intent(intent) is None:
+        from eps.core.router import unknown_intent
+
+        raise unknown_intent(intent, settings.policy)
+    rec = Reconciler(ledger, lanes, ctx.events, workers=settings.fanout_concurrency, answer_within_s=float(timeout_s))
+    rec.reconcile({dispatch} if dispatch else None)
+    since = None if since_s is None else time.time() - since_s
+    rows = rows_now(ledger, dispatch, limit=limit, active=active, since=since, intent=intent, policy=settings.policy)
+    held.annotate(ledger.state_dir, rows)  # outputs held back for lack of disk
+    for d, why in sorted(ledger.quarantined.items()):
+        ctx.err(f"eps: warning: dispatch {d}: its ledger row cannot be read ({why}); left as it is\n")
+    late = {lane: why for lane, why in rec.unchecked.items() if lane not in rec.down}
+    return doc(dispatches=rows, notes=_status_notes(rows, lanes, late))
+
+
+def _status_notes(rows: list[dict[str, Any]], lanes: Lanes, unchecked: dict[str, str]) -> list[dict[str, Any]]:
+    """Why the providers of the rows shown were not asked (no credentials, not configured) or
+    did not answer in time: those rows are as the ledger has them."""
+    from eps.shell.run.reconcile import ACTIVE_STATES
+
+    notes = []
+    live = [r for r in rows if r["state"] in {s.value for s in ACTIVE_STATES}]
+    used = {r["handle"]["lane"] for r in live if r["handle"]} | {
+        a["rung"].split("/", 1)[0] for r in live for a in r["attempts"]
+    }
+    for lane in sorted(used):
+        if lanes.policy.lane_kind(lane) is None:
+            continue
+        down = lanes.down(lane)
+        if down is not None:
+            notes.append({"lane": lane, "code": down.code.value, "text": f"not checked: {down.reason}"})
+    for lane, why in sorted(unchecked.items()):
+        notes.append({"lane": lane, "code": "unchecked", "text": why})
+    return notes
+
+
+def cancel(ctx: Ctx, dispatches: Sequence[str] | None) -> dict[str, Any]:
+    """``eps cancel --json``: stop ``dispatches`` (``None``: every live one) and release what
+    they hold."""
+    from eps.shell.run.reconcile import cancel as stop
+
+    return doc(**stop(ctx.ledger, ctx.lanes, ctx.events, dispatches, workers=ctx.settings.fanout_concurrency))
+
+
+def wait(ctx: Ctx, dispatch: str, *, timeout_s: float = WAIT_DEFAULT_S, landed: bool = False,
+         clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:  # fmt: skip
+    """The ``wait`` document: wait at most ``timeout_s`` (capped at :data:`WAIT_MAX_S`) for
+    ``dispatch`` to settle (``landed``: only until its walk is over: something runs, or
+    nothing could start); its state, and once it ended the exit code ``eps wait`` leaves
+    with and where each copy's outputs are.  Under a supervisor this only reads (the
+    supervisor pulls and releases); inline, this process follows the jobs itself."""
+    from eps.shell.run.follow import exit_of, rows_of
+    from eps.shell.run.ownership import settled
+
+    bound = min(max(0.0, float(timeout_s)), WAIT_MAX_S)
+    ids = [r.id for r in rows_of(ctx.ledger, dispatch)]
+    start = clock()
+    if ctx.settings.jobs.supervise == "detached" or landed:
+        done = _settle(ctx, ids, until=start + bound, clock=clock, landed=landed)
+    else:
+        from eps.shell.run.follow import follow_to_end
+
+        done = follow_to_end(ctx.ledger, ctx.lanes, ctx.events, ids, poll_s=ctx.settings.jobs.wait_poll_s,
+                             until=start + bound, clock=clock)  # fmt: skip
+    rows = [r for r in (ctx.ledger.dispatch(d) for d in ids) if r is not None]
+    ended = (done and not landed) or all(settled(r) for r in rows)
+    code = exit_of(rows, ctx.err) if ended else None
+    return doc(dispatch=dispatch, ended=ended, state=",".join(sorted({r.state.value for r in rows})),
+               exit_code=code, waited_s=round(clock() - start, 3), timeout_s=bound,
+               jobs=[_job_end(ctx, r) for r in rows])  # fmt: skip
+
+
+def _job_end(ctx: Ctx, row: DispatchRow) -> dict[str, Any]:
+    from eps.core.lifecycle import exit_status, result_word
+    from eps.core.states import DispatchState
+
+    ended = row.state is DispatchState.ENDED
+    outputs = os.path.join(ctx.settings.state_dir, "outputs", row.id) if row.pulled_at is not None else None
+    if outputs is None and row.stored_at is not None:  # in storage, where its machine put them
+        from eps.shell.run.stored import where
+
+        outputs = getattr(where(row), "outputs_url", None)
+    return {"dispatch": row.id, "state": row.state.value, "started": row.handle is not None,
+            "result": result_word(row.state, row.job_status, row.exit_code),
+            "exit_code": exit_status(row.state, row.job_status, row.exit_code) if ended else None,
+            "outputs": outputs, "message": row.message}  # fmt: skip
+
+
+def _settle(ctx: Ctx, ids: Sequence[str], *, until: float, clock: Callable[[], float], landed: bool) -> bool:
+    """Read the ledger until every job of ``ids`` has settled (or ``landed``) (True) or
+    ``until`` (False); a supervisor that died meanwhile is started again.  No signal
+    handlers: this runs in any thread (the MCP server's)."""
+    from eps.shell.run import ownership
+    done = ownership.landed if landed else ownership.settled
+    checked = clock()
+    while True:
+        rows = [r for r in (ctx.ledger.dispatch(d) for d in ids) if r is not None]
+        if all(done(r) for r in rows):
+            return True
+        now = clock()
+        if now >= until:
+            return False
+        if now - checked >= 1.0:
+            checked = now
+            if ctx.settings.jobs.supervise == "detached" and ownership.alive_pid(ctx.ledger.state_dir) is None:
+                ownership.ensure(ctx.ledger.state_dir, ctx.lanes.env)  # the supervisor died: revive
+        time.sleep(max(0.0, min(LOOK_S, until - clock())))
+
+
+def pull(ctx: Ctx, dispatch: str, to: str | None = None,
+         each: Callable[[str, str], object] | None = None) -> dict[str, Any]:  # fmt: skip
+    """``eps pull --json``: each copy's outputs back (``<state>/outputs/<dispatch>`` or
+    ``to``); ``each`` hears of each copy as it comes back."""
+    from eps.shell.run.pull import pull_each
+
+    pulled: list[dict[str, str]] = []
+
+    def back(d: str, note: str) -> None:
+        pulled.append({"dispatch": d, "note": note})
+        if each is not None:
+            each(d, note)
+
+    pull_each(ctx.ledger, ctx.lanes, dispatch, to, back)
+    return doc(dispatch=dispatch, pulled=pulled)
+
+
+def reconcile(ctx: Ctx) -> dict[str, Any]:
+    """``eps reconcile --json``: the ledger against the providers; what was adopted, ended,
+    released or could not be checked."""
+    from eps.shell.run.reconcile import Reconciler
+
+    return doc(**Reconciler(ctx.ledger, ctx.lanes, ctx.events, workers=ctx.settings.fanout_concurrency).reconcile())
+
+
+def logs(ctx: Ctx, dispatch: str, *, offset: int = 0, max_bytes: int = LOGS_DEFAULT_BYTES,
+         tail_lines: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """A bounded piece of each job's log: ``max_bytes`` (at most :data:`LOGS_MAX_BYTES`) from
+    byte ``offset``, or with ``tail_lines`` the last lines within ``max_bytes``.  Each entry
+    says the log's ``size`` now and ``next_offset`` to continue from."""
+    from eps.shell.run.follow import rows_of
+    from eps.shell.run.logs_read import read_piece
+
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise JobError("logs", f"offset must be a whole number >= 0, got {offset!r}", None)
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not 1 <= max_bytes <= LOGS_MAX_BYTES:
+        raise JobError("logs", f"max_bytes must be 1..{LOGS_MAX_BYTES}, got {max_bytes!r}", None)
+    if tail_lines is not None and (isinstance(tail_lines, bool) or not isinstance(tail_lines, int) or tail_lines < 1):
+        raise JobError("logs", f"tail_lines must be a whole number >= 1, got {tail_lines!r}", None)
+    rows = rows_of(ctx.ledger, dispatch)
+    pieces = [read_piece(ctx.ledger, ctx.lanes, row, offset, max_bytes, tail_lines) for row in rows]
+    return doc(dispatch=dispatch, logs=pieces)
+
+
+# --- the front doors' one object --------------------------------------------------------------
+
+
+class Service:
+    """The operations with their context: the settings (read once, from ``env``: by default
+    ``os.environ``), a ledger and the lanes opened per call.  ``lane_options`` (an
+    ``eps.shell.lanes.LaneOptions``) lets tests point the lanes at local servers."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, *, settings: Settings | None = None,
+                 lane_options: Any = None, err: Callable[[str], object] | None = None) -> None:  # fmt: skip
+        self.env: dict[str, str] = dict(os.environ if env is None else env)
+        self._settings = settings
+        self.lane_options = lane_options
+        self.err = err or _stderr
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            from eps.shell.config.load import load_settings
+
+            self._settings = load_settings(self.env)
+        return self._settings
+
+    def intents(self) -> dict[str, Any]:
+        from eps.shell.service.documents import intents_doc
+
+        return intents_doc(self.settings.policy)
+
+    def check(self, *, timeout_s: float = 10.0) -> dict[str, Any]:
+        from eps.shell.service.check import gather
+
+        return gather(self.settings, self.env, self.lane_options, float(timeout_s))
+
+    def plan(self, job: Job, *, snapshot: CapacitySnapshot | None = None, grants: QosGrants | None = None,
+             park: ParkState | None = None) -> Planned:  # fmt: skip
+        return plan(self.settings, self.env, job, snapshot, grants, park)
+
+    @contextmanager
+    def opened(self, events: Events | None = None, *, revive: bool = False) -> Iterator[Ctx]:
+        """A ledger and the lanes for one operation (closed after it); ``revive``: a dispatch
+        left by a dead supervisor is taken on again first (as ``eps status`` does)."""
+        from eps.core.model import evolve
+        from eps.shell.lanes import LaneOptions, Lanes
+        from eps.shell.run.events import Silent
+        from eps.shell.state.ledger import DispatchBusy, Ledger, LedgerError
+
+        opts = self.lane_options
+        opts = LaneOptions(env=self.env) if opts is None else evolve(opts, env=opts.env or self.env)
+        try:
+            ledger = Ledger(self.settings.state_dir)
+        except LedgerError as exc:
+            raise JobError("ledger", str(exc), None) from None
+        lanes = Lanes(self.settings, opts)
+        try:
+            if revive and self.settings.jobs.supervise == "detached":
+                from eps.shell.run import ownership
+                ownership.revive(ledger, lanes.env)
+            yield Ctx(self.settings, ledger, lanes, events or Silent(), self.err)
+        except LedgerError as exc:
+            raise JobError("ledger", str(exc), None) from None
+        except DispatchBusy as exc:
+            raise JobError("busy", str(exc), None) from None
+        finally:
+            lanes.close()
+            ledger.close()
+
+    def execute(
+        self,
+        job: Job,
+        shipping: Shipping | None = None,
+        *,
+        dispatch_id: str | None = None,
+        snapshot: CapacitySnapshot | None = None,
+        grants: QosGrants | None = None,
+        notify: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """Record ``job`` and hand it to the supervisor; return at once (detached) with the
+        dispatch id and its state.  Needs ``[jobs] supervise = "detached"`` (the default).
+        ``notify``: the job's own notification targets (apprise URLs or ``env:NAME``)."""
+        from eps.core.tables import DEFAULT_GRANTS
+        from eps.shell.run.walker import Walker
+
+        if self.settings.jobs.supervise != "detached":
+            raise JobError("usage", 'a detached execute needs a supervisor ([jobs] supervise = "detached")', None)
+        with self.opened() as ctx:
+            if dispatch_id is not None and ctx.ledger.dispatch(dispatch_id) is not None:
+                raise JobError("dispatch_exists", f"dispatch {dispatch_id} already exists", None)
+            given = (snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS)
+            ready = prepare(ctx, job, shipping or _no_shipping(), dispatch_id, *given, notify=notify,
+                            notify_where="notify")  # fmt: skip
+            dispatch = dispatch_id or Walker.new_dispatch_id()
+            hand_over(ctx, ready, dispatch, snapshot, grants)
+            return execute_doc(ctx, dispatch)
+
+    def status(self, dispatch: str | None = None, **filters: Any) -> dict[str, Any]:
+        """:func:`status`: ``limit``, ``active``, ``since_s``, ``intent``, ``timeout_s``."""
+        with self.opened(revive=True) as ctx:
+            return status(ctx, dispatch, **filters)
+
+    def wait(self, dispatch: str, *, timeout_s: float = WAIT_DEFAULT_S, landed: bool = False) -> dict[str, Any]:
+        with self.opened(revive=True) as ctx:
+            return wait(ctx, dispatch, timeout_s=timeout_s, landed=landed)
+
+    def logs(self, dispatch: str, *, offset: int = 0, max_bytes: int = LOGS_DEFAULT_BYTES,
+             tail_lines: int | None = None) -> dict[str, Any]:  # fmt: skip
+        with self.opened(revive=True) as ctx:
+            return logs(ctx, dispatch, offset=offset, max_bytes=max_bytes, tail_lines=tail_lines)
+
+    def pull(self, dispatch: str, *, to: str | None = None) -> dict[str, Any]:
+        with self.opened() as ctx:
+            return pull(ctx, dispatch, to)
+
+    def cancel(self, dispatch: str | None = None, *, every: bool = False) -> dict[str, Any]:
+        """``eps cancel DISPATCH`` (or ``--all``: ``every``)."""
+        if not dispatch and not every:
+            raise JobError("usage", "eps cancel: name a dispatch or --all", None)
+        with self.opened() as ctx:
+            return cancel(ctx, [dispatch] if dispatch else None)
+
+    def next_events(self, dispatches: Sequence[str] | None = None, cursor: Mapping[str, int] | None = None, *,
+                    timeout_s: float | None = None, max_events: int | None = None) -> dict[str, Any]:  # fmt: skip
+        """The next events of ``dispatches`` (``None``: every one of this state directory) after
+        ``cursor`` (the ``next_cursor`` of the last call), waiting at most ``timeout_s`` (default
+        30 s) for one, at most ``max_events`` (100): :func:`eps.shell.service.feed.next_events` (the MCP
+        tool ``next_events``)."""
+        from eps.shell.service.feed import next_events
+
+        with self.opened(revive=True) as ctx:
+            return next_events(ctx.ledger, dispatches, cursor, timeout_s=timeout_s, max_events=max_events)
+
+    def events(self, dispatch: str, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The dispatch's events after byte ``offset`` of its event log, and the next offset."""
+        from eps.shell.run.events import log_path, read_from
+
+        return read_from(log_path(self.settings.state_dir, dispatch), offset)

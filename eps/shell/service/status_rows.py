@@ -1,0 +1,108 @@
+"""``eps status``'s rows, from the ledger (reconcile has asked the providers first): each
+dispatch's state and result, its times and the list price of its runtime (information only,
+P12), whether a stall watch hears nothing from it, whether its machine is kept for
+``eps pull``, where its outputs live now, and its attempts."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from eps.core.lifecycle import result_word
+from eps.core.model import JobError, Policy, Provisioning
+from eps.core.prices import list_cost, list_price_per_hour
+from eps.core.states import SETTLED_DISPATCH_STATES, DispatchState, Outcome
+from eps.shell.run.outputs_at import outputs_of
+from eps.shell.run.reconcile import ACTIVE_STATES
+from eps.shell.run.stalls import stall_fields
+from eps.shell.state import codec
+from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
+
+
+def status(
+    ledger: Ledger,
+    dispatch: str | None,
+    *,
+    limit: int | None = 20,
+    active: bool = False,
+    since: float | None = None,
+    intent: str | None = None,
+    policy: Policy | None = None,
+    now: float | None = None,
+) -> list[dict[str, Any]]:
+    """The status rows: one dispatch; or, with a filter (``active``, submitted at or after
+    ``since``, of ``intent``), the newest ``limit`` that match (all: ``None``); or else the
+    active ones plus the ``limit`` newest.  Each row has its times (submitted, started,
+    ended, runtime) and, as information only (P12), the list price of its runtime."""
+    if dispatch is not None:
+        row = ledger.dispatch(dispatch)
+        if row is None:
+            raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+        rows = [row]
+    elif active or since is not None or intent is not None:
+        rows = ledger.select(states=ACTIVE_STATES if active else None, since=since, intent=intent, limit=limit)
+    else:
+        rows = ledger.recent(ACTIVE_STATES, limit)
+    now = time.time() if now is None else now
+    out = []
+    for r in rows:
+        try:
+            attempts = ledger.attempts(r.id)
+        except QuarantinedRow:
+            attempts = []
+        out.append(
+            {
+                "dispatch": r.id,
+                "parent": r.parent,
+                "intent": r.intent,
+                "state": r.state.value,
+                "result": result_word(r.state, r.job_status, r.exit_code),
+                **stall_fields(ledger.state_dir, r),  # a running job its stall watch hears nothing from
+                "exit_code": r.exit_code,
+                "terminal": r.terminal,
+                "message": r.message,
+                "handle": codec.to_data(r.handle) if r.handle else None,
+                "created_at": r.created_at,
+                **_times(r, now, policy),
+                "kept_since": (kept := next((a.updated_at for a in attempts if a.outcome == Outcome.KEPT.value), None)),
+                "outputs": outputs_of(ledger.state_dir, r, kept=kept is not None),  # where they live now
+                "restarts": r.job.restart,
+                "next_try_at": r.next_try_at if r.state is DispatchState.WAITING else None,
+                "attempts": [
+                    {
+                        "seq": a.seq,
+                        "rung": a.rung,
+                        "state": a.state.value,
+                        "handle": a.handle,
+                        "outcome": a.outcome,
+                        "reason": a.reason,
+                    }
+                    for a in attempts
+                ],
+            }
+        )
+    return out
+
+
+def _times(r: DispatchRow, now: float, policy: Policy | None) -> dict[str, Any]:
+    """Submitted, started, ended, runtime, and the runtime's list price (information only, P12)."""
+    ended = r.ended_at
+    if ended is None and r.state in SETTLED_DISPATCH_STATES and r.started_at is not None:
+        ended = r.updated_at
+    runtime = None
+    if r.started_at is not None:
+        runtime = max(0.0, (ended if ended is not None else now) - r.started_at)
+    per_hour = None
+    if r.handle is not None and policy is not None:
+        how = r.handle.rung.rsplit("/", 1)[-1]
+        prov = Provisioning(how) if how in {p.value for p in Provisioning} else None
+        gpus = getattr(policy.intent(r.intent), "gpus", 0) * max(1, r.job.count)
+        per_hour = list_price_per_hour(policy, r.handle.kind, r.handle.machine, prov, gpus)
+    return {
+        "submitted_at": r.created_at,
+        "started_at": r.started_at,
+        "ended_at": ended,
+        "runtime_s": None if runtime is None else round(runtime, 1),
+        "list_price_per_hour": per_hour,
+        "list_cost": list_cost(per_hour, runtime),
+    }
