@@ -183,9 +183,7 @@ def display(path: Path, root: Path) -> str:
         return resolved.relative_to(root.resolve()).as_posix()
     except ValueError:
         pass
-    import eps
-
-    package = Path(eps.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # the eps package (eps/lint/docs.py)
     if package in resolved.parents:
         return resolved.relative_to(package.parent).as_posix()
     return str(path)

@@ -67,7 +67,7 @@ def test_core_never_reads_the_environment_or_the_clock() -> None:
 #: argparse (an ordinary ``eps plan`` is read by :func:`eps.shell.cli.args.plan_namespace`).
 PLAN_PATH_SPARES = ("google.cloud.compute_v1", "httpx", "rich", "cattrs", "attrs", "sqlite3", "typing", "contextlib",
                     "json", "argparse", "gettext", "eps.shell.cli.parser", "eps.shell.service.operations",
-                    "eps.shell.run.events",
+                    "eps.shell.state.events",
                     "eps.core.states", "threading")  # fmt: skip
 
 

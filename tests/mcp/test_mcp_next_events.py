@@ -19,8 +19,8 @@ import pytest
 from mcp import ClientSession
 from test_mcp_server import SLACK_S, Call, Setup, valid, with_server
 
-from eps.shell.run.events import EventLog, log_path
 from eps.shell.service.operations import Service
+from eps.shell.state.events import EventLog, log_path
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from eps.core.contract import TOOLS
 from eps.shell.cli import main
-from eps.shell.service.documents import guide_text
+from eps.shell.render.documents import guide_text
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "from eps.shell.cli.main import entry; entry()"

@@ -76,8 +76,7 @@ def test_a_bug_in_eps_is_one_line_naming_the_one_file_with_its_traceback(
 ) -> None:
     """No honest input makes eps crash (the state dir, ledger, config and file readers all
     refuse in one line), so the intent table's document and view are made to raise, here only."""
-    from eps.shell.render import views
-    from eps.shell.service import documents
+    from eps.shell.render import documents, views
     def broken(*_: Any) -> dict[str, Any]:
         raise RuntimeError("eps: the table\nis broken")
 

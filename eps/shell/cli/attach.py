@@ -74,8 +74,8 @@ def follow(
     Starts a supervisor again whenever the one there died with the dispatch unsettled.
     Raises :class:`Detached` / ``KeyboardInterrupt`` when the caller is stopped."""
     from eps.shell.run import ownership
-    from eps.shell.run.events import log_path, read_from
     from eps.shell.run.follow import ids_of
+    from eps.shell.state.events import log_path, read_from
 
     path = log_path(ledger.state_dir, dispatch)
     offset = 0
@@ -128,7 +128,7 @@ def left_running(dispatch: str, how: str, reporter: Reporter, rows: list[Dispatc
 
 
 def _doc(event: str, **fields: Any) -> dict[str, Any]:
-    from eps.shell.run.events import record
+    from eps.shell.state.events import record
 
     return record(event, **fields)
 

@@ -108,7 +108,7 @@ def cmd_plan(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
 def cmd_intents(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
     from eps.shell.render import views
     if getattr(ns, "json", False):
-        from eps.shell.service.documents import intents_doc
+        from eps.shell.render.documents import intents_doc
 
         emit(intents_doc(settings.policy))
     else:
@@ -196,7 +196,7 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
     if ns.cmd is None:
         raise UsageError("eps: a command is needed: check, plan, intents, execute, status, cancel, ... (eps --help)")
     if ns.cmd == "guide":
-        from eps.shell.service.documents import guide_text
+        from eps.shell.render.documents import guide_text
 
         sys.stdout.write(guide_text())
         return EXIT_OK

@@ -259,7 +259,7 @@ def build(svc: Service) -> Any:
 
     @server.resource("eps://guide", name="guide", description="the agent guide (eps guide)", mime_type="text/markdown")
     def guide() -> str:
-        from eps.shell.service.documents import guide_text
+        from eps.shell.render.documents import guide_text
 
         return guide_text()
 

@@ -43,7 +43,7 @@ from eps.shell.notify import book
 from eps.shell.notify import own as job_targets
 from eps.shell.notify.notices import Notice, PullDue, fold, unpulled
 from eps.shell.notify.targets import Target, parse_each
-from eps.shell.run.events import log_path, read_placed
+from eps.shell.state.events import log_path, read_placed
 
 #: Waits before trying a target again after its 1st, 2nd, ... failure (the last repeats).
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 300.0)

@@ -45,7 +45,7 @@ class Reporter:
         self._parked: dict[str, tuple[str, Any, float]] = {}  # dispatch -> (rung, reason, when shown)
 
     def emit(self, event: str, **fields: Any) -> None:
-        from eps.shell.run.events import record
+        from eps.shell.state.events import record
 
         self.show(record(event, **fields))
 

@@ -1,6 +1,6 @@
 """How plans and intents look to people: plain-text tables (:mod:`eps.shell.render.table`:
 they fit the width, and cost a few milliseconds).  Their ``--json`` documents are made in
-:mod:`eps.shell.service.documents`.
+:mod:`eps.shell.render.documents`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from eps.core.healing import policy_of
 from eps.core.model import Job, LaneDown, Policy, RoutePlan, Rung
 from eps.core.tables import HEALING, Healing
 from eps.core.usable import can_start, mark, terminal_text, unusable_lanes
+from eps.shell.render.documents import intent_dict
 from eps.shell.render.table import Column, render
-from eps.shell.service.documents import intent_dict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

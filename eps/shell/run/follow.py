@@ -37,8 +37,8 @@ from eps.core.settle import MADE_MACHINES
 from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
 from eps.core.tables import HEALING, Healing
 from eps.shell.lanes import Lanes
-from eps.shell.run.events import Events
 from eps.shell.state import codec
+from eps.shell.state.events import Events
 from eps.shell.state.ledger import DispatchRow, Ledger
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from eps.core.model import CapacitySnapshot, QosGrants
 from eps.core.states import DispatchState
 from eps.shell.config.load import SETTINGS_ENV
 from eps.shell.config.settings import Settings
-from eps.shell.run.events import log_path as events_path
-from eps.shell.run.events import read_from
+from eps.shell.state.events import log_path as events_path
+from eps.shell.state.events import read_from
 
 #: The dispatch states a supervisor works on (``interrupted`` and ``preempted`` wait for
 #: ``eps execute --resume``, which hands them back as ``walking``, unless the retry policy

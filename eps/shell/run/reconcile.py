@@ -49,8 +49,8 @@ from eps.core.states import (
 )
 from eps.core.walk import AttemptRecord
 from eps.shell.lanes import Lanes
-from eps.shell.run.events import Events
 from eps.shell.run.ownership import SUPERVISED
+from eps.shell.state.events import Events
 from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
 from eps.shell.util.parallel import each
 from eps.shell.util.polling import poll_until

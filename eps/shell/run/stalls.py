@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 
 from eps.core.durations import human
-from eps.shell.run.events import Events, log_path, read_from
+from eps.shell.state.events import Events, log_path, read_from
 from eps.shell.state.ledger import DispatchRow, Ledger
 
 

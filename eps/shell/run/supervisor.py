@@ -3,7 +3,7 @@
 ``eps execute`` checks the job, records the dispatch and hands it over; the supervisor
 does everything else in one loop per dispatch (a thread each): walk the plan (park,
 withdraw, fail over), launch, follow the job, pull, release, finish.  Every event goes to
-the dispatch's event log (:mod:`eps.shell.run.events`); callers attach to it and detach
+the dispatch's event log (:mod:`eps.shell.state.events`); callers attach to it and detach
 from it at will, and nothing they do (Ctrl-C, SIGTERM, SIGKILL, a closed laptop)
 interrupts the dispatch: ``eps cancel`` is the one way to stop one.
 
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from eps.core.model import CapacitySnapshot, Job, LaneDown, QosGrants, evolve
 from eps.core.states import DispatchState
-from eps.shell.run.events import EventLog
 from eps.shell.run.ownership import SUPERVISED, lock_path, pid_path, read_inputs, unsettled_roots
+from eps.shell.state.events import EventLog
 
 if TYPE_CHECKING:
     from eps.shell.state.ledger import DispatchRow

@@ -62,8 +62,8 @@ from eps.core.walk import (
 from eps.shell.config.settings import Settings
 from eps.shell.lanes import Lanes
 from eps.shell.lanes.jobs import JobFiles, read_env_values, select_files
-from eps.shell.run.events import Events
 from eps.shell.run.reconcile import Reconciler
+from eps.shell.state.events import Events
 from eps.shell.state.ledger import AttemptRow, Ledger
 
 

@@ -32,7 +32,7 @@ from returns.result import Failure, Success
 
 from eps.core.model import DownCode, LaneDown, LaneKind
 from eps.shell.config.settings import Settings
-from eps.shell.run.events import SCHEMA_VERSION
+from eps.shell.state.events import SCHEMA_VERSION
 
 #: What a lane's probe answers: (usable, what it said, the fix when a setting is wrong, per-tier findings).
 Answer = tuple[bool, str, str | None, list[dict[str, Any]]]

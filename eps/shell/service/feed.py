@@ -4,7 +4,7 @@ hears what happened to any of them without polling each one.
 
 **The cursor** is a byte offset per event log (``{dispatch: offset}``, the reader's offset of
 an append-only log, as ``logs``' ``next_offset`` is): the call reads each log from its offset
-with :func:`eps.shell.run.events.read_placed` (whole lines only: a line still being written is
+with :func:`eps.shell.state.events.read_placed` (whole lines only: a line still being written is
 read next time) and returns ``next_cursor``, each log's offset after the last event it
 returned.  An event written while a call is in progress is after that offset, so the next
 call returns it: none is lost, none is given twice (a timestamp could not say this: events'
@@ -30,7 +30,7 @@ from typing import Any
 
 from eps.core.contract import NEXT_DEFAULT_EVENTS, NEXT_DEFAULT_S, NEXT_MAX_EVENTS, NEXT_MAX_S
 from eps.core.model import JobError
-from eps.shell.run.events import SCHEMA_VERSION, events_dir, log_path, read_placed
+from eps.shell.state.events import SCHEMA_VERSION, events_dir, log_path, read_placed
 
 __all__ = ["NEXT_DEFAULT_EVENTS", "NEXT_DEFAULT_S", "NEXT_MAX_EVENTS", "NEXT_MAX_S", "next_events"]
 #: How often a waiting call looks at the logs' sizes.

@@ -28,17 +28,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eps.core.contract import LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES, TOOLS, WAIT_DEFAULT_S, WAIT_MAX_S
 from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, QosGrants
-from eps.shell.run.events import SCHEMA_VERSION
 from eps.shell.service.errors import NotTaken
 from eps.shell.service.planning import Planned, given, park_state, plan
+from eps.shell.state.events import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from eps.shell.config.settings import Settings
     from eps.shell.lanes import Lanes
     from eps.shell.lanes.jobs import JobFiles
     from eps.shell.request.shipping import Shipping
-    from eps.shell.run.events import Events
     from eps.shell.run.walker import WalkResult
+    from eps.shell.state.events import Events
     from eps.shell.state.ledger import DispatchRow, Ledger
 
 __all__ = [
@@ -84,7 +84,7 @@ class Collect:
         self.records: list[dict[str, Any]] = []
 
     def emit(self, event: str, **fields: Any) -> None:
-        from eps.shell.run.events import record
+        from eps.shell.state.events import record
 
         self.records.append(record(event, **fields))
 
@@ -197,7 +197,7 @@ def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapsh
     Walker(settings, ledger, lanes, ctx.events, grants=grants or DEFAULT_GRANTS,
            snapshot=snapshot or CapacitySnapshot(), files=ready.files).record(ready.job, dispatch)  # fmt: skip
     if ready.inputs:  # what the machine will copy, and how big it is: the first line of the dispatch's events
-        from eps.shell.run.events import EventLog
+        from eps.shell.state.events import EventLog
 
         EventLog(settings.state_dir, dispatch).emit("inputs", dispatch=dispatch, inputs=list(ready.inputs))
     take_over(ctx, dispatch)
@@ -218,7 +218,7 @@ def take_over(ctx: Ctx, dispatch: str) -> None:
 
 def execute_doc(ctx: Ctx, dispatch: str) -> dict[str, Any]:
     """``eps execute --detach --json``: the dispatch and its state now."""
-    from eps.shell.run.events import log_path, read_from
+    from eps.shell.state.events import log_path, read_from
 
     row = ctx.ledger.dispatch(dispatch)
     told = [e for e in read_from(log_path(ctx.settings.state_dir, dispatch), 0)[0] if e.get("event") == "inputs"]
@@ -422,7 +422,7 @@ class Service:
         return self._settings
 
     def intents(self) -> dict[str, Any]:
-        from eps.shell.service.documents import intents_doc
+        from eps.shell.render.documents import intents_doc
 
         return intents_doc(self.settings.policy)
 
@@ -441,7 +441,7 @@ class Service:
         left by a dead supervisor is taken on again first (as ``eps status`` does)."""
         from eps.core.model import evolve
         from eps.shell.lanes import LaneOptions, Lanes
-        from eps.shell.run.events import Silent
+        from eps.shell.state.events import Silent
         from eps.shell.state.ledger import DispatchBusy, Ledger, LedgerError
 
         opts = self.lane_options
@@ -530,6 +530,6 @@ class Service:
 
     def events(self, dispatch: str, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         """The dispatch's events after byte ``offset`` of its event log, and the next offset."""
-        from eps.shell.run.events import log_path, read_from
+        from eps.shell.state.events import log_path, read_from
 
         return read_from(log_path(self.settings.state_dir, dispatch), offset)

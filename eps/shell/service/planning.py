@@ -52,7 +52,7 @@ class Planned(NamedTuple):
         return None if self.route.terminal is None else self.route.terminal.value
 
     def to_dict(self) -> dict[str, Any]:
-        from eps.shell.service.documents import plan_dict
+        from eps.shell.render.documents import plan_dict
 
         return plan_dict(self.route, self.job, self.down, self.healing)
 

@@ -10,7 +10,7 @@ import pytest
 
 from eps.shell.config.notify import EVENT_NAMES
 from eps.shell.notify.notices import fold, unpulled
-from eps.shell.run.events import read_placed
+from eps.shell.state.events import read_placed
 
 ALL = frozenset(EVENT_NAMES)
 GCP = {"lane": "gcp", "kind": "gcp", "id": "eps-d-1", "rung": "gcp:e2-standard-4:us-central1-a:spot"}

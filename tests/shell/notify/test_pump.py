@@ -20,7 +20,7 @@ from eps.shell.config.load import load_settings
 from eps.shell.notify import book
 from eps.shell.notify.pump import Pump
 from eps.shell.run import ownership
-from eps.shell.run.events import EventLog
+from eps.shell.state.events import EventLog
 from eps.shell.state.ledger import Ledger
 
 

@@ -141,5 +141,6 @@ def intents_doc(policy: Policy) -> dict[str, Any]:
 
 def guide_text() -> str:
     """The agent guide shipped in the package (``eps/guide.md``; ``eps guide`` prints it)."""
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "guide.md")) as fh:
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(package, "guide.md")) as fh:
         return fh.read()
