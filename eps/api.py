@@ -132,8 +132,7 @@ def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait:
     core = job.core()
     S.refuse_inline(core)
     with svc.opened(sink) as ctx:
-        if dispatch_id is not None and ctx.ledger.dispatch(dispatch_id) is not None:
-            raise JobError("dispatch_exists", f"dispatch {dispatch_id} already exists")
+        S.unused(ctx, dispatch_id)
         ready = S.prepare(ctx, core, shipping, dispatch_id, CapacitySnapshot(), DEFAULT_GRANTS,
                           notify=tuple(job.notify), notify_where="notify")  # fmt: skip
         dispatch = dispatch_id or S.new_dispatch_id()

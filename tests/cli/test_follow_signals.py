@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from eps.core.model import Job
-from eps.shell.cli import attach as A
 from eps.shell.render.progress import Reporter
+from eps.shell.service import attach as A
 from eps.shell.state.ledger import DispatchRow, Ledger
 
 

@@ -73,10 +73,9 @@ def _dispatch_command(
         raise JobError("usage", "eps execute --resume DISPATCH takes no --notify (its targets are those it was "
                        "handed over with)", None)  # fmt: skip
     for named in (getattr(ns, "dispatch", None), getattr(ns, "resume", None)):
-        if named and ledger.dispatch(named) is None:
-            raise JobError("unknown_dispatch", f"no dispatch {named!r} in the ledger", None)
-    if getattr(ns, "dispatch_id", None) and ledger.dispatch(ns.dispatch_id) is not None:
-        raise JobError("dispatch_exists", f"dispatch {ns.dispatch_id} already exists", None)
+        if named:
+            operations.known(ctx, named)
+    operations.unused(ctx, getattr(ns, "dispatch_id", None) or None)
     if ns.cmd in ("logs", "pull", "wait", "attach") and command:
         raise JobError("usage", f"eps {ns.cmd} takes no command after --", None)
     if ns.cmd == "logs" and ns.follow and _piece(ns):
@@ -84,10 +83,9 @@ def _dispatch_command(
                                 "a piece of it (choose one)", None)  # fmt: skip
     detached = settings.jobs.supervise == "detached"
     if detached and ns.cmd in ("status", "wait", "attach", "logs", "reconcile", "supervise"):
-        from eps.shell.run import ownership
-        pid = ownership.revive(ledger, lanes.env)  # a dispatch left by a dead supervisor is taken on again
+        pid = operations.revive(ctx)  # a dispatch left by a dead supervisor is taken on again
         if ns.cmd == "supervise":
-            return _supervise(ns, ledger, pid)
+            return _supervise(ns, ctx, pid)
     if ns.cmd == "supervise":
         raise JobError("usage", 'eps supervise: dispatches are walked inline here ([jobs] supervise = "inline")', None)
     if ns.cmd == "status":
@@ -125,7 +123,7 @@ def _dispatch_command(
 
 
 def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporter: Reporter) -> int:
-    from eps.shell.cli import lifecycle as life
+    from eps.shell.service import lifecycle as life
     from eps.shell.service import operations
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
@@ -152,7 +150,7 @@ def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporte
         until = None if ns.timeout is None else time.monotonic() + ns.timeout
         code = life.wait(ledger, lanes, reporter, ns.dispatch, poll_s=settings.jobs.wait_poll_s, until=until)
         if code is None:
-            from eps.shell.cli.attach import left_running
+            from eps.shell.service.attach import left_running
 
             left_running(ns.dispatch, f"--timeout {ns.timeout}s passed", reporter, life.rows_of(ledger, ns.dispatch))
             return Exit.STILL_RUNNING
@@ -183,7 +181,8 @@ def _execute(
     make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
     reporter: Reporter,
 ) -> int:
-    from eps.shell.cli import lifecycle as life
+    from eps.shell.request.shipping import shipping_of
+    from eps.shell.service import lifecycle as life
     from eps.shell.service import operations
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
@@ -195,7 +194,7 @@ def _execute(
     snapshot, grants = operations.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
     ready = None
     if job is not None:  # every input error is found before anything happens (no reconcile, no call)
-        ready = operations.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants, **_notify_of(ns))
+        ready = operations.prepare(ctx, job, shipping_of(ns), ns.dispatch_id, snapshot, grants, **_notify_of(ns))
     dispatch = ns.resume or ns.dispatch_id or operations.new_dispatch_id()
     reporter.start_live()
     given = bool(getattr(ns, "grants", None))
@@ -247,10 +246,7 @@ def _hand_over(
     """``eps execute`` under a supervisor: every input error first (nothing recorded), then
     record the dispatch, hand it to the state directory's supervisor and follow it (until it
     landed; with --wait/--follow until it ended; with --detach not at all)."""
-    from eps.core.states import DispatchState
-    from eps.shell.cli import lifecycle as life
-    from eps.shell.run import ownership
-    from eps.shell.run.walker import Walker
+    from eps.shell.request.shipping import shipping_of
     from eps.shell.service import operations
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
@@ -259,23 +255,16 @@ def _hand_over(
     try:
         if ns.resume:
             dispatch = ns.resume
-            row = ledger.dispatch(dispatch)
-            if row is None:  # checked above; gone since
-                raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
-            with ledger.owning(dispatch) as owned:
-                if owned and row.state in (DispatchState.INTERRUPTED, DispatchState.PREEMPTED):
-                    ledger.set_dispatch(dispatch, DispatchState.WALKING, message="resumed")
-            row = ledger.dispatch(dispatch) or row
-            if row.state not in ownership.SUPERVISED:
-                sys.stdout.write(f"{dispatch} failed: dispatch {dispatch} is {row.state}; nothing to resume\n")
+            why = operations.resume(ctx, dispatch)
+            if why is not None:
+                sys.stdout.write(f"{dispatch} failed: {why}\n")
                 return EXIT_FAILED
-            operations.take_over(ctx, dispatch)
         else:
             job = make_job(ns, command)
             snapshot, grants = operations.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
-            ready = operations.prepare(ctx, job, life.shipping_of(ns), ns.dispatch_id, snapshot, grants,
+            ready = operations.prepare(ctx, job, shipping_of(ns), ns.dispatch_id, snapshot, grants,
                                     **_notify_of(ns))  # fmt: skip
-            dispatch = ns.dispatch_id or Walker.new_dispatch_id()
+            dispatch = ns.dispatch_id or operations.new_dispatch_id()
             operations.hand_over(ctx, ready, dispatch, snapshot if ns.snapshot else None, grants if ns.grants else None)
     except operations.NotTaken as exc:
         sys.stderr.write(f"eps: error: {exc.dispatch}: {exc.said}\n")
@@ -298,8 +287,7 @@ def _attach(
 ) -> int:
     """``eps attach D`` (the events so far, then live) and ``eps wait D`` (from now on): until
     the dispatch has ended (the job's own code) or ``--timeout`` passed (still running)."""
-    from eps.shell.cli import lifecycle as life
-
+    from eps.shell.service import lifecycle as life
     life.rows_of(ledger, ns.dispatch)  # an unknown dispatch is one line
     return _follow(ns, ledger, lanes, reporter, ns.dispatch, history=history, wait=True, timeout_s=ns.timeout)
 
@@ -316,9 +304,9 @@ def _follow(
     timeout_s: float | None,
 ) -> int:
     from eps.core.states import DispatchState
-    from eps.shell.cli import attach as A
-    from eps.shell.cli import lifecycle as life
-    from eps.shell.run.follow import exit_of
+    from eps.shell.service import attach as A
+    from eps.shell.service import lifecycle as life
+    from eps.shell.service.operations import exit_of
 
     on_started = None
     if getattr(ns, "follow", False) and ns.cmd == "execute":
@@ -358,11 +346,12 @@ def _follow(
     return EXIT_OK if started else _nothing(rows)
 
 
-def _supervise(ns: argparse.Namespace, ledger: Ledger, pid: int | None) -> int:
+def _supervise(ns: argparse.Namespace, ctx: Ctx, pid: int | None) -> int:
     """``eps supervise``: every unsettled dispatch has a supervisor (started if none); cheap
     and idempotent, for a timer or cron line."""
-    from eps.shell.run import ownership
-    rows = [r for r in ledger.dispatches(states=ownership.SUPERVISED) if r.parent is None]
+    from eps.shell.service import operations
+
+    rows = operations.supervised(ctx)
     if ns.json:
         _emit({"supervisor": pid, "dispatches": [r.id for r in rows]})
     elif pid is None:
@@ -374,8 +363,7 @@ def _supervise(ns: argparse.Namespace, ledger: Ledger, pid: int | None) -> int:
 
 def _follower(ledger: Ledger, lanes: Lanes) -> Callable[[Any], None]:
     """Stream a started job's log to stdout while ``eps execute --follow`` waits for it."""
-    from eps.shell.cli import lifecycle as life
-
+    from eps.shell.service import lifecycle as life
     def follow(row: Any) -> None:
         life.logs(ledger, lanes, row.id, follow=True)
 

@@ -1,6 +1,6 @@
 """A bounded piece of a job's log, for callers that must not hold a log of any size: the
 ``logs`` operation of :mod:`eps.shell.service.operations` (the MCP server's ``logs`` tool, the Python
-API).  ``eps logs`` itself streams the whole log (:mod:`eps.shell.cli.lifecycle`).
+API).  ``eps logs`` itself streams the whole log (:mod:`eps.shell.service.lifecycle`).
 
 A piece is at most ``max_bytes`` from byte ``offset``, or the last ``tail_lines`` lines
 within ``max_bytes``; it says the log's size now and the offset to continue from, so a

@@ -216,6 +216,59 @@ def take_over(ctx: Ctx, dispatch: str) -> None:
         raise NotTaken(dispatch, f"no supervisor took it on (see {ownership.log_file(state_dir)})")
 
 
+def known(ctx: Ctx, dispatch: str) -> DispatchRow:
+    """The ledger's row of ``dispatch``; ``unknown_dispatch`` when it has none."""
+    row = ctx.ledger.dispatch(dispatch)
+    if row is None:
+        raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+    return row
+
+
+def unused(ctx: Ctx, dispatch_id: str | None) -> None:
+    """A ``--dispatch-id`` the caller chose is not taken yet (``dispatch_exists`` when it is)."""
+    if dispatch_id is not None and ctx.ledger.dispatch(dispatch_id) is not None:
+        raise JobError("dispatch_exists", f"dispatch {dispatch_id} already exists", None)
+
+
+def resume(ctx: Ctx, dispatch: str) -> str | None:
+    """``eps execute --resume D``: a supervised dispatch taken on again (an interrupted or
+    preempted one walks again); ``None`` once a supervisor owns it, else why nothing resumes.
+    :class:`NotTaken` when no supervisor took it."""
+    from eps.core.states import DispatchState
+    from eps.shell.run import ownership
+
+    row = known(ctx, dispatch)  # checked by the front door; gone since?
+    with ctx.ledger.owning(dispatch) as owned:
+        if owned and row.state in (DispatchState.INTERRUPTED, DispatchState.PREEMPTED):
+            ctx.ledger.set_dispatch(dispatch, DispatchState.WALKING, message="resumed")
+    row = ctx.ledger.dispatch(dispatch) or row
+    if row.state not in ownership.SUPERVISED:
+        return f"dispatch {dispatch} is {row.state}; nothing to resume"
+    take_over(ctx, dispatch)
+    return None
+
+
+def revive(ctx: Ctx) -> int | None:
+    """A supervisor for every dispatch a dead one left (its pid; ``None`` when none is owed)."""
+    from eps.shell.run import ownership
+
+    return ownership.revive(ctx.ledger, ctx.lanes.env)
+
+
+def supervised(ctx: Ctx) -> list[DispatchRow]:
+    """The dispatches a supervisor owes a walk (``eps supervise``)."""
+    from eps.shell.run import ownership
+
+    return [r for r in ctx.ledger.dispatches(states=ownership.SUPERVISED) if r.parent is None]
+
+
+def exit_of(rows: Sequence[DispatchRow], say: Callable[[str], object]) -> int:
+    """The exit code of a followed dispatch's rows (the job's own, or eps's), its lines to ``say``."""
+    from eps.shell.run.follow import exit_of as of
+
+    return of(rows, say)
+
+
 def execute_doc(ctx: Ctx, dispatch: str) -> dict[str, Any]:
     """``eps execute --detach --json``: the dispatch and its state now."""
     from eps.shell.state.events import log_path, read_from
@@ -478,17 +531,15 @@ class Service:
         dispatch id and its state.  Needs ``[jobs] supervise = "detached"`` (the default).
         ``notify``: the job's own notification targets (apprise URLs or ``env:NAME``)."""
         from eps.core.tables import DEFAULT_GRANTS
-        from eps.shell.run.walker import Walker
 
         if self.settings.jobs.supervise != "detached":
             raise JobError("usage", 'a detached execute needs a supervisor ([jobs] supervise = "detached")', None)
         with self.opened() as ctx:
-            if dispatch_id is not None and ctx.ledger.dispatch(dispatch_id) is not None:
-                raise JobError("dispatch_exists", f"dispatch {dispatch_id} already exists", None)
+            unused(ctx, dispatch_id)
             given = (snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS)
             ready = prepare(ctx, job, shipping or _no_shipping(), dispatch_id, *given, notify=notify,
                             notify_where="notify")  # fmt: skip
-            dispatch = dispatch_id or Walker.new_dispatch_id()
+            dispatch = dispatch_id or new_dispatch_id()
             hand_over(ctx, ready, dispatch, snapshot, grants)
             return execute_doc(ctx, dispatch)
 

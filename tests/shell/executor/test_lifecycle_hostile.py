@@ -116,9 +116,9 @@ class _Chunks:
 def test_live_logs_stream_bytes_as_they_are(eps: Any, lane: str) -> None:
     """``eps logs`` (not -f) of a running job: invalid UTF-8 passes through untouched, and a
     log of several MiB is handed on in pieces, never held whole."""
-    from eps.shell.cli import lifecycle as life
     from eps.shell.config.load import load_settings
     from eps.shell.lanes import Lanes
+    from eps.shell.service import lifecycle as life
     from eps.shell.state.ledger import Ledger
 
     line = "python3 -c 'import sys; sys.stdout.buffer.write(b\"\\xff\\xfe\\x00bin\\n\" * 1500000)'; sleep 60"

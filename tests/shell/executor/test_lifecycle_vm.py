@@ -218,10 +218,10 @@ def test_execute_json_and_wait_json_agree(eps: Any) -> None:
 def test_wait_looks_less_and_less_often_while_a_long_job_runs(eps: Any) -> None:
     """``eps wait`` starts at ``[jobs] wait_poll_s`` and backs off (x1.5 a round, up to 15 x
     the setting): a job of hours is not asked over ssh every two seconds."""
-    from eps.shell.cli import lifecycle as life
     from eps.shell.config.load import load_settings
     from eps.shell.lanes import Lanes
     from eps.shell.render.progress import Reporter
+    from eps.shell.service import lifecycle as life
     from eps.shell.state.ledger import Ledger
 
     rc, _, err = eps("execute", "cpu-small", "--duration", "30s", "--", "sleep 4")

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from eps.core.contract import Exit
 from eps.core.states import DispatchState
-from eps.shell.cli.exits import Exit
 from eps.shell.run.ownership import landed, settled
 
 __all__ = ["LOOK_S", "Detached", "follow", "landed", "left_running", "settled", "stopped_code"]

@@ -10,7 +10,6 @@ arguments are an argv, run as is.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -26,22 +25,7 @@ from eps.core.states import DispatchState
 if TYPE_CHECKING:
     from eps.shell.lanes import Lanes
     from eps.shell.render.progress import Reporter
-    from eps.shell.request.shipping import Shipping
     from eps.shell.state.ledger import DispatchRow, Ledger
-
-
-def shipping_of(ns: argparse.Namespace) -> Shipping:
-    """The execute-only options of ``ns``: the flags, else the job file's (``--job``)."""
-    from eps.shell.request.shipping import Shipping
-
-    from_file = getattr(ns, "job_file", None)
-    workdir = ns.workdir if ns.workdir is not None else (from_file.workdir if from_file else None)
-    setup = ns.setup if ns.setup is not None else (from_file.setup if from_file else None)
-    env_items = ns.env if ns.env is not None else list(from_file.env or ()) if from_file else []
-    limit = ns.time_limit if ns.time_limit is not None else (from_file.time_limit_s if from_file else None)
-    storage = ns.storage if ns.storage is not None else (from_file.storage if from_file else None)
-    inputs = ns.input if ns.input is not None else list(from_file.inputs or ()) if from_file else []
-    return Shipping(workdir, setup, tuple(env_items), limit, storage, tuple(inputs))
 
 
 # --- the dispatches a command is about ----------------------------------------------------------
