@@ -270,7 +270,15 @@ def render_mcp_tools(_facts: PolicyFacts) -> list[str]:
     return table(("tool", "what it does, and when it returns"), [(f"`{name}`", what) for name, what in TOOLS])
 
 
+def render_events(_facts: PolicyFacts) -> list[str]:
+    """Every event a dispatch's log holds (eps.core.events), in the schema's order."""
+    from eps.core.events import SAYS, Event
+
+    return table(("event", "what it tells"), [(f"`{e.value}`", SAYS[e]) for e in Event])
+
+
 RENDERERS: dict[str, Renderer] = {
+    "events": render_events,
     "exit-codes": render_exit_codes,
     "mcp-tools": render_mcp_tools,
     "job-lifecycle": render_job_lifecycle,

@@ -14,7 +14,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_never
+
+from eps.core.events import Event
 
 #: While parked and nothing changes, at most one line (or JSON event) this often.
 PARKED_EVERY_S = 60.0
@@ -44,7 +46,7 @@ class Reporter:
         self._view: _LiveView | None = None
         self._parked: dict[str, tuple[str, Any, float]] = {}  # dispatch -> (rung, reason, when shown)
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: Event, **fields: Any) -> None:
         from eps.shell.state.events import record
 
         self.show(record(event, **fields))
@@ -143,52 +145,57 @@ def _why(r: dict[str, Any]) -> str:
 
 
 def human_line(r: dict[str, Any]) -> str | None:
-    """One event as a line for people (``None``: not worth one)."""
+    """One event as a line for people (``None``: not worth one, or a kind this eps does not know)."""
     d = r.get("dispatch", "")
-    e = r["event"]
-    if e == "dispatch":
-        return f"[{d}] {r['intent']}: {r['rungs']} rung(s) planned, worst-case queue wait {r['worst_case_wait_s']} s"
-    if e == "inputs":
-        from eps.core.room import size_text
+    try:
+        e = Event(r["event"])
+    except ValueError:
+        return None
+    match e:
+        case Event.DISPATCH:
+            wait = r["worst_case_wait_s"]
+            return f"[{d}] {r['intent']}: {r['rungs']} rung(s) planned, worst-case queue wait {wait} s"
+        case Event.INPUTS:
+            from eps.core.room import size_text
 
-        return "\n".join(f"[{d}] input {i['url']} -> {i['dest']}: {i['objects']} object(s), {size_text(i['bytes'])}"
-                         for i in r["inputs"])  # fmt: skip
-    if e == "attempt":
-        return f"[{d}] try {_label(r['rung'])}: {_why(r)}"
-    if e == "submitted":
-        return f"[{d}] submitted {_label(r['rung'])} as job {r['id']}"
-    if e == "parked":
-        cap = r.get("cap_s")
-        nxt = f"; next: {_label(r['next'])}" if r.get("next") else ""
-        why = r.get("pending_reason")
-        # SLURM's reason for a job it has not looked at yet is the word "None"
-        said = f"SLURM: {why}" if why and why != "None" else "queued, no reason given yet"
-        return f"[{d}] parked on {_label(r['rung'])}: {r['elapsed_s']:.0f}/{cap} s ({said}){nxt}"
-    if e == "advanced":
-        return f"[{d}] cancelled {_label(r['rung'])} after {r['elapsed_s']:.0f} s: {_why(r)}"
-    if e == "withdrawn":
-        return f"[{d}] withdrew {_label(r['rung'])}: {_why(r)}"
-    if e == "failed":
-        return f"[{d}] {_label(r['rung'])} failed: {r['kind']}: {r['message']}"
-    if e in ("started", "held"):
-        h = r["handle"]
-        where = h.get("qos") or h.get("zone") or ""
-        return f"[{d}] {e}: {h['lane']} {where} {h.get('machine') or ''} id={h['id']}".replace("  ", " ")
-    if e == "terminal":
-        return f"[{d}] {r.get('message') or r['terminal']}"
-    if e == "stopped":
-        return f"[{d}] stopped: {r['message']}"
-    if e == "ended":
-        return f"[{d}] ended: {r.get('message')}"
-    if e == "relaunched":
-        return f"[{d}] relaunching (restart {r.get('restart')}): {r.get('message')}"
-    if e in ("sync_failed", "wedged", "stalled", "stall_over"):
-        return f"[{d}] {r.get('message')}"
-    if e == "waiting":
-        at = time.strftime("%H:%M:%S", time.localtime(float(r["next_try_at"])))
-        return f"[{d}] waiting for capacity until {at}: {r.get('message')}"
-    if e == "interrupted":
-        return f"[{d}] {r.get('message')}"
-    if e == "trying_again":
-        return f"[{d}] planning again (capacity round {r.get('round')})"
-    return None
+            return "\n".join(f"[{d}] input {i['url']} -> {i['dest']}: {i['objects']} object(s), "
+                             f"{size_text(i['bytes'])}" for i in r["inputs"])  # fmt: skip
+        case Event.ATTEMPT:
+            return f"[{d}] try {_label(r['rung'])}: {_why(r)}"
+        case Event.SUBMITTED:
+            return f"[{d}] submitted {_label(r['rung'])} as job {r['id']}"
+        case Event.PARKED:
+            cap = r.get("cap_s")
+            nxt = f"; next: {_label(r['next'])}" if r.get("next") else ""
+            why = r.get("pending_reason")
+            # SLURM's reason for a job it has not looked at yet is the word "None"
+            said = f"SLURM: {why}" if why and why != "None" else "queued, no reason given yet"
+            return f"[{d}] parked on {_label(r['rung'])}: {r['elapsed_s']:.0f}/{cap} s ({said}){nxt}"
+        case Event.ADVANCED:
+            return f"[{d}] cancelled {_label(r['rung'])} after {r['elapsed_s']:.0f} s: {_why(r)}"
+        case Event.WITHDRAWN:
+            return f"[{d}] withdrew {_label(r['rung'])}: {_why(r)}"
+        case Event.FAILED:
+            return f"[{d}] {_label(r['rung'])} failed: {r['kind']}: {r['message']}"
+        case Event.STARTED | Event.HELD:
+            h = r["handle"]
+            where = h.get("qos") or h.get("zone") or ""
+            return f"[{d}] {e}: {h['lane']} {where} {h.get('machine') or ''} id={h['id']}".replace("  ", " ")
+        case Event.TERMINAL:
+            return f"[{d}] {r.get('message') or r['terminal']}"
+        case Event.STOPPED:
+            return f"[{d}] stopped: {r['message']}"
+        case Event.ENDED:
+            return f"[{d}] ended: {r.get('message')}"
+        case Event.RELAUNCHED:
+            return f"[{d}] relaunching (restart {r.get('restart')}): {r.get('message')}"
+        case Event.SYNC_FAILED | Event.WEDGED | Event.STALLED | Event.STALL_OVER | Event.INTERRUPTED:
+            return f"[{d}] {r.get('message')}"
+        case Event.WAITING:
+            at = time.strftime("%H:%M:%S", time.localtime(float(r["next_try_at"])))
+            return f"[{d}] waiting for capacity until {at}: {r.get('message')}"
+        case Event.TRYING_AGAIN:
+            return f"[{d}] planning again (capacity round {r.get('round')})"
+        case Event.FANOUT | Event.SUPERVISED | Event.STILL_RUNNING:
+            return None
+    assert_never(e)

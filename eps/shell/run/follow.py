@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from returns.result import Failure, Success
 
+from eps.core.events import Event
 from eps.core.healing import policy_of, wedge_reason, wedged
 from eps.core.jobscript import JobEnd, JobProgress
 from eps.core.lifecycle import exit_status, result_word
@@ -115,14 +116,14 @@ def follow_to_end(
                     synced[d] = clock()
                     failed = finisher.sync(row)
                     if failed is not None:  # failed, or skipped for lack of disk: next round; the job keeps its machine
-                        events.emit("sync_failed", dispatch=d, message=failed)
+                        events.emit(Event.SYNC_FAILED, dispatch=d, message=failed)
                 if progress is not None and progress.ended:
                     with ledger.owning(d) as owned:
                         if owned:
                             note = finisher.finish(row, wake=True)
                             now = ledger.dispatch(d)
                             gone = now is not None and now.state is DispatchState.PREEMPTED
-                            events.emit("interrupted" if gone else "ended", dispatch=d, message=note)
+                            events.emit(Event.INTERRUPTED if gone else Event.ENDED, dispatch=d, message=note)
                 if (fresh := ledger.dispatch(d)) is not None and fresh.state is not DispatchState.STARTED:
                     pending.discard(d)
             elif row.state is DispatchState.HELD:
@@ -217,14 +218,14 @@ class WedgeWatch:
             released = self.lanes.get(handle.lane).release(handle)
             if isinstance(released, Failure):
                 message = f"its machine {handle.id} was {reason}; releasing it failed (tried again next round): "
-                self.events.emit("wedged", dispatch=row.id, message=message + released.failure().message)
+                self.events.emit(Event.WEDGED, dispatch=row.id, message=message + released.failure().message)
                 return False
             for a in self.ledger.attempts(row.id):
                 if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
                     self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=Outcome.WEDGED.value, reason=reason)
             message = f"wedged: its machine {handle.id} was {reason}; released, handled as an interruption"
             self.ledger.set_dispatch(row.id, DispatchState.PREEMPTED, message=message)
-        self.events.emit("wedged", dispatch=row.id, handle=codec.to_data(handle), message=message)
+        self.events.emit(Event.WEDGED, dispatch=row.id, handle=codec.to_data(handle), message=message)
         return True
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from eps.core.durations import human
+from eps.core.events import Event
 from eps.shell.state.events import Events, log_path, read_from
 from eps.shell.state.ledger import DispatchRow, Ledger
 
@@ -40,11 +41,11 @@ class StallNews:
             lane = row.handle.lane if row.handle is not None else None
             message = f"stalled: nothing from the job for {human(silent)} (since {when}); {then}"
             self.events.emit(
-                "stalled", dispatch=d, since=since, silent_s=silent, on_stall=on, lane=lane, message=message
+                Event.STALLED, dispatch=d, since=since, silent_s=silent, on_stall=on, lane=lane, message=message
             )
         elif since is None and said is not None:
             self.known[d] = None
-            self.events.emit("stall_over", dispatch=d, since=said, message="the job is busy again")
+            self.events.emit(Event.STALL_OVER, dispatch=d, since=said, message="the job is busy again")
 
 
 def last_spell(state_dir: str, log_owner: str, dispatch: str) -> int | None:

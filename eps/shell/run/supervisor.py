@@ -36,6 +36,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
+from eps.core.events import Event
 from eps.core.model import CapacitySnapshot, Job, LaneDown, QosGrants, evolve
 from eps.core.states import DispatchState
 from eps.shell.run.ownership import SUPERVISED, lock_path, pid_path, read_inputs, unsettled_roots
@@ -161,7 +162,7 @@ class Supervisor:
             if left <= 0:
                 if self.ledger.set_dispatch(dispatch, DispatchState.WALKING, message="planning again") is None:
                     return False
-                self.log(dispatch).emit("trying_again", dispatch=dispatch, round=row.capacity_waits)
+                self.log(dispatch).emit(Event.TRYING_AGAIN, dispatch=dispatch, round=row.capacity_waits)
                 return True
             if self.stopping.wait(min(left, 1.0)):
                 return False
@@ -183,14 +184,14 @@ class Supervisor:
             return False
         if self.ledger.relaunch(dispatch, evolve(row.job, restart=got.restart), f"relaunching: {got.reason}") is None:
             return False  # cancelled meanwhile
-        self.log(dispatch).emit("relaunched", dispatch=dispatch, restart=got.restart, message=got.reason)
+        self.log(dispatch).emit(Event.RELAUNCHED, dispatch=dispatch, restart=got.restart, message=got.reason)
         return True
 
     def log(self, dispatch: str) -> EventLog:
         """The event log of ``dispatch``, each event with :meth:`facts` added."""
         return EventLog(self.ledger.state_dir, dispatch, facts=self.facts)
 
-    def facts(self, event: str, fields: dict[str, Any]) -> dict[str, Any]:
+    def facts(self, event: Event, fields: dict[str, Any]) -> dict[str, Any]:
         """What the ledger says when an event is written, for whoever reads the log later
         (the notifications): an end's exit code (what ``eps wait`` leaves with), how it ended,
         its lane, whether its outputs came back and where they are; an interruption's lane."""
@@ -219,7 +220,7 @@ class Supervisor:
         its spot VM preempted, or its machine gone): say so now, once per run."""
         for r in self.ledger.children(dispatch) or [self.ledger.dispatch(dispatch)]:
             if r is not None and r.state is DispatchState.PREEMPTED and r.id not in self.told_interrupted:
-                self.log(dispatch).emit("interrupted", dispatch=r.id, message=r.message or "preempted")
+                self.log(dispatch).emit(Event.INTERRUPTED, dispatch=r.id, message=r.message or "preempted")
 
     def drive_once(self, dispatch: str) -> None:
         """One run of a dispatch: walk (when it walks), follow it to its end."""
@@ -234,7 +235,7 @@ class Supervisor:
         children = self.ledger.children(dispatch)
         rows = children or [row]
         revived = row.state is not DispatchState.WALKING or any(self.ledger.attempts(r.id) for r in rows)
-        log.emit("supervised", dispatch=dispatch, pid=os.getpid(), state=row.state.value, revived=revived)
+        log.emit(Event.SUPERVISED, dispatch=dispatch, pid=os.getpid(), state=row.state.value, revived=revived)
         walking = [r.id for r in rows if r.state is DispatchState.WALKING]
         settings, lanes = self.own_settings(dispatch)
         try:
@@ -247,7 +248,7 @@ class Supervisor:
                                 keep_locks=frozenset({dispatch}), supervised=not children)  # fmt: skip
                 if children:
                     if not revived:
-                        log.emit("fanout", dispatch=dispatch, children=walking)
+                        log.emit(Event.FANOUT, dispatch=dispatch, children=walking)
                     walker.walk_copies(dispatch, walking)
                 else:
                     walker.walk_recorded(dispatch)

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from attrs import frozen
 from returns.result import Failure, Success
 
+from eps.core.events import Event
 from eps.core.model import (
     CapacitySnapshot,
     Job,
@@ -173,7 +174,7 @@ class Walker:
         self.ledger.acquire(parent)
         if ids == [parent]:
             return [self._guarded(parent, job, ResumeFrom(Walk(job, self._estimated(job, parent), self.grants)))]
-        self.reporter.emit("fanout", dispatch=parent, children=ids)
+        self.reporter.emit(Event.FANOUT, dispatch=parent, children=ids)
         return self.walk_copies(parent, ids)
 
     def walk_copies(self, parent: str, children: list[str]) -> list[WalkResult]:
@@ -210,7 +211,7 @@ class Walker:
                     case Failure(f):
                         message = f"cannot ship the job's files: {f.message}"
                         self.ledger.set_dispatch(dispatch, DispatchState.FAILED, message=message)
-                        self.reporter.emit("stopped", dispatch=dispatch, message=message,
+                        self.reporter.emit(Event.STOPPED, dispatch=dispatch, message=message,
                                            reason={"code": "workdir", "text": message})  # fmt: skip
                         return WalkResult(dispatch, None, failure=message)
         return self._guarded(dispatch, job, ResumeFrom(Walk(job, self._estimated(job, dispatch), self.grants)))
@@ -288,7 +289,7 @@ class Walker:
             return self.walk_from(dispatch, job, start)
         except Cancelled:
             self.reporter.emit(
-                "stopped", dispatch=dispatch, message="cancelled", reason={"code": "cancelled", "text": "cancelled"}
+                Event.STOPPED, dispatch=dispatch, message="cancelled", reason={"code": "cancelled", "text": "cancelled"}
             )
             return WalkResult(dispatch, None, failure="cancelled")
         finally:
@@ -300,7 +301,7 @@ class Walker:
         policy = self.settings.policy
         announced = plan(job, walk.snapshot, walk.grants, None, policy=policy)
         self.reporter.emit(
-            "dispatch",
+            Event.DISPATCH,
             dispatch=dispatch,
             intent=job.intent,
             resolved_intent=announced.resolved_intent,
@@ -337,7 +338,7 @@ class Walker:
         attempt = self.ledger.begin_attempt(dispatch, rung, name)
         flight = _Flight(attempt, self.clock())
         self.reporter.emit(
-            "attempt", dispatch=dispatch, rung=rung.key, qos=rung.qos,
+            Event.ATTEMPT, dispatch=dispatch, rung=rung.key, qos=rung.qos,
             reason={"code": rung.why.value if rung.why else None, "text": rung.reason},
             price_per_hour=rung.price_per_hour,
         )  # fmt: skip
@@ -354,7 +355,7 @@ class Walker:
                     reason=failure.message,
                 )
                 self.reporter.emit(
-                    "failed", dispatch=dispatch, rung=rung.key, kind=failure.kind.value, code=failure.code,
+                    Event.FAILED, dispatch=dispatch, rung=rung.key, kind=failure.kind.value, code=failure.code,
                     message=failure.message, reason={"code": failure.kind.value, "text": failure.message},
                 )  # fmt: skip
                 if failure.kind is FailureKind.MISCONFIGURED:  # eps plan marks the tier from now on
@@ -368,7 +369,7 @@ class Walker:
                 # for the cluster's turn (one sbatch at a time, paced) are not time in its queue
                 flight = _Flight(attempt, self.clock())
                 self.ledger.update_attempt(attempt.id, AttemptState.PENDING, handle=handle.id)
-                self.reporter.emit("submitted", dispatch=dispatch, rung=rung.key, qos=rung.qos, id=handle.id)
+                self.reporter.emit(Event.SUBMITTED, dispatch=dispatch, rung=rung.key, qos=rung.qos, id=handle.id)
                 return flight, self._poll(rung, handle, flight)
             case Success(handle):
                 self.ledger.update_attempt(
@@ -400,7 +401,7 @@ class Walker:
     def _wait(self, dispatch: str, step: Wait, parked: _Flight) -> Observation:
         elapsed = self.clock() - parked.since
         self.reporter.emit(
-            "parked", dispatch=dispatch, rung=step.rung.key, qos=step.rung.qos, id=step.handle.id,
+            Event.PARKED, dispatch=dispatch, rung=step.rung.key, qos=step.rung.qos, id=step.handle.id,
             elapsed_s=elapsed, cap_s=step.cap_s, pending_reason=step.handle.reason,
             next=step.next_rung.key if step.next_rung is not None else None,
             reason={"code": step.decision.action.value, "text": step.decision.reason},
@@ -439,7 +440,7 @@ class Walker:
                 parked.attempt.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED.value, reason=step.reason
             )
             self.reporter.emit(
-                "withdrawn", dispatch=dispatch, rung=step.rung.key, id=handle.id,
+                Event.WITHDRAWN, dispatch=dispatch, rung=step.rung.key, id=handle.id,
                 reason={"code": step.why.value, "text": step.reason},
             )
             return Withdrawn(step.rung)
@@ -447,7 +448,7 @@ class Walker:
             parked.attempt.id, AttemptState.ADVANCED, outcome=Outcome.PARK_TIMEOUT.value, reason=step.reason
         )
         self.reporter.emit(
-            "advanced", dispatch=dispatch, rung=step.rung.key, qos=step.rung.qos, id=handle.id,
+            Event.ADVANCED, dispatch=dispatch, rung=step.rung.key, qos=step.rung.qos, id=handle.id,
             elapsed_s=elapsed, pending_reason=handle.reason, reason={"code": step.why.value, "text": step.reason},
         )  # fmt: skip
         return Withdrawn(step.rung, handle.reason)
@@ -472,13 +473,13 @@ class Walker:
                 return waiting
             self.ledger.set_dispatch(dispatch, DispatchState.FAILED, terminal=step.terminal.value, message=step.message)
             self.reporter.emit(
-                "terminal", dispatch=dispatch, terminal=step.terminal.value, skipped=skipped, message=step.message,
+                Event.TERMINAL, dispatch=dispatch, terminal=step.terminal.value, skipped=skipped, message=step.message,
                 reason={"code": step.terminal.value, "text": step.message},
             )
             return WalkResult(dispatch, None, failure=step.message, terminal=step.terminal.value, walk=walk)
         self.ledger.set_dispatch(dispatch, DispatchState.FAILED, message=step.message)
         code = step.failure.kind.value if step.failure is not None else "stopped"
-        self.reporter.emit("stopped", dispatch=dispatch, message=step.message,
+        self.reporter.emit(Event.STOPPED, dispatch=dispatch, message=step.message,
                            reason={"code": code, "text": step.message})  # fmt: skip
         return WalkResult(dispatch, None, failure=step.message, walk=walk)
 
@@ -502,7 +503,7 @@ class Walker:
         if self.ledger.wait_for_capacity(dispatch, at, message) is None:
             raise Cancelled(dispatch)
         self.reporter.emit(
-            "waiting", dispatch=dispatch, terminal=step.terminal.value, next_try_at=at, seconds=got.seconds,
+            Event.WAITING, dispatch=dispatch, terminal=step.terminal.value, next_try_at=at, seconds=got.seconds,
             skipped=skipped, message=message, reason={"code": step.terminal.value, "text": message},
         )  # fmt: skip
         return WalkResult(dispatch, None, failure=message, terminal=step.terminal.value, walk=None)
@@ -510,7 +511,7 @@ class Walker:
     def _announce_landed(self, dispatch: str, handle: Handle, *, held: bool) -> None:
         from eps.shell.state.codec import to_data
 
-        self.reporter.emit("held" if held else "started", dispatch=dispatch, handle=to_data(handle))
+        self.reporter.emit(Event.HELD if held else Event.STARTED, dispatch=dispatch, handle=to_data(handle))
 
     # --- cancel -----------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from eps.core.contract import Exit
+from eps.core.events import Event
 from eps.core.states import DispatchState
 from eps.shell.run.ownership import landed, settled
 
@@ -120,14 +121,14 @@ def left_running(dispatch: str, how: str, reporter: Reporter, rows: list[Dispatc
     """Say that the caller stopped following and how to come back (the dispatch goes on)."""
     state = ",".join(sorted({r.state.value for r in rows})) if rows else None
     if reporter.json_lines:
-        reporter.show(_doc("still_running", dispatch=dispatch, state=state, why=how))
+        reporter.show(_doc(Event.STILL_RUNNING, dispatch=dispatch, state=state, why=how))
     else:
         what = f"is still {state}" if state else "goes on under its supervisor"
         sys.stderr.write(f"eps: {dispatch} {what} ({how}; not cancelled): eps attach {dispatch}, "
                          f"eps wait {dispatch} --timeout 5m; eps cancel {dispatch} stops it\n")  # fmt: skip
 
 
-def _doc(event: str, **fields: Any) -> dict[str, Any]:
+def _doc(event: Event, **fields: Any) -> dict[str, Any]:
     from eps.shell.state.events import record
 
     return record(event, **fields)

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eps.core.contract import LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES, TOOLS, WAIT_DEFAULT_S, WAIT_MAX_S
+from eps.core.events import Event
 from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, QosGrants
 from eps.shell.service.errors import NotTaken
 from eps.shell.service.planning import Planned, given, park_state, plan
@@ -83,7 +84,7 @@ class Collect:
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: Event, **fields: Any) -> None:
         from eps.shell.state.events import record
 
         self.records.append(record(event, **fields))
@@ -170,7 +171,7 @@ def walk_here(ctx: Ctx, ready: Prepared | None, dispatch: str, snapshot: Capacit
     if ready is not None:
         write_env_values(settings.state_dir, dispatch, ready.values)  # a resume ships them again; mode 0600
         if ready.inputs:
-            ctx.events.emit("inputs", dispatch=dispatch, inputs=list(ready.inputs))
+            ctx.events.emit(Event.INPUTS, dispatch=dispatch, inputs=list(ready.inputs))
     results = [walker.resume(dispatch)] if ready is None else walker.execute(ready.job, dispatch)
     if not any(r.handle is not None for r in results):
         drop_env_values(settings.state_dir, dispatch)
@@ -199,7 +200,7 @@ def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapsh
     if ready.inputs:  # what the machine will copy, and how big it is: the first line of the dispatch's events
         from eps.shell.state.events import EventLog
 
-        EventLog(settings.state_dir, dispatch).emit("inputs", dispatch=dispatch, inputs=list(ready.inputs))
+        EventLog(settings.state_dir, dispatch).emit(Event.INPUTS, dispatch=dispatch, inputs=list(ready.inputs))
     take_over(ctx, dispatch)
 
 

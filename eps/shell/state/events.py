@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from eps.core.contract import SCHEMA_VERSION
+from eps.core.events import Event
 
 __all__ = ["SCHEMA_VERSION", "EventLog", "Events", "Silent", "events_dir", "log_path", "read_from", "read_placed",
            "record"]  # fmt: skip
@@ -28,10 +29,10 @@ __all__ = ["SCHEMA_VERSION", "EventLog", "Events", "Silent", "events_dir", "log_
 class Events(Protocol):
     """Where events go."""
 
-    def emit(self, event: str, **fields: Any) -> None: ...
+    def emit(self, event: Event, **fields: Any) -> None: ...
 
 
-def record(event: str, **fields: Any) -> dict[str, Any]:
+def record(event: Event, **fields: Any) -> dict[str, Any]:
     """One event as its ``--json`` object."""
     return {"schema_version": SCHEMA_VERSION, "event": event, "ts": round(time.time(), 3), **fields}
 
@@ -39,7 +40,7 @@ def record(event: str, **fields: Any) -> dict[str, Any]:
 class Silent:
     """Events nobody reads (a reconcile inside a command that reports its own result)."""
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: Event, **fields: Any) -> None:
         return None
 
 
@@ -53,7 +54,7 @@ def log_path(state_dir: str, dispatch: str) -> str:
 
 #: What a writer adds to an event before it is written (the supervisor: an end's exit code,
 #: lane and outputs, read from the ledger when the end is written; see :mod:`eps.shell.run.supervisor`).
-Facts = Callable[[str, dict[str, Any]], dict[str, Any]]
+Facts = Callable[[Event, dict[str, Any]], dict[str, Any]]
 
 
 class EventLog:
@@ -71,7 +72,7 @@ class EventLog:
 
         self._lock = threading.Lock()
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: Event, **fields: Any) -> None:
         if self.facts is not None:
             fields = {**fields, **self.facts(event, fields)}
         self.write(record(event, **fields))
