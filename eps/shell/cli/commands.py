@@ -17,10 +17,9 @@ from eps.shell.cli.exits import SCHEMA_VERSION, Exit
 from eps.shell.config.settings import Settings
 
 if TYPE_CHECKING:
-    from eps.shell.lanes import LaneOptions, Lanes
+    from eps.shell.lanes import LaneOptions
     from eps.shell.render.progress import Reporter
     from eps.shell.service.operations import Ctx
-    from eps.shell.state.ledger import Ledger
 
 EXIT_OK, EXIT_FAILED = Exit.OK, Exit.NOTHING_STARTS
 
@@ -64,7 +63,7 @@ def _dispatch_command(
     reporter: Reporter,
 ) -> int:
     from eps.shell.service import operations
-    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
+    settings = ctx.settings
 
     # Every input error is found before anything happens: no reconcile, no provider call.
     if getattr(ns, "resume", None) and (ns.intent or command):
@@ -112,7 +111,7 @@ def _dispatch_command(
             sys.stdout.write(_reconcile_text({k: v for k, v in report.items() if k != "schema_version"}))
         return EXIT_FAILED if report["errors"] else EXIT_OK
     if ns.cmd in ("wait", "attach") and detached:
-        return _attach(ns, settings, ledger, lanes, reporter, history=ns.cmd == "attach")
+        return _attach(ns, ctx, reporter, history=ns.cmd == "attach")
     if ns.cmd == "attach":
         raise JobError("usage", 'eps attach: this config walks dispatches inline ([jobs] supervise = "inline")', None)
     if ns.cmd in ("logs", "pull", "wait", "ssh"):
@@ -207,7 +206,7 @@ def _execute(
     if not any(r.handle is not None for r in results):
         return _nothing(results)
     if getattr(ns, "wait", False) or getattr(ns, "follow", False):
-        follow = _follower(ledger, lanes) if ns.follow else None
+        follow = _follower(ctx) if ns.follow else None
         code = life.wait(ledger, lanes, reporter, dispatch, poll_s=settings.jobs.wait_poll_s, follow=follow)
         return (code or 0) if started else max(code or 0, EXIT_FAILED)  # no deadline: never None
     if not reporter.json_lines:
@@ -249,7 +248,7 @@ def _hand_over(
     from eps.shell.request.shipping import shipping_of
     from eps.shell.service import operations
 
-    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
+    settings = ctx.settings
     for note in settings.notes:
         sys.stderr.write(f"eps: note: {note}\n")
     try:
@@ -279,23 +278,20 @@ def _hand_over(
                              f"eps wait {dispatch} --timeout 5m; eps cancel {dispatch}\n")  # fmt: skip
         return EXIT_OK
     wait = bool(getattr(ns, "wait", False) or getattr(ns, "follow", False))
-    return _follow(ns, ledger, lanes, reporter, dispatch, history=True, wait=wait, timeout_s=None)
+    return _follow(ns, ctx, reporter, dispatch, history=True, wait=wait, timeout_s=None)
 
 
-def _attach(
-    ns: argparse.Namespace, settings: Settings, ledger: Ledger, lanes: Lanes, reporter: Reporter, *, history: bool
-) -> int:
+def _attach(ns: argparse.Namespace, ctx: Ctx, reporter: Reporter, *, history: bool) -> int:
     """``eps attach D`` (the events so far, then live) and ``eps wait D`` (from now on): until
     the dispatch has ended (the job's own code) or ``--timeout`` passed (still running)."""
     from eps.shell.service import lifecycle as life
-    life.rows_of(ledger, ns.dispatch)  # an unknown dispatch is one line
-    return _follow(ns, ledger, lanes, reporter, ns.dispatch, history=history, wait=True, timeout_s=ns.timeout)
+    life.rows_of(ctx.ledger, ns.dispatch)  # an unknown dispatch is one line
+    return _follow(ns, ctx, reporter, ns.dispatch, history=history, wait=True, timeout_s=ns.timeout)
 
 
 def _follow(
     ns: argparse.Namespace,
-    ledger: Ledger,
-    lanes: Lanes,
+    ctx: Ctx,
     reporter: Reporter,
     dispatch: str,
     *,
@@ -308,9 +304,10 @@ def _follow(
     from eps.shell.service import lifecycle as life
     from eps.shell.service.operations import exit_of
 
+    ledger, lanes = ctx.ledger, ctx.lanes
     on_started = None
     if getattr(ns, "follow", False) and ns.cmd == "execute":
-        log_follow = _follower(ledger, lanes)
+        log_follow = _follower(ctx)
         on_started = log_follow
     reporter.start_live()
     try:
@@ -361,11 +358,11 @@ def _supervise(ns: argparse.Namespace, ctx: Ctx, pid: int | None) -> int:
     return EXIT_OK
 
 
-def _follower(ledger: Ledger, lanes: Lanes) -> Callable[[Any], None]:
+def _follower(ctx: Ctx) -> Callable[[Any], None]:
     """Stream a started job's log to stdout while ``eps execute --follow`` waits for it."""
     from eps.shell.service import lifecycle as life
     def follow(row: Any) -> None:
-        life.logs(ledger, lanes, row.id, follow=True)
+        life.logs(ctx.ledger, ctx.lanes, row.id, follow=True)
 
     return follow
 
@@ -388,13 +385,13 @@ def _status(ns: argparse.Namespace, ctx: Ctx) -> int:
 def _notify_test(ns: argparse.Namespace, settings: Settings) -> int:
     """``eps notify test``: exit 0 when every target answered, 1 when one did not (2, through
     cli.main: none configured, or a URL apprise cannot read)."""
-    from eps.shell.notify.trial import notify_test, text
+    from eps.shell.service.operations import notify_test
 
-    doc = notify_test(settings)
+    doc, said = notify_test(settings)
     if ns.json:
         _emit(doc)
     else:
-        sys.stdout.write(text(doc))
+        sys.stdout.write(said)
     return EXIT_OK if doc["answered"] == doc["total"] else EXIT_FAILED
 
 

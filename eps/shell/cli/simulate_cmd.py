@@ -65,12 +65,9 @@ def _read_history(
         return [], {"kind": "ledger", "cluster": name, "since_s": ns.since, "note": history.ROBOT_NOTE}
     from returns.result import Failure, Success
 
-    from eps.shell.lanes.slurm.cli import SlurmClient, subprocess_runner
-
     access = settings.cluster_access(name)
-    runner = getattr(lane_options, "slurm_runner", None) or subprocess_runner
-    client = SlurmClient(runner=runner, prefix=access.login)
-    match history.read_cluster(client, since, now, all_users=ns.all_users, user=access.user):
+    runner = getattr(lane_options, "slurm_runner", None)
+    match history.read_login(access.login, since, now, all_users=ns.all_users, user=access.user, runner=runner):
         case Success(found):
             return found, {"kind": "cluster", "cluster": name, "since_s": ns.since, "all_users": ns.all_users}
         case Failure(failure):
@@ -92,11 +89,9 @@ def run_simulate(ns: argparse.Namespace, settings: Settings, env: Mapping[str, s
     from_sacct = len(waits)
     use_ledger = ns.ledger if ns.ledger is not None else not ns.sacct  # it joins a file only when asked
     if use_ledger:
-        from eps.shell.state.ledger import LedgerError
-
         try:
             waits = history.merge(waits, history.read_ledger(settings.state_dir, settings.policy, name, since))
-        except LedgerError as exc:
+        except history.LedgerUnread as exc:
             raise UsageError(f"eps simulate: {exc} (--no-ledger leaves it out)") from None
     source["ledger_waits"] = len(waits) - from_sacct
     caps = tuple(ns.caps) if ns.caps else default_settings(cluster.first_park_cap_s, cluster.next_park_cap_s)

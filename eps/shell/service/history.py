@@ -33,7 +33,7 @@ from eps.core.outcome import LaneFailure
 from eps.core.simulate import Wait
 
 if TYPE_CHECKING:
-    from eps.shell.lanes.slurm.cli import SlurmClient
+    from eps.shell.lanes.slurm.cli import Runner, SlurmClient
 
 #: The sacct columns eps asks for, and the ones a file must have.
 SACCT_FIELDS = ("JobID", "JobName", "QOS", "Submit", "Start", "End", "State", "ReqTRES")
@@ -138,11 +138,37 @@ def read_cluster(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def read_login(
+    login: tuple[str, ...], since_epoch: float, now_epoch: float, *, all_users: bool, user: str | None,
+    runner: Runner | None = None,
+) -> Result[list[Wait], LaneFailure]:
+    """The cluster's history through its ``login`` (``ssh HOST`` or nothing: this host), by
+    sacct; ``runner`` stands in for the subprocess (tests)."""
+    from eps.shell.lanes.slurm.cli import SlurmClient, subprocess_runner
+
+    client = SlurmClient(runner=runner or subprocess_runner, prefix=login)
+    return read_cluster(client, since_epoch, now_epoch, all_users=all_users, user=user)
+
+
+class LedgerUnread(HistoryError):
+    """The ledger could not be read (say so, and that ``--no-ledger`` leaves it out)."""
+
+
 def read_ledger(state_dir: str, policy: Policy, cluster: str, since_epoch: float) -> list[Wait]:
     """eps's own SLURM attempts on ``cluster`` since ``since_epoch``, as the ledger saw them.
-    Nothing when there is no ledger (it is never created here)."""
+    Nothing when there is no ledger (it is never created here).  :class:`LedgerUnread` when
+    it cannot be read."""
     if not os.path.exists(os.path.join(state_dir, "ledger.sqlite3")):
         return []
+    from eps.shell.state.ledger import LedgerError
+
+    try:
+        return _read_ledger(state_dir, policy, cluster, since_epoch)
+    except LedgerError as exc:
+        raise LedgerUnread(str(exc)) from None
+
+
+def _read_ledger(state_dir: str, policy: Policy, cluster: str, since_epoch: float) -> list[Wait]:
     from eps.core.states import AttemptState, Outcome
     from eps.shell.state.ledger import Ledger
 

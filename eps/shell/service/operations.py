@@ -270,6 +270,16 @@ def exit_of(rows: Sequence[DispatchRow], say: Callable[[str], object]) -> int:
     return of(rows, say)
 
 
+def notify_test(settings: Settings) -> tuple[dict[str, Any], str]:
+    """``eps notify test``: one test message to each configured target; the document (which
+    answered) and its text."""
+    from eps.shell.notify.trial import notify_test as trial
+    from eps.shell.notify.trial import text
+
+    doc = trial(settings)
+    return doc, text(doc)
+
+
 def execute_doc(ctx: Ctx, dispatch: str) -> dict[str, Any]:
     """``eps execute --detach --json``: the dispatch and its state now."""
     from eps.shell.state.events import log_path, read_from
