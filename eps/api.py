@@ -110,7 +110,7 @@ def execute(
         return Execution(int(said.exit_code), (), (), said.text)
     if detach:
         return Execution(OK, (dispatch,), tuple(svc.events(dispatch)[0]), None, state)
-    got = _follow(svc, dispatch, bound, landed=not wait)
+    got = svc.wait_until(dispatch, bound, landed=not wait)
     events = tuple(svc.events(dispatch)[0])
     started = all(j["started"] for j in got["jobs"])
     if wait and not got["ended"]:
@@ -143,8 +143,7 @@ def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait:
             return Execution(NOTHING_STARTS, (dispatch,), tuple(sink.records), why, None)
         if not wait:
             return Execution(OK if started else NOTHING_STARTS, (dispatch,), tuple(sink.records), None, "started")
-        while not (got := S.wait(ctx, dispatch, timeout_s=S.WAIT_MAX_S))["ended"]:
-            pass
+        got = S.wait_until(ctx, dispatch, None)
     code = int(got["exit_code"])
     return Execution(code if started else max(code, NOTHING_STARTS), (dispatch,), tuple(sink.records), None,
                      got["state"])  # fmt: skip
@@ -157,23 +156,7 @@ def wait(dispatch: str, *, timeout: str | float | None = 50, env: Mapping[str, s
     from eps.shell.service.operations import Service
 
     bound = None if timeout is None else seconds(timeout, "timeout")
-    return _follow(Service(env), dispatch, bound, landed=False)
-
-
-def _follow(svc: Any, dispatch: str, bound: float | None, *, landed: bool) -> dict[str, Any]:
-    """Calls of the service's ``wait`` (each within its own bound) until the dispatch ended
-    (``landed``: its walk is over) or ``bound`` passed."""
-    import time
-
-    from eps.shell.service.operations import WAIT_MAX_S
-
-    end = None if bound is None else time.monotonic() + bound
-    while True:
-        left = WAIT_MAX_S if end is None else max(0.0, end - time.monotonic())
-        got: dict[str, Any] = svc.wait(dispatch, timeout_s=min(left, WAIT_MAX_S), landed=landed)
-        walking = any(j["state"] in ("walking", "interrupted") for j in got["jobs"])
-        if got["ended"] or (landed and not walking) or (end is not None and time.monotonic() >= end):
-            return got
+    return Service(env).wait_until(dispatch, bound)
 
 
 def status(

@@ -227,13 +227,11 @@ def build(svc: Service) -> Any:
     def wait(dispatch: Dispatch, ctx: Context, timeout: Duration = int(WAIT_DEFAULT_S)) -> CallToolResult:
         def run() -> dict[str, Any]:
             bound = min(float(seconds(WAIT_DEFAULT_S if timeout is None else timeout, "timeout")), WAIT_MAX_S)
-            start = time.monotonic()
-            while True:  # in slices, each the service's own bounded wait, with progress between them
-                left = max(0.0, bound - (time.monotonic() - start))
-                doc = svc.wait(dispatch, timeout_s=min(left, PROGRESS_EVERY_S))
-                if doc["ended"] or left <= PROGRESS_EVERY_S:
-                    return {**doc, "waited_s": round(time.monotonic() - start, 3), "timeout_s": bound}
-                _progress(ctx, time.monotonic() - start, bound, f"{dispatch} is {doc['state']}")
+
+            def between(waited: float, doc: dict[str, Any]) -> None:  # progress between the slices
+                _progress(ctx, waited, bound, f"{dispatch} is {doc['state']}")
+
+            return svc.wait_until(dispatch, bound, slice_s=PROGRESS_EVERY_S, between=between)
 
         return _answer(run)
 

@@ -381,6 +381,34 @@ def wait(ctx: Ctx, dispatch: str, *, timeout_s: float = WAIT_DEFAULT_S, landed: 
                jobs=[_job_end(ctx, r) for r in rows])  # fmt: skip
 
 
+def wait_until(
+    ctx: Ctx,
+    dispatch: str,
+    bound_s: float | None,
+    *,
+    landed: bool = False,
+    slice_s: float = WAIT_MAX_S,
+    between: Callable[[float, dict[str, Any]], object] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """The one bounded wait of every front door: :func:`wait` in slices of at most ``slice_s``
+    (and :data:`WAIT_MAX_S`), until the dispatch ended (``landed``: its walk is over) or
+    ``bound_s`` passed (``None``: until it ended).  ``between(waited_s, doc)`` runs after each
+    slice that did not end it (the MCP server's progress).  The last slice's document, with
+    the whole wait's ``waited_s`` and its bound as ``timeout_s``."""
+    slice_s = min(slice_s, WAIT_MAX_S)
+    start = clock()
+    while True:
+        left = slice_s if bound_s is None else max(0.0, bound_s - (clock() - start))
+        got = wait(ctx, dispatch, timeout_s=min(left, slice_s), landed=landed, clock=clock)
+        walking = any(j["state"] in ("walking", "interrupted") for j in got["jobs"])
+        if got["ended"] or (landed and not walking) or (bound_s is not None and left <= slice_s):
+            return {**got, "waited_s": round(clock() - start, 3),
+                    "timeout_s": got["timeout_s"] if bound_s is None else bound_s}  # fmt: skip
+        if between is not None:
+            between(clock() - start, got)
+
+
 def _job_end(ctx: Ctx, row: DispatchRow) -> dict[str, Any]:
     from eps.core.lifecycle import exit_status, result_word
     from eps.core.states import DispatchState
@@ -562,6 +590,12 @@ class Service:
     def wait(self, dispatch: str, *, timeout_s: float = WAIT_DEFAULT_S, landed: bool = False) -> dict[str, Any]:
         with self.opened(revive=True) as ctx:
             return wait(ctx, dispatch, timeout_s=timeout_s, landed=landed)
+
+    def wait_until(self, dispatch: str, bound_s: float | None, *, landed: bool = False, slice_s: float = WAIT_MAX_S,
+                   between: Callable[[float, dict[str, Any]], object] | None = None) -> dict[str, Any]:  # fmt: skip
+        """:func:`wait_until`, in one context."""
+        with self.opened(revive=True) as ctx:
+            return wait_until(ctx, dispatch, bound_s, landed=landed, slice_s=slice_s, between=between)
 
     def logs(self, dispatch: str, *, offset: int = 0, max_bytes: int = LOGS_DEFAULT_BYTES,
              tail_lines: int | None = None) -> dict[str, Any]:  # fmt: skip
