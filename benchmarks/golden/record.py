@@ -48,7 +48,8 @@ stderr and MCP/API results alike, in this order:
    ``id=<digits>``, ``pid <digits>`` and ``vm local <digits>`` -> ``<PID>``.
 5. durations of the run itself: JSON ``runtime_s``, ``waited_s``, ``list_cost`` numbers
    -> ``<S>``, and ``(1.23 s)`` answer times -> ``(<S> s)``.
-6. the MCP server's stderr: the ``[MM/DD/YY HH:MM:SS]`` time column of the SDK's log
+6. an internal error's traceback file, ``eps-crash-<random>.txt`` -> ``eps-crash-<X>.txt``.
+7. the MCP server's stderr: the ``[MM/DD/YY HH:MM:SS]`` time column of the SDK's log
    records -> blanks of its width (the SDK leaves it blank when the second repeats).
 
 A dispatch id in the arguments of a recorded MCP call is stored as written in the case
@@ -124,6 +125,7 @@ RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\[\d\d/\d\d/\d\d \d\d:\d\d:\d\d\]", re.M), " " * 19),
     (re.compile(r'"(runtime_s|waited_s|list_cost)": \d+(?:\.\d+)?'), r'"\1": <S>'),
     (re.compile(r"\(\d+\.\d+ s\)"), "(<S> s)"),
+    (re.compile(r"\beps-crash-\w+\.txt\b"), "eps-crash-<X>.txt"),  # an internal error's traceback file (mkstemp)
 )
 
 
