@@ -19,7 +19,10 @@ import os
 from typing import Any, NamedTuple
 
 UNKNOWN = "e0000000000"  # a well-formed dispatch id no ledger holds (tests/mcp uses it)
-FIXED = "e00000000a1"  # the id given to the VM jobs' dispatches (--dispatch-id)
+#: the ids given to the VM jobs' dispatches (--dispatch-id), one per case: the VM lane finds a job's
+#: processes by its dispatch id on the whole machine, so ``eps cancel D`` in one state dir also
+#: kills a job of the same id that another state dir (another case running meanwhile) started
+FIXED = tuple(f"e00000000a{n}" for n in range(1, 8))
 
 SUBCOMMANDS = ("plan", "intents", "execute", "check", "status", "cancel", "reconcile", "logs", "pull", "wait",
                "attach", "supervise", "ssh", "simulate", "schema", "mcp", "guide", "completion", "notify")  # fmt: skip
@@ -421,25 +424,27 @@ def _vm_jobs() -> list[Case]:
     quiet: dict[str, Any] = {"env": {"EPS_CONFIG": "{TMP}/work/config.toml"},
              "files": {"config.toml": "[jobs]\nsupervisor_idle_s = 2\nwait_poll_s = 0.05\n", "data/a.txt": "alpha\n",
                        ".epsignore": "skip.txt\n", "skip.txt": "never shipped\n"}}  # fmt: skip
-    d = FIXED
+    d = FIXED[0]
     return [
         seq("vm-echo", (*ex, "--dispatch-id", d, "--wait", "--", "echo hi"), ("status",), ("status", "--json"),
             ("status", d), ("logs", d), ("logs", d, "--json"), ("logs", d, "--tail", "1"), ("wait", d),
             ("wait", d, "--json"), ("pull", d, "--json"), ("cancel", d), ("status", d, "--json"),
             ("attach", d), ("status", UNKNOWN), ("execute", *ex[1:], "--dispatch-id", d, "--", "true"),
             slow=True, **quiet),
-        seq("vm-exit3-json", (*ex, "--dispatch-id", d, "--wait", "--json", "--",
-                              "echo x > $EPS_OUTPUT_DIR/f; exit 3"), ("wait", d), ("pull", d, "--to", "{TMP}/out"),
-            ("status", "--all"), slow=True, **quiet),
-        seq("vm-workdir-env", (*ex, "--dispatch-id", d, "--workdir", ".", "--env", "FOO=bar", "--wait", "--",
+        seq("vm-exit3-json", (*ex, "--dispatch-id", FIXED[1], "--wait", "--json", "--",
+                              "echo x > $EPS_OUTPUT_DIR/f; exit 3"), ("wait", FIXED[1]),
+            ("pull", FIXED[1], "--to", "{TMP}/out"), ("status", "--all"), slow=True, **quiet),
+        seq("vm-workdir-env", (*ex, "--dispatch-id", FIXED[2], "--workdir", ".", "--env", "FOO=bar", "--wait", "--",
                                "cat data/a.txt; ls; echo $FOO $EPS_TASK_INDEX $EPS_TASK_COUNT $EPS_RESTART_COUNT"),
-            ("logs", d), slow=True, **quiet),
-        seq("vm-inline", (*ex, "--dispatch-id", d, "--wait", "--", "echo inline"), ("status", d),
+            ("logs", FIXED[2]), slow=True, **quiet),
+        seq("vm-time-limit", (*ex, "--dispatch-id", FIXED[5], "--time-limit", "1s", "--wait", "--", "sleep 30"),
+            ("wait", FIXED[5], "--json"), slow=True, **quiet),
+        seq("vm-inline", (*ex, "--dispatch-id", FIXED[3], "--wait", "--", "echo inline"), ("status", FIXED[3]),
             slow=True, **config('[jobs]\nsupervise = "inline"\n')),
         seq("vm-detach", (*ex, "--detach", "--json", "--", "sleep 0.5; echo done"), ("wait", "{D}", "--timeout", "30s"),
             ("logs", "{D}"), ("supervise", "--json"), slow=True, **quiet),
-        seq("vm-cancel", (*ex, "--dispatch-id", d, "--detach", "--", "sleep 60"), ("cancel", d), ("wait", d),
-            ("status", d, "--json"), slow=True, **quiet),
+        seq("vm-cancel", (*ex, "--dispatch-id", FIXED[4], "--detach", "--", "sleep 60"), ("cancel", FIXED[4]),
+            ("wait", FIXED[4]), ("status", FIXED[4], "--json"), slow=True, **quiet),
     ]
 
 
