@@ -89,9 +89,10 @@ def test_a_silent_vm_job_is_told_stalled_once_stopped_with_exit_125_and_relaunch
     state = deps.state
     told, stopped, again = ("v" + uuid.uuid4().hex[:9] for _ in range(3))
     common = ("cpu-small", "--duration", "20s", "--time-limit", "90s", "--stall-after", "20s")
-    # notify: silent 26 s, then it speaks again and ends 0 five seconds later
+    # notify: silent 36 s (16 s past its stall_after: room for two status calls on a busy machine),
+    # then it speaks again and ends 0 five seconds later
     for d, more, line in (
-        (told, (), 'echo hi; sleep 26; echo again; sleep 5; echo done > "$EPS_OUTPUT_DIR/done"'),
+        (told, (), 'echo hi; sleep 36; echo again; sleep 5; echo done > "$EPS_OUTPUT_DIR/done"'),
         (stopped, ("--on-stall", "stop"), SILENT),
         (again, ("--on-stall", "stop", "--retry", "stalled", "--max-restarts", "1"),
          'if [ "$EPS_RESTART_COUNT" = 1 ]; then echo second > "$EPS_OUTPUT_DIR/second"; exit 0; fi; ' + SILENT),
