@@ -104,10 +104,13 @@ def test_a_silent_vm_job_is_told_stalled_once_stopped_with_exit_125_and_relaunch
     root = state / "runs" / told / "0"
     t0 = float((root / "started-at").read_text())
     stalled = _event(state, told, "stalled", WINDOW_S + 15)
-    # within the window plus one poll of the watch (and one look of the supervisor's)
-    assert stalled["ts"] - t0 <= WINDOW_S + POLL_S + FOLLOW_S + 2.5, (stalled, t0)  # 2.5: slack for a busy CI
-    assert stalled["ts"] - t0 >= WINDOW_S - 1, (stalled, t0)
-    assert stalled["on_stall"] == "notify" and stalled["since"] <= t0 + 2, stalled
+    # the silence began with the job's first line (soon after it started; later on a loaded
+    # machine), and is told within the window plus one poll of the watch (and one look of
+    # the supervisor's) after it began, never before the window
+    assert t0 - 1 <= stalled["since"] <= t0 + WINDOW_S / 2, (stalled, t0)
+    assert stalled["ts"] - stalled["since"] <= WINDOW_S + POLL_S + FOLLOW_S + 2.5, stalled  # 2.5: a busy CI
+    assert stalled["ts"] - stalled["since"] >= WINDOW_S - 1, stalled
+    assert stalled["on_stall"] == "notify", stalled
     assert "nothing from the job" in stalled["message"] and started["dispatch"] == told
     assert not (root / "exit-code").exists()  # the dispatch keeps running
     rc, out, err = deps.run("status", told, "--json")
