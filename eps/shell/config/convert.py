@@ -20,7 +20,7 @@ import stat
 import tomllib
 import typing
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import cattrs
@@ -35,9 +35,15 @@ from eps.shell.config import lane_settings
 from eps.shell.config.errors import ConfigError, duration_setting
 from eps.shell.config.lane_settings import ClusterDoc
 from eps.shell.config.notify import NotifyDoc, NotifySettings, notify_settings
-from eps.shell.config.settings import ClusterAccess, GcpSettings, RunpodSettings, Settings
+from eps.shell.config.settings import ClusterAccess, GcpSettings, JobsSettings, RunpodSettings, Settings
 from eps.shell.config.ssh import SshDoc, key_exchange
 from eps.shell.config.storage import StorageDoc, StorageSettings, storage_settings
+
+if TYPE_CHECKING:
+    from attrs import AttrsInstance
+    from cattrs.dispatch import StructureHook
+
+T = TypeVar("T")
 
 #: The largest user file eps reads (a snapshot of every zone is a few hundred KiB).
 MAX_FILE_BYTES = 4 * 2**20
@@ -47,13 +53,13 @@ _LANE_NAMES = ("vm", "gcp", "runpod")
 # --- the converter ------------------------------------------------------------------------------
 
 
-def _strict_int(value: Any, _: type) -> int:
+def _strict_int(value: object, _: type) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"expected a whole number, got {value!r}")
     return value
 
 
-def _strict_float(value: Any, _: type) -> float:
+def _strict_float(value: object, _: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"expected a number, got {value!r}")
     if not math.isfinite(value):
@@ -61,13 +67,13 @@ def _strict_float(value: Any, _: type) -> float:
     return float(value)
 
 
-def _strict_bool(value: Any, _: type) -> bool:
+def _strict_bool(value: object, _: type) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected true or false, got {value!r}")
     return value
 
 
-def _strict_str(value: Any, target: type) -> Any:
+def _strict_str(value: object, target: type) -> str | Enum:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
     if target is str:
@@ -81,7 +87,7 @@ def _strict_str(value: Any, target: type) -> Any:
     raise TypeError(f"no strict hook for {target!r}")
 
 
-def _is_sequence(t: Any) -> bool:
+def _is_sequence(t: object) -> bool:
     return typing.get_origin(t) in (list, tuple)
 
 
@@ -97,18 +103,19 @@ def _converter() -> cattrs.Converter:
         lambda cl, c: namedtuple_dict_structure_factory(cl, c, "from_converter", True),  # forbid extra keys
     )
 
-    def stock(value: Any, _: type) -> Stock:
+    def stock(value: object, _: type) -> Stock:
         if not isinstance(value, str):
             raise ValueError(f"expected a stock word, got {value!r}")
         return Stock(value.lower())
 
-    def sequence(value: Any, target: Any) -> Any:
+    def sequence(value: object, target: type) -> list[object] | tuple[object, ...]:
         """A JSON/TOML array, never a string or an object that happens to be iterable."""
         if not isinstance(value, list):
             raise ValueError(f"expected a list, got {value!r}")
         args = typing.get_args(target)
         item = args[0] if args else Any
-        made, errors = [], []
+        made: list[object] = []
+        errors: list[Exception] = []
         for i, v in enumerate(value):
             try:
                 made.append(conv.structure(v, item))
@@ -126,7 +133,7 @@ def _converter() -> cattrs.Converter:
     conv.register_structure_hook(Stock, stock)
     conv.register_structure_hook_func(_is_sequence, sequence)
 
-    def wall(value: Any, target: Any) -> str | float | None:  # a duration: text, or seconds
+    def wall(value: object, target: object) -> str | float | None:  # a duration: text, or seconds
         if value is None or isinstance(value, str):
             return value
         return _strict_int(value, int) if int in typing.get_args(target) else _strict_float(value, float)
@@ -134,15 +141,15 @@ def _converter() -> cattrs.Converter:
     conv.register_structure_hook(str | int | None, wall)
     conv.register_structure_hook(str | float | None, wall)
 
-    def line_or_argv(value: Any, _: type) -> str | list[str] | None:
+    def line_or_argv(value: object, _: type) -> str | list[str] | None:
         if value is None or isinstance(value, str):
             return value
-        return sequence(value, list[str])  # type: ignore[no-any-return]
+        return typing.cast("list[str]", sequence(value, list[str]))  # a list hook's list
 
     conv.register_structure_hook(str | list[str] | None, line_or_argv)
 
     # A field named after a Python keyword and "_" (``for_``) is the key itself in the file (``for``).
-    def keyword_keys(cl: Any) -> Any:
+    def keyword_keys(cl: type[AttrsInstance]) -> StructureHook:
         renames: dict[str, Any] = {f: override(rename=f[:-1]) for f in _keyword_fields(cl)}
         return make_dict_structure_fn(cl, conv, **renames)
 
@@ -150,7 +157,7 @@ def _converter() -> cattrs.Converter:
     return conv
 
 
-def _keyword_fields(cl: Any) -> list[str]:
+def _keyword_fields(cl: type[AttrsInstance]) -> list[str]:
     attrs.resolve_types(cl)
     return [a.name for a in attrs.fields(cl) if a.name.endswith("_") and keyword.iskeyword(a.name[:-1])]
 
@@ -162,14 +169,14 @@ def _keyword_key(m: re.Match[str]) -> str:
 _CONV: cattrs.Converter | None = None
 
 
-def structure(data: Any, cls: Any, source: str) -> Any:
+def structure(data: object, cls: type[T], source: str) -> T:
     """``data`` as ``cls``, strictly; one :class:`ConfigError` line naming ``source`` and the path."""
     if attrs.has(cls):
         attrs.resolve_types(cls)
     return _structure(data, cls, source)
 
 
-def _structure(data: Any, cls: Any, source: str) -> Any:
+def _structure(data: object, cls: type[T], source: str) -> T:
     global _CONV  # noqa: PLW0603  (built on first use, after every record class exists)
     if _CONV is None:
         _CONV = _converter()
@@ -185,7 +192,7 @@ def _structure(data: Any, cls: Any, source: str) -> Any:
 # --- reading a file -------------------------------------------------------------------------------
 
 
-def read_data(path: str) -> Any:
+def read_data(path: str) -> object:
     """A JSON or TOML file (by suffix) as data: a regular file (no device, FIFO or
     directory), at most :data:`MAX_FILE_BYTES`, UTF-8, not nested absurdly deep."""
     kind = "TOML" if path.lower().endswith(".toml") else "JSON"
@@ -386,12 +393,12 @@ class _ConfigDoc:
     notify: NotifyDoc | None = None
 
 
-def _set(obj: Any, **changes: Any) -> Any:
+def _set(obj: T, **changes: object) -> T:
     real = {k: (tuple(v) if isinstance(v, list) else v) for k, v in changes.items() if v is not None}
     return evolve(obj, **real) if real else obj
 
 
-def _section(doc: Any, name: str, source: str, where: str | None = None) -> None:
+def _section(doc: AttrsInstance, name: str, source: str, where: str | None = None) -> None:
     """Range-check every number of one config section (at ``where``, an entry of a list of
     them) against :data:`RANGES`."""
     for field in attrs.fields(type(doc)):
@@ -453,25 +460,10 @@ def _gcp(base: GcpSettings, g: _GcpDoc, source: str) -> GcpSettings:
     if wait is not None and 0 < wait < 90:
         raise ConfigError(f"{source}: must be 0 (only capacity there now) or 90..7200 s @ $.gcp.flex_start_wait_s")
     scopes = None if g.scopes is None else [s if "://" in s else _SCOPE_BASE + s for s in g.scopes]
-    gcp: GcpSettings = _set(
-        base,
-        project=g.project,
-        image=g.image,
-        gpu_image=g.gpu_image,
-        endpoint=g.endpoint,
-        network=g.network,
-        subnetwork=g.subnetwork,
-        external_ip=g.external_ip,
-        disk_type=g.disk_type,
-        service_account=g.service_account,
-        scopes=scopes,
-        tags=g.tags,
-        flex_start_wait_s=g.flex_start_wait_s,
-        poll_interval_s=g.poll_interval_s,
-        ssh_user=g.ssh_user,
-        work_root=g.work_root,
-    )
-    return gcp
+    return _set(base, project=g.project, image=g.image, gpu_image=g.gpu_image, endpoint=g.endpoint, network=g.network,
+                subnetwork=g.subnetwork, external_ip=g.external_ip, disk_type=g.disk_type, scopes=scopes, tags=g.tags,
+                service_account=g.service_account, flex_start_wait_s=g.flex_start_wait_s, ssh_user=g.ssh_user,
+                poll_interval_s=g.poll_interval_s, work_root=g.work_root)  # fmt: skip
 
 
 def _runpod(base: RunpodSettings, r: _RunpodDoc, source: str) -> RunpodSettings:
@@ -545,7 +537,7 @@ def _clusters(
     return evolve(policy, clusters=tuple(clusters)), access
 
 
-def _jobs(jobs: Any, doc: _JobsDoc, source: str) -> Any:
+def _jobs(jobs: JobsSettings, doc: _JobsDoc, source: str) -> JobsSettings:
     if doc.supervise not in (None, "detached", "inline"):
         raise ConfigError(f'{source}: supervise must be "detached" or "inline" @ $.jobs.supervise')
     if doc.supervisor_idle_s is not None and not 0 < doc.supervisor_idle_s <= 86400:
@@ -555,7 +547,7 @@ def _jobs(jobs: Any, doc: _JobsDoc, source: str) -> Any:
                 capacity_wait_s=doc.capacity_wait_s, stall_after_s=doc.stall_after_s)  # fmt: skip
 
 
-def settings_from_config(data: Any, base: Settings, source: str) -> Settings:
+def settings_from_config(data: object, base: Settings, source: str) -> Settings:
     """The settings with ``data`` (a parsed config file) applied over ``base``; one
     :class:`ConfigError` line for the first thing wrong in it."""
     doc: _ConfigDoc = _structure(data, _ConfigDoc, source)

@@ -6,9 +6,12 @@ name (``json://127.0.0.1:8080#0``), never its URL; no message is stored."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from eps.core.records import NamedTuple
+
+if TYPE_CHECKING:
+    from eps.shell.state.ledger import Ledger
 
 
 class Cursor(NamedTuple):
@@ -16,7 +19,7 @@ class Cursor(NamedTuple):
     pull_done: float = 0.0  # the ts of the last end whose ``unpulled`` notice was sent or found moot
 
 
-def watch(ledger: Any, dispatch: str, now: float | None = None) -> None:
+def watch(ledger: Ledger, dispatch: str, now: float | None = None) -> None:
     """``dispatch`` may owe notices (again: a dispatch handed back is watched anew)."""
     ledger.write(
         "INSERT INTO notify_watch (dispatch, open, since) VALUES (?, 1, ?)"
@@ -25,28 +28,28 @@ def watch(ledger: Any, dispatch: str, now: float | None = None) -> None:
     )
 
 
-def close(ledger: Any, dispatch: str) -> None:
+def close(ledger: Ledger, dispatch: str) -> None:
     ledger.write("UPDATE notify_watch SET open = 0 WHERE dispatch = ?", (dispatch,))
 
 
-def watched(ledger: Any) -> list[tuple[str, float]]:
+def watched(ledger: Ledger) -> list[tuple[str, float]]:
     """The dispatches that may owe notices, and since when they are watched."""
     rows = ledger.rows("SELECT dispatch, since FROM notify_watch WHERE open = 1 ORDER BY since")
     return [(str(r[0]), float(r[1])) for r in rows]
 
 
-def owed(ledger: Any) -> bool:
+def owed(ledger: Ledger) -> bool:
     """Some dispatch may still owe a notice (indexed: a revival asks this on every status)."""
     return bool(ledger.rows("SELECT 1 FROM notify_watch WHERE open = 1 LIMIT 1"))
 
 
-def cursors(ledger: Any, dispatch: str) -> dict[str, Cursor]:
+def cursors(ledger: Ledger, dispatch: str) -> dict[str, Cursor]:
     rows = ledger.rows("SELECT target, offset, pull_done FROM notify_cursors WHERE dispatch = ?", (dispatch,))
     return {str(r[0]): Cursor(int(r[1]), float(r[2])) for r in rows}
 
 
 def advance(
-    ledger: Any, dispatch: str, target: str, *, offset: int | None = None, pull_done: float | None = None
+    ledger: Ledger, dispatch: str, target: str, *, offset: int | None = None, pull_done: float | None = None
 ) -> None:
     """Move a target's cursor forward (never back: two writers agree on the furthest)."""
     ledger.write(

@@ -26,6 +26,8 @@ from eps.core.states import DispatchState
 
 if TYPE_CHECKING:
     from eps.shell.lanes import Lanes
+    from eps.shell.lanes.jobs import Site
+    from eps.shell.remote.ssh import Remote
     from eps.shell.state.ledger import DispatchRow, Ledger
 
 
@@ -123,7 +125,7 @@ def _local(path: str, offset: int, max_bytes: int, tail_lines: int | None, dispa
     return size, start, data
 
 
-def _fetched(site: Any, offset: int, max_bytes: int, tail_lines: int | None, dispatch: str) -> tuple[int, int, bytes]:
+def _fetched(site: Site, offset: int, max_bytes: int, tail_lines: int | None, dispatch: str) -> tuple[int, int, bytes]:
     """The same through a robot login: the whole log fetched by rsync, then read here."""
     import tempfile
 
@@ -137,7 +139,7 @@ def _fetched(site: Any, offset: int, max_bytes: int, tail_lines: int | None, dis
         return (0, 0, b"") if path is None else _local(path, offset, max_bytes, tail_lines, dispatch)
 
 
-def _remote(remote: Any, log: str, offset: int, max_bytes: int, tail_lines: int | None,
+def _remote(remote: Remote, log: str, offset: int, max_bytes: int, tail_lines: int | None,
             dispatch: str) -> tuple[int, int, bytes]:  # fmt: skip
     """The same over ssh: the size on the first line, then the piece (``tail -c | head -c``)."""
     import shlex

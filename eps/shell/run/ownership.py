@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eps.core.model import CapacitySnapshot, QosGrants
 from eps.core.states import DispatchState
@@ -18,6 +18,10 @@ from eps.shell.config.load import SETTINGS_ENV
 from eps.shell.config.settings import Settings
 from eps.shell.state.events import log_path as events_path
 from eps.shell.state.events import read_from
+
+if TYPE_CHECKING:
+    from eps.core.healing import Decision
+    from eps.shell.state.ledger import DispatchRow, Ledger
 
 #: The dispatch states a supervisor works on (``interrupted`` and ``preempted`` wait for
 #: ``eps execute --resume``, which hands them back as ``walking``, unless the retry policy
@@ -118,7 +122,7 @@ def ensure(state_dir: str, env: Mapping[str, str], *, within_s: float = 15.0) ->
     raise SupervisorError(f"no supervisor started within {within_s:.0f} s (see {log_file(state_dir)})")
 
 
-def relaunch_of(row: Any, now: float | None = None) -> Any:
+def relaunch_of(row: DispatchRow, now: float | None = None) -> Decision | None:
     """What the retry policy says of ``row`` now: a :class:`~eps.core.healing.Relaunch` for an
     interrupted (preempted, its machine lost) dispatch or one whose job failed, when its
     policy relaunches it; else a ``GiveUp`` (``None`` for a copy or a dispatch still going)."""
@@ -130,7 +134,7 @@ def relaunch_of(row: Any, now: float | None = None) -> Any:
     return after_run(row.job, row.state, row.job_status, row.exit_code, elapsed_s=elapsed)
 
 
-def will_relaunch(row: Any, now: float | None = None) -> bool:
+def will_relaunch(row: DispatchRow, now: float | None = None) -> bool:
     """``row`` is to be relaunched by its supervisor (it is not settled: a waiting caller
     stays attached through the relaunch)."""
     from eps.core.healing import Relaunch
@@ -138,27 +142,27 @@ def will_relaunch(row: Any, now: float | None = None) -> bool:
     return isinstance(relaunch_of(row, now), Relaunch)
 
 
-def landed(row: Any) -> bool:
+def landed(row: DispatchRow) -> bool:
     """The walk is over (for now): something runs, is held, nothing could start, or it
     waits for capacity (its supervisor plans again later)."""
     return row.state not in (DispatchState.WALKING, DispatchState.INTERRUPTED)
 
 
-def settled(row: Any) -> bool:
+def settled(row: DispatchRow) -> bool:
     """Over: not walking, running or held, and not interrupted with a relaunch to come."""
     walking = (DispatchState.WALKING, DispatchState.STARTED, DispatchState.HELD, DispatchState.INTERRUPTED,
                DispatchState.WAITING)  # fmt: skip
     return row.state not in walking and not will_relaunch(row)
 
 
-def unsettled_roots(ledger: Any) -> list[Any]:
+def unsettled_roots(ledger: Ledger) -> list[DispatchRow]:
     """The dispatches a supervisor owns: walking, started, held, or to be relaunched."""
     rows = ledger.dispatches(states=(*SUPERVISED, DispatchState.PREEMPTED))
     rows += ledger.select(states=(DispatchState.ENDED,), failed_retrying=True)
     return [r for r in rows if r.parent is None and (r.state in SUPERVISED or will_relaunch(r))]
 
 
-def revive(ledger: Any, env: Mapping[str, str]) -> int | None:
+def revive(ledger: Ledger, env: Mapping[str, str]) -> int | None:
     """Start a supervisor when a dispatch, or a notification of one, is left to none (the
     last one died): the pid, or ``None`` when nothing needs one."""
     rows = unsettled_roots(ledger)

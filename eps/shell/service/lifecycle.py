@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from returns.result import Failure
 
@@ -23,9 +23,18 @@ from eps.core.model import JobError
 from eps.core.states import DispatchState
 
 if TYPE_CHECKING:
+    from typing import Protocol, TextIO
+
     from eps.shell.lanes import Lanes
+    from eps.shell.lanes.jobs import Site
     from eps.shell.render.progress import Reporter
     from eps.shell.state.ledger import DispatchRow, Ledger
+
+    class _Bytes(Protocol):
+        """Where ``eps logs`` hands the bytes of a log (:class:`_ByteSink`, or a test's recorder)."""
+
+        def write(self, data: bytes, /) -> None: ...
+        def flush(self) -> None: ...
 
 
 # --- the dispatches a command is about ----------------------------------------------------------
@@ -71,7 +80,7 @@ def wait(
 # --- logs, pull, ssh -----------------------------------------------------------------------------
 
 
-def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: Any = None) -> int:
+def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: _Bytes | None = None) -> int:
     """The job's log: live from its machine while it runs (``follow``: until it ends), else
     the whole log kept when it was pulled.  Bytes pass through as they are, a chunk at a
     time (a log of any size, binary or not, in little memory).  Nothing is read through a
@@ -80,7 +89,7 @@ def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: Any 
     from eps.shell.lanes import jobs as J
     from eps.shell.run.finish import Finisher
 
-    sink_file: Any = out if out is not None else _ByteSink(sys.stdout)
+    sink_file: _Bytes = out if out is not None else _ByteSink(sys.stdout)
     finisher = Finisher(ledger, lanes)
     for row in rows_of(ledger, dispatch):
         kept = finisher.log_path(row.id)
@@ -119,7 +128,7 @@ def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: Any 
     return 0
 
 
-def _copy_fetched(site: Any, write: Callable[[bytes], None], dispatch: str) -> None:
+def _copy_fetched(site: Site, write: Callable[[bytes], None], dispatch: str) -> None:
     """The live log of a job behind a robot login, fetched by rsync, to ``write``."""
     import tempfile
 
@@ -150,7 +159,7 @@ def _copy_kept(path: str, write: Callable[[bytes], None], dispatch: str) -> None
 class _ByteSink:
     """Bytes to a text stream: its binary buffer when it has one (a terminal, a pipe)."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.buffer = getattr(stream, "buffer", None)
 

@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable
 from enum import Enum
 from functools import cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import attrs
 
@@ -30,12 +30,15 @@ from eps.core.states import HandleState
 if TYPE_CHECKING:
     import cattrs
 
+T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
+
 
 class CodecError(ValueError):
     """A stored document does not fit its record.  One line with the path."""
 
 
-def _is_namedtuple(cl: Any) -> bool:
+def _is_namedtuple(cl: object) -> bool:
     """A ``typing.NamedTuple``, or one of the core's (:mod:`eps.core.records`)."""
     from cattrs.cols import is_namedtuple
 
@@ -63,8 +66,8 @@ class _Slow(Exception):
     """This value is not exactly what eps writes: the converter reads the document."""
 
 
-def _exact(kind: type) -> Callable[[Any], Any]:
-    def read(value: Any) -> Any:
+def _exact(kind: type) -> Callable[[object], object]:
+    def read(value: object) -> object:
         if type(value) is not kind:
             raise _Slow
         return value
@@ -72,7 +75,7 @@ def _exact(kind: type) -> Callable[[Any], Any]:
     return read
 
 
-def _float(value: Any) -> float:
+def _float(value: object) -> float:
     if type(value) is float:
         return value
     if type(value) is int:  # JSON writes 2.0 as 2.0, but a hand-written 2 is a float field's 2.0 too
@@ -80,14 +83,14 @@ def _float(value: Any) -> float:
     raise _Slow
 
 
-def _strs(value: Any) -> tuple[str, ...]:
+def _strs(value: object) -> tuple[str, ...]:
     if type(value) is not list or any(type(v) is not str for v in value):
         raise _Slow
     return tuple(value)
 
 
-def _enum(kind: type[Enum]) -> Callable[[Any], Any]:
-    def read(value: Any) -> Any:
+def _enum(kind: type[E]) -> Callable[[object], E]:
+    def read(value: object) -> E:
         if type(value) is not str:
             raise _Slow
         try:
@@ -98,12 +101,12 @@ def _enum(kind: type[Enum]) -> Callable[[Any], Any]:
     return read
 
 
-def _optional(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _optional(read: Callable[[object], object]) -> Callable[[object], object]:
     return lambda value: None if value is None else read(value)
 
 
 #: Each annotation the two records use, as written in their modules, and how its JSON reads.
-_READERS: dict[str, Callable[[Any], Any]] = {
+_READERS: dict[str, Callable[[object], object]] = {
     "str": _exact(str),
     "int": _exact(int),
     "bool": _exact(bool),
@@ -117,7 +120,7 @@ _READERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _written(annotation: Any) -> str:
+def _written(annotation: object) -> str:
     """An annotation as written: the core's model keeps the types themselves (``int | None``),
     modules with postponed annotations keep the text."""
     if isinstance(annotation, str):
@@ -128,7 +131,7 @@ def _written(annotation: Any) -> str:
 class _Shape(NamedTuple):
     """A record's fields with their readers, and those it cannot do without."""
 
-    fields: tuple[tuple[str, Callable[[Any], Any]], ...]
+    fields: tuple[tuple[str, Callable[[object], object]], ...]
     required: frozenset[str]
 
 
@@ -145,7 +148,7 @@ _SHAPES: dict[type[Any], _Shape] = {
 }
 
 
-def _direct(doc: Any, cls: type[Any]) -> Any:
+def _direct(doc: object, cls: type[T]) -> T:
     """``doc`` as ``cls`` when every key is a field, every required field is there and every
     value has its field's exact type; else :class:`_Slow`."""
     fields, required = _SHAPES[cls]
@@ -160,7 +163,7 @@ def _direct(doc: Any, cls: type[Any]) -> Any:
 # --- the codec --------------------------------------------------------------------------------------
 
 
-def to_data(obj: Any) -> Any:
+def to_data(obj: object) -> object:
     """A record as plain JSON data (NamedTuples and attrs classes as objects; enums, all
     ``StrEnum``, as they are: JSON writes their values)."""
     shape = _SHAPES.get(type(obj))
@@ -170,7 +173,7 @@ def to_data(obj: Any) -> Any:
     return {name: list(v) if type(v := getattr(obj, name)) is tuple else v for name, _ in shape.fields}
 
 
-def structure(data: Any, cls: type[Any]) -> Any:
+def structure(data: object, cls: type[T]) -> T:
     """Plain JSON data back into its record (strict; :class:`CodecError` names the path)."""
     return _load(json.dumps(data), cls)
 
@@ -179,7 +182,7 @@ _JSON_KINDS = {type(None): "null", bool: "true or false", int: "a number", float
                list: "an array"}  # fmt: skip
 
 
-def _load(text: str, cls: type[Any]) -> Any:
+def _load(text: str, cls: type[T]) -> T:
     import cattrs
 
     try:
@@ -192,7 +195,7 @@ def _load(text: str, cls: type[Any]) -> Any:
         raise CodecError(f"stored {cls.__name__} does not fit: {msgs[0] if msgs else exc}") from None
 
 
-def _read(text: str, cls: type[Any]) -> Any:
+def _read(text: str, cls: type[T]) -> T:
     try:
         return _direct(json.loads(text), cls)
     except (_Slow, ValueError):  # not exactly what eps writes, or not JSON: the converter says why

@@ -39,6 +39,7 @@ from eps.core.states import (
     LIVE_ATTEMPT_STATES,
     AttemptState,
     DispatchState,
+    HandleState,
     move_attempt,
     move_dispatch,
 )
@@ -141,7 +142,7 @@ class AttemptRow:
             self.seq, self.as_rung(), self.state, self.outcome, self.handle, self.started_at, self.id, self.name
         )
 
-    def as_handle(self, state: Any) -> Handle:
+    def as_handle(self, state: HandleState) -> Handle:
         return Handle(
             self.lane, self.kind, self.handle or "", self.rung, zone=self.zone, qos=self.qos, machine=self.target,
             state=state,
