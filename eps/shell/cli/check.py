@@ -6,14 +6,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eps.shell.cli.exits import Exit
 from eps.shell.config.settings import Settings
 from eps.shell.service.check import gather
 
+if TYPE_CHECKING:
+    from eps.shell.lanes.base import LaneOptions
 
-def run_check(ns: argparse.Namespace, settings: Settings, env: dict[str, str], options: Any) -> int:
+
+def run_check(ns: argparse.Namespace, settings: Settings, env: dict[str, str], options: LaneOptions | None) -> int:
     doc = gather(settings, env, options, float(ns.timeout))
     if ns.json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
@@ -22,7 +25,7 @@ def run_check(ns: argparse.Namespace, settings: Settings, env: dict[str, str], o
     return Exit.OK if doc["ok"] else Exit.NOTHING_STARTS
 
 
-def _yes(v: Any) -> str:
+def _yes(v: object) -> str:
     return "-" if v is None else "yes" if v else "no"
 
 

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from types import SimpleNamespace
     from typing import Any, NoReturn
 
+    from eps.shell.lanes.base import LaneOptions
+
     #: What the command line was read into: argparse's namespace, or ``plan_namespace``'s.
     Args = argparse.Namespace | SimpleNamespace
 
@@ -126,7 +128,7 @@ def cmd_schema(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def emit(obj: Any) -> None:
+def emit(obj: object) -> None:
     """One ``--json`` document on stdout."""
     if isinstance(obj, dict) and "schema_version" not in obj:
         obj = {"schema_version": SCHEMA_VERSION, **obj}
@@ -170,7 +172,7 @@ def _plan(ns: Args, command: list[str], env: Mapping[str, str]) -> int:
     return cmd_plan(ns, settings, env)
 
 
-def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_options: Any) -> int:
+def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_options: LaneOptions | None) -> int:
     plain = plan_namespace(args)  # an ordinary eps plan, read without argparse
     if plain is not None:
         return _plan(plain, command, env)
@@ -225,7 +227,8 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
     return commands.run(ns, settings, command, make_job, env=dict(env), options=lane_options)
 
 
-def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *, lane_options: Any = None) -> int:
+def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *,
+         lane_options: LaneOptions | None = None) -> int:  # fmt: skip
     """Run one ``eps`` command; return its exit code.  Never raises for bad input.
 
     ``env`` replaces ``os.environ``; ``lane_options`` (an ``eps.shell.lanes.LaneOptions``)

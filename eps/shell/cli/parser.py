@@ -26,7 +26,12 @@ from eps.shell.service.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
+    from collections.abc import Callable
+    from typing import Any, NoReturn, TypeVar
+
+    from eps.core.simulate import Caps
+
+    T = TypeVar("T")
 
 __all__ = ["EXAMPLES", "JOB_DEFAULTS", "SUBCOMMANDS", "VALUE_OPTIONS", "UsageError", "add_execute_options",
            "add_job_options", "build", "glue_negative_values"]  # fmt: skip
@@ -131,7 +136,7 @@ class _Unused:
     """Stands in for the parser of a subcommand this run does not parse (``build(only=)``):
     what is added to it goes nowhere."""
 
-    def add_argument(self, *_args: Any, **_kwargs: Any) -> Any:
+    def add_argument(self, *_args: Any, **_kwargs: Any) -> object:
         import types
 
         return types.SimpleNamespace()
@@ -141,16 +146,18 @@ class _Subcommands:
     """``root.add_subparsers()``, making only the subcommand ``only`` for real (every one
     when ``only`` is None): argparse spends about a millisecond on each parser it makes."""
 
-    def __init__(self, real: Any, only: str | None) -> None:
+    def __init__(self, real: argparse._SubParsersAction[_Parser], only: str | None) -> None:
         self.real, self.only = real, only
 
-    def add_parser(self, name: str, **kwargs: Any) -> Any:
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
         if self.only is not None and name != self.only:
-            return _Unused()
+            return _Unused()  # type: ignore[return-value]  # a stand-in: only add_argument is called on it
         return self.real.add_parser(name, **kwargs)
 
 
-def _sub(sub: Any, name: str, help_: str, *, note: str = "", usage: str | None = None) -> argparse.ArgumentParser:
+def _sub(
+    sub: _Subcommands, name: str, help_: str, *, note: str = "", usage: str | None = None
+) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         name,
         help=help_,
@@ -162,7 +169,7 @@ def _sub(sub: Any, name: str, help_: str, *, note: str = "", usage: str | None =
     return p
 
 
-def _typed(check: Any, text: str) -> Any:
+def _typed(check: Callable[[str], T], text: str) -> T:
     """``check(text)``, its ValueError as argparse's type error (the message as it is)."""
     try:
         return check(text)
@@ -171,10 +178,10 @@ def _typed(check: Any, text: str) -> Any:
 
 
 def _duration(text: str) -> int:
-    return _typed(values.duration, text)  # type: ignore[no-any-return]
+    return _typed(values.duration, text)
 
 
-def _whole(what: str, low: int, high: int | None = None) -> Any:
+def _whole(what: str, low: int, high: int | None = None) -> Callable[[str], int]:
     """An argparse type: a whole number from ``low`` (to ``high``), else one line naming ``what``."""
 
     def parse(text: str) -> int:
@@ -187,31 +194,31 @@ def _whole(what: str, low: int, high: int | None = None) -> Any:
 
 
 def _count(text: str) -> int:
-    return _typed(values.count, text)  # type: ignore[no-any-return]
+    return _typed(values.count, text)
 
 
 def _retry(text: str) -> tuple[str, ...]:
-    return _typed(values.retry, text)  # type: ignore[no-any-return]
+    return _typed(values.retry, text)
 
 
 def _restarts(text: str) -> int:
-    return _typed(values.max_restarts, text)  # type: ignore[no-any-return]
+    return _typed(values.max_restarts, text)
 
 
 def _seconds_or_zero(text: str) -> int:
-    return _typed(values.seconds_or_zero, text)  # type: ignore[no-any-return]
+    return _typed(values.seconds_or_zero, text)
 
 
 def _stall_after(text: str) -> int:
-    return _typed(values.stall_after, text)  # type: ignore[no-any-return]
+    return _typed(values.stall_after, text)
 
 
 def _on_stall(text: str) -> str:
-    return _typed(values.on_stall, text)  # type: ignore[no-any-return]
+    return _typed(values.on_stall, text)
 
 
 def _footprint(text: str) -> float:
-    return _typed(values.footprint, text)  # type: ignore[no-any-return]
+    return _typed(values.footprint, text)
 
 
 def _limit(text: str) -> int:
@@ -220,7 +227,7 @@ def _limit(text: str) -> int:
     return int(text)
 
 
-def _caps(text: str) -> Any:
+def _caps(text: str) -> Caps:
     from eps.core.simulate import parse_caps
 
     try:

@@ -14,13 +14,16 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eps.core.model import ClusterConfig
 from eps.core.simulate import Caps, SettingResult, Simulation, Wait, default_settings, simulate
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
 from eps.shell.config.settings import Settings
 from eps.shell.service.errors import UsageError
+
+if TYPE_CHECKING:
+    from eps.shell.lanes.base import LaneOptions
 
 #: The paid lane's list price per GPU-hour: GCP a3-highgpu on-demand (information only, P12).
 PRICE_MACHINE = "a3-highgpu-1g"
@@ -39,7 +42,8 @@ def _cluster_name(ns: argparse.Namespace, settings: Settings) -> str:
 
 
 def _history(
-    ns: argparse.Namespace, settings: Settings, cluster: ClusterConfig, since: float, now: float, lane_options: Any
+    ns: argparse.Namespace, settings: Settings, cluster: ClusterConfig, since: float, now: float,
+    lane_options: LaneOptions | None,
 ) -> tuple[list[Wait], dict[str, Any]] | None:
     """The waits to replay and where they came from: a sacct file, the cluster's sacct through
     its login, or (a robot login, which runs no sacct) nothing but what the ledger adds.
@@ -52,7 +56,8 @@ def _history(
 
 
 def _read_history(
-    ns: argparse.Namespace, settings: Settings, cluster: ClusterConfig, since: float, now: float, lane_options: Any
+    ns: argparse.Namespace, settings: Settings, cluster: ClusterConfig, since: float, now: float,
+    lane_options: LaneOptions | None,
 ) -> tuple[list[Wait], dict[str, Any]] | None:
     from eps.shell.service import history
     name = cluster.name
@@ -76,7 +81,9 @@ def _read_history(
     return None
 
 
-def run_simulate(ns: argparse.Namespace, settings: Settings, env: Mapping[str, str], lane_options: Any) -> int:
+def run_simulate(
+    ns: argparse.Namespace, settings: Settings, env: Mapping[str, str], lane_options: LaneOptions | None
+) -> int:
     from eps.shell.service import history
     name = _cluster_name(ns, settings)
     cluster = next(c for c in settings.policy.clusters if c.name == name)

@@ -26,7 +26,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
@@ -35,6 +35,12 @@ from pydantic import Field
 from eps.core.contract import NEXT_DEFAULT_EVENTS, NEXT_DEFAULT_S, NEXT_MAX_S, TOOLS
 from eps.shell.service.errors import error_doc, failure
 from eps.shell.service.operations import LOGS_DEFAULT_BYTES, WAIT_DEFAULT_S, WAIT_MAX_S, Service
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from eps.core.model import CapacitySnapshot, QosGrants
+    from eps.shell.lanes.base import LaneOptions
 
 #: ``wait`` sends a progress notification this often while it waits.
 PROGRESS_EVERY_S = 5.0
@@ -136,7 +142,7 @@ def _say(tool: str, more: str) -> str:
     return f"{dict(TOOLS)[tool][:1].upper()}{dict(TOOLS)[tool][1:]} ({more})."
 
 
-def build(svc: Service) -> Any:
+def build(svc: Service) -> MCPServer[dict[str, Any]]:  # the SDK's default lifespan: an empty dict
     """The server, its tools bound to ``svc`` (the settings read once, when it starts)."""
     from mcp.server.mcpserver import MCPServer
 
@@ -156,7 +162,9 @@ def build(svc: Service) -> Any:
                    retry_for=retry_for, max_restarts=max_restarts, sync_every=sync_every, settings_env=svc.env,
                    **more)  # fmt: skip
 
-    def files_given(snapshot: dict[str, Any] | str | None, grants: dict[str, Any] | str | None) -> tuple[Any, Any]:
+    def files_given(
+        snapshot: dict[str, Any] | str | None, grants: dict[str, Any] | str | None
+    ) -> tuple[CapacitySnapshot | None, QosGrants | None]:
         from eps.shell.config import snapshots as files
         snap = qos = None
         if snapshot is not None:
@@ -269,7 +277,7 @@ def build(svc: Service) -> Any:
     return server
 
 
-def serve(env: Mapping[str, str], lane_options: Any = None) -> int:
+def serve(env: Mapping[str, str], lane_options: LaneOptions | None = None) -> int:
     """``eps mcp``: serve on stdin/stdout until the client goes away."""
     build(Service(env, lane_options=lane_options)).run("stdio")
     return 0

@@ -26,7 +26,7 @@ from eps.core.records import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import TextIO
 
 GAP = "  "
 MIN_FLEX = 24  # narrower than this, a flexible column goes to its own line under the row
@@ -40,7 +40,7 @@ class Column(NamedTuple):
     keep: bool = False  # never cut (an id)
 
 
-def width_for(stream: Any, env: Mapping[str, str], *, wide: bool = False) -> int | None:
+def width_for(stream: TextIO, env: Mapping[str, str], *, wide: bool = False) -> int | None:
     """The width to fit: ``None`` with ``wide``, else ``COLUMNS``, the terminal's, or 80."""
     if wide:
         return None
@@ -55,7 +55,7 @@ def width_for(stream: Any, env: Mapping[str, str], *, wide: bool = False) -> int
     return 80
 
 
-def styled(stream: Any, env: Mapping[str, str]) -> bool:
+def styled(stream: TextIO, env: Mapping[str, str]) -> bool:
     try:
         return bool(stream.isatty()) and "NO_COLOR" not in env
     except (AttributeError, ValueError):

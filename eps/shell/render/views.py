@@ -17,7 +17,7 @@ from eps.shell.render.table import Column, render
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import TextIO
 
 
 def key_label(key: str) -> str:
@@ -42,7 +42,7 @@ def _money(x: float) -> str:
 class Out:
     """Where a view writes, how wide it may be, and whether it may be bold."""
 
-    def __init__(self, file: Any, width: int | None, *, bold: bool = False) -> None:
+    def __init__(self, file: TextIO, width: int | None, *, bold: bool = False) -> None:
         self.file = file
         self.width = width
         self.bold = bold
@@ -157,7 +157,7 @@ def print_intents(policy: Policy, out: Out) -> None:
     out.table(_INTENT_COLS, rows)
 
 
-def out_for(stream: Any, env: Mapping[str, str], *, wide: bool = False) -> Out:
+def out_for(stream: TextIO, env: Mapping[str, str], *, wide: bool = False) -> Out:
     from eps.shell.render.table import styled, width_for
 
     return Out(stream, width_for(stream, env, wide=wide), bold=styled(stream, env))

@@ -11,7 +11,7 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from eps.core.durations import parse_duration
 from eps.core.healing import job_max_restarts, job_retry
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from eps.shell.request.shipping import Shipping
 
 __all__ = ["Job", "seconds"]
+
+V = TypeVar("V")
+T = TypeVar("T")
 
 
 def _settings(env: Mapping[str, str] | None) -> Settings:
@@ -43,7 +46,7 @@ def seconds(value: str | float, what: str) -> int:
         raise JobError(f"bad_{what}", str(exc)) from None
 
 
-def _checked(what: str, check: Callable[[Any], Any], value: Any) -> Any:
+def _checked(what: str, check: Callable[[V], T], value: V) -> T:
     """``check(value)``; its ValueError as :class:`JobError` ``bad_<what>``."""
     try:
         return check(value)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from attrs import frozen
 
@@ -50,6 +50,9 @@ from eps.core.healing import job_max_restarts, job_retry
 from eps.core.stall import check_on_stall, parse_stall_after
 from eps.shell.config.convert import read_data, structure
 from eps.shell.config.settings import ConfigError
+
+V = TypeVar("V")
+T = TypeVar("T")
 
 
 @frozen
@@ -179,7 +182,7 @@ def load_job_file(path: str) -> JobFile:
     )
 
 
-def _checked(path: str, field: str, check: Callable[[Any], Any], value: Any) -> Any:
+def _checked(path: str, field: str, check: Callable[[V], T], value: V | None) -> T | None:
     """``check(value)`` (``None`` stays ``None``), its ValueError one line naming the key."""
     if value is None:
         return None

@@ -12,13 +12,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from returns.result import Failure
 
 from eps.core.model import Job, JobError, evolve
 
 if TYPE_CHECKING:
+    import argparse
+    from types import SimpleNamespace
+
     from eps.shell.lanes.jobs import JobFiles
 
 
@@ -125,7 +128,7 @@ def check_files(job: Job, values: Mapping[str, str], err: Callable[[str], object
     return files
 
 
-def shipping_of(ns: Any) -> Shipping:
+def shipping_of(ns: argparse.Namespace | SimpleNamespace) -> Shipping:
     """The execute-only options of the parsed flags ``ns`` (an ``argparse.Namespace``), else the
     job file's (``--job``)."""
     from_file = getattr(ns, "job_file", None)

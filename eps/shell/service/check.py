@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from returns.result import Failure, Success
 
@@ -34,11 +34,16 @@ from eps.core.model import DownCode, LaneDown, LaneKind
 from eps.shell.config.settings import Settings
 from eps.shell.state.events import SCHEMA_VERSION
 
+if TYPE_CHECKING:
+    from eps.core.model import ClusterConfig
+    from eps.shell.lanes import LaneOptions, Lanes
+    from eps.shell.lanes.slurm.lane import SlurmLane
+
 #: What a lane's probe answers: (usable, what it said, the fix when a setting is wrong, per-tier findings).
 Answer = tuple[bool, str, str | None, list[dict[str, Any]]]
 
 
-def _tiers(lanes: Any, name: str, lane: Any, granted: set[str]) -> tuple[list[dict[str, Any]], str | None]:
+def _tiers(lanes: Lanes, name: str, lane: SlurmLane, granted: set[str]) -> tuple[list[dict[str, Any]], str | None]:
     """Each tier eps would submit under on cluster ``name`` (its granted ladder tiers, or its one
     queue), tested with ``sbatch --test-only`` of the exact script eps renders: the findings,
     and the fix of the first that the cluster says is set up wrong.  What the cluster says
@@ -46,7 +51,7 @@ def _tiers(lanes: Any, name: str, lane: Any, granted: set[str]) -> tuple[list[di
     from eps.core.model import TierFault
     from eps.core.outcome import FailureKind, misconfigured_fix
     from eps.shell.run import cluster_faults
-    cluster = lanes.policy.cluster(name)
+    cluster = _cluster(lanes, name)
     tiers: list[str | None] = [q for q in cluster.qos_ladder if q in granted] if cluster.qos_ladder else [None]
     state_dir = lanes.settings.state_dir
     found, first_fix = [], None
@@ -65,7 +70,12 @@ def _tiers(lanes: Any, name: str, lane: Any, granted: set[str]) -> tuple[list[di
     return found, first_fix
 
 
-def _probe(lanes: Any, name: str) -> Callable[[], Answer]:
+def _cluster(lanes: Lanes, name: str) -> ClusterConfig:
+    """Cluster ``name``'s config (a cluster's lane is one of the policy it was opened with)."""
+    return cast("ClusterConfig", lanes.policy.cluster(name))
+
+
+def _probe(lanes: Lanes, name: str) -> Callable[[], Answer]:
     """The one read-only question for lane ``name`` (a cluster: its grants, then a
     ``sbatch --test-only`` of each tier it would use)."""
     kind = lanes.policy.lane_kind(name)
@@ -78,21 +88,22 @@ def _probe(lanes: Any, name: str) -> Callable[[], Answer]:
             client = getattr(lane, "client", None)
             if client is None:  # a test's stand-in
                 return True, "set up", None, []
+            cluster = cast("SlurmLane", lane)  # a cluster's lane with a client: eps's own
             if client.robot:
-                return _robot(lanes, name, lane)
+                return _robot(lanes, name, cluster)
             from eps.shell.lanes.registry import cluster_user
 
             match client.discover_grants(cluster_user(lanes, name)):
                 case Success(grants):
                     tiers = grants.tiers(name) or (grants.clusters[0][1] if len(grants.clusters) == 1 else ())
-                    ladder = lanes.policy.cluster(name).qos_ladder
+                    ladder = _cluster(lanes, name).qos_ladder
                     missing = [q for q in ladder if q not in {t.name for t in tiers}]
                     said = "QoS granted: " + (", ".join(t.name for t in tiers) or "none")
                     if missing:
                         said += f"; not granted: {', '.join(missing)} (the ladder skips them, P9)"
                     if not tiers:
                         return False, said, None, []
-                    found, fix = _tiers(lanes, name, lane, {t.name for t in tiers})
+                    found, fix = _tiers(lanes, name, cluster, {t.name for t in tiers})
                     wrong = [f"{t['qos'] or 'queue'}: {t['text']}" for t in found if not t["ok"]]
                     if wrong:
                         said += "; the cluster refuses what eps would submit: " + "; ".join(wrong)
@@ -109,7 +120,7 @@ def _probe(lanes: Any, name: str) -> Callable[[], Answer]:
     return ask
 
 
-def _robot(lanes: Any, name: str, lane: Any) -> Answer:
+def _robot(lanes: Lanes, name: str, lane: SlurmLane) -> Answer:
     """A robot login's answer: squeue (its jobs of eps), the grants of the config or the built-in
     table (no sacctmgr there), each tier's ``sbatch --test-only``."""
     from eps.core.names import PREFIX
@@ -131,7 +142,7 @@ def _robot(lanes: Any, name: str, lane: Any) -> Answer:
     source = f"from {lanes.settings.cluster_access(name).grants}"
     if tiers is None:
         tiers, source = DEFAULT_GRANTS.tiers(name), "from eps's built-in table"
-    ladder = lanes.policy.cluster(name).qos_ladder
+    ladder = _cluster(lanes, name).qos_ladder
     if ladder and not tiers:
         said += "; no QoS grants: a robot login runs no sacctmgr, and eps has none built in for it"
         return False, said, fix_config(lanes.settings, f'grants = "PATH" (a grants file, the format of --grants) to '
@@ -168,7 +179,7 @@ def _fix_unreachable(settings: Settings, name: str, kind: LaneKind | None) -> st
     return "check the key (RunPod console: Settings, API Keys) and that this machine reaches RunPod"
 
 
-def gather(settings: Settings, env: dict[str, str], options: Any, timeout_s: float) -> dict[str, Any]:
+def gather(settings: Settings, env: dict[str, str], options: LaneOptions | None, timeout_s: float) -> dict[str, Any]:
     """Every lane's answers, as the ``check`` document."""
     from eps.core.model import evolve
     from eps.shell.lanes import LaneOptions, Lanes
