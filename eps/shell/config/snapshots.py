@@ -19,7 +19,7 @@ def load_snapshot(path: str) -> CapacitySnapshot:
     return snapshot_from_data(read_data(path), path)
 
 
-def snapshot_from_data(data: Any, path: str) -> CapacitySnapshot:
+def snapshot_from_data(data: object, path: str) -> CapacitySnapshot:
     """A capacity snapshot from its parsed document (``path``: where it came from, for errors)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a capacity snapshot is an object @ $")
@@ -78,7 +78,7 @@ def _grace(value: str | int | None, source: str, where: str) -> int | None:
     return grace
 
 
-def grants_from_data(data: Any, source: str) -> QosGrants:
+def grants_from_data(data: object, source: str) -> QosGrants:
     """``{"fellows": [{"name": "high-eur", "priority": 100000, "max_wall": "7-00:00:00",
     "max_gpus_per_user": 16, "preempts": ["normal-eur", "low-eur"]}, {"name": "low-eur",
     ..., "preempt_mode": "requeue", "grace": "3m"}, ...]}`` -> QosGrants."""

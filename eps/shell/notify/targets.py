@@ -12,11 +12,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eps.core.records import NamedTuple
 from eps.shell.config.errors import ConfigError
 from eps.shell.config.notify import TIMEOUT_S, safe_name
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class _Plugin(Protocol):
+        """An apprise plugin as :func:`_bound` sets it (its socket timeouts are looked up by name)."""
+
+        request_rate_per_sec: float
 
 #: The least time between two sends to one target (apprise's own throttle is 5.5 s for
 #: e-mail: eps sends a handful per dispatch, each wanted now).
@@ -76,7 +84,7 @@ def parse_each(urls: Sequence[str], timeout_s: float = TIMEOUT_S) -> tuple[list[
     return found, bad
 
 
-def _bound(plugin: Any, timeout_s: float) -> None:
+def _bound(plugin: _Plugin, timeout_s: float) -> None:
     """No send takes longer than ``timeout_s`` per socket wait, nor waits long between sends."""
     for attr in ("socket_connect_timeout", "socket_read_timeout"):
         now = getattr(plugin, attr, None)

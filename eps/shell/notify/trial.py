@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eps.core.model import JobError
 from eps.shell.notify.notices import test_notice
 from eps.shell.notify.targets import Target, parse, send
 
+if TYPE_CHECKING:
+    from eps.shell.config.settings import Settings
+
 #: Beyond its socket timeouts, how long a send may take before it counts as unanswered.
 GRACE_S = 5.0
 
 
-def notify_test(settings: Any) -> dict[str, Any]:
+def notify_test(settings: Settings) -> dict[str, Any]:
     """Send the test message; the ``targets`` (each ``target`` by its safe name, ``answered``,
     ``error``, ``seconds``), and how many ``answered`` of ``total``.  No target configured:
     :class:`JobError` ``usage``; a URL apprise cannot read: :class:`ConfigError` (exit 2)."""

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from google.api_core.client_options import ClientOptions
     from google.auth.credentials import Credentials
     from google.cloud import compute_v1
+    from google.cloud.compute_v1 import Operation  # its name: _await's local compute_v1 hides the module
 
     from eps.shell.config.settings import GcpSettings
 
@@ -500,7 +501,7 @@ class GcpClient:
             )
         )
 
-    def _finish(self, zone: str, op: Any, what: str, *, extra_s: float = 0.0) -> LaneFailure | None:
+    def _finish(self, zone: str, op: compute_v1.Operation, what: str, *, extra_s: float = 0.0) -> LaneFailure | None:
         """Wait for a zonal operation; its error, or TRANSIENT when it outlives the timeout
         (``operation_timeout_s`` plus ``extra_s``)."""
         done = self._await(zone, op, self._operation_timeout_s + extra_s)
@@ -521,7 +522,7 @@ class GcpClient:
             return op
         wait = partial(self._wait_call, operations, zone, op.name)
 
-        def finished() -> Any:
+        def finished() -> Operation | None:
             now = self._call(wait)
             return now if now.status == done else None
 

@@ -335,11 +335,11 @@ def retryable(exc: Exception) -> bool:
     return False
 
 
-def _error_entries(exc: Any) -> list[dict[str, Any]]:
+def _error_entries(exc: Exception) -> list[dict[str, Any]]:
     return [e for e in getattr(exc, "errors", None) or () if isinstance(e, dict)]
 
 
-def _reasons(exc: Any) -> list[str]:
+def _reasons(exc: Exception) -> list[str]:
     """Every reason a call error names: the older ``errors[].reason`` (and ``code``) and the
     ``google.rpc.ErrorInfo`` reason of ``error.details`` (``exc.reason``), which newer
     Compute errors carry alone."""
@@ -355,7 +355,7 @@ def _reasons(exc: Any) -> list[str]:
     return found
 
 
-def _known_reason(exc: Any) -> str | None:
+def _known_reason(exc: Exception) -> str | None:
     return next((r for r in _reasons(exc) if r in PROVIDER_CODES), None)
 
 
@@ -364,7 +364,7 @@ def is_stockout_text(text: str) -> bool:
     return any(p.search(text) for p in STOCKOUT_TEXTS)
 
 
-def _quota_texts(exc: Any, entries: list[dict[str, Any]]) -> list[str]:
+def _quota_texts(exc: Exception, entries: list[dict[str, Any]]) -> list[str]:
     texts = [str(e.get("message", "")) for e in entries] + [str(getattr(exc, "message", ""))]
     metadata = getattr(exc, "metadata", None) or {}
     return texts + [str(v) for v in metadata.values()]
@@ -439,7 +439,7 @@ def classify_operation(op: compute_v1.Operation) -> LaneFailure | None:
     if not errors:
         return None
 
-    def reason(e: Any) -> str | None:
+    def reason(e: compute_v1.Errors) -> str | None:
         if e.code in PROVIDER_CODES:
             return str(e.code)
         infos = (d.error_info.reason for d in e.error_details)

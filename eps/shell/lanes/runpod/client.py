@@ -170,7 +170,7 @@ class RunpodClient:
 
     # -- one request: stamina for 5xx/transport, bounded Retry-After waits for 429 --
 
-    def _send(self, method: str, path: str, body: Any = None) -> Reply:
+    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> Reply:
         """One request, unretried, on a free pooled connection."""
         shard = self._free.get()
         try:
@@ -179,7 +179,7 @@ class RunpodClient:
             self._free.put_nowait(shard)
         return _reply(response)
 
-    def _call(self, method: str, path: str, body: Any = None) -> Reply | LaneFailure:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Reply | LaneFailure:
         """An idempotent call (GET, DELETE, a pod action): transport errors and 5xx retried
         with backoff, 429 waited out by ``Retry-After``, a bounded number of times each."""
         what = f"RunPod {method} {path}"
@@ -213,7 +213,7 @@ class RunpodClient:
             waits += 1
             self._sleep(wait)
 
-    def _with_retries(self, method: str, path: str, body: Any = None) -> Reply:
+    def _with_retries(self, method: str, path: str, body: dict[str, Any] | None = None) -> Reply:
         r = self.settings.retry
         for attempt in stamina.retry_context(
             on=_retryable,
@@ -236,7 +236,7 @@ class RunpodClient:
 
     # -- creating a pod: never twice --
 
-    def _post(self, body: Any, name: str) -> Reply | LaneFailure:
+    def _post(self, body: dict[str, Any], name: str) -> Reply | LaneFailure:
         """POST /v2/pods, sent again only when RunPod surely made nothing: the request never
         reached it (connect errors), it refused it (429), or it failed (5xx) and a look-up by
         name shows no pod.  After an answer that was lost on the way back, only look-ups."""

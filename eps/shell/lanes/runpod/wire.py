@@ -355,7 +355,7 @@ def pod_info(doc: PodDoc) -> PodInfo:
     )
 
 
-def structure(body: Any, kind: type[T]) -> T | LaneFailure:
+def structure(body: object, kind: type[T]) -> T | LaneFailure:
     try:
         return _payloads.structure(body, kind)
     except Exception as exc:  # cattrs raises a group of many types
