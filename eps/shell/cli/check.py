@@ -13,7 +13,7 @@ from eps.shell.config.settings import Settings
 from eps.shell.service.check import gather
 
 if TYPE_CHECKING:
-    from eps.shell.lanes.base import LaneOptions
+    from eps.shell.service.check import LaneOptions  # the service's re-export: a front door imports no lane
 
 
 def run_check(ns: argparse.Namespace, settings: Settings, env: dict[str, str], options: LaneOptions | None) -> int:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from types import SimpleNamespace
     from typing import Any, NoReturn
 
-    from eps.shell.lanes.base import LaneOptions
+    from eps.shell.service.check import LaneOptions  # the service's re-export: a front door imports no lane
 
     #: What the command line was read into: argparse's namespace, or ``plan_namespace``'s.
     Args = argparse.Namespace | SimpleNamespace

@@ -23,7 +23,7 @@ from eps.shell.config.settings import Settings
 from eps.shell.service.errors import UsageError
 
 if TYPE_CHECKING:
-    from eps.shell.lanes.base import LaneOptions
+    from eps.shell.service.check import LaneOptions  # the service's re-export: a front door imports no lane
 
 #: The paid lane's list price per GPU-hour: GCP a3-highgpu on-demand (information only, P12).
 PRICE_MACHINE = "a3-highgpu-1g"

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from eps.core.model import CapacitySnapshot, QosGrants
-    from eps.shell.lanes.base import LaneOptions
+    from eps.shell.service.check import LaneOptions  # the service's re-export: a front door imports no lane
 
 #: ``wait`` sends a progress notification this often while it waits.
 PROGRESS_EVERY_S = 5.0

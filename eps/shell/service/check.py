@@ -36,7 +36,10 @@ from eps.shell.state.events import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from eps.core.model import ClusterConfig
-    from eps.shell.lanes import LaneOptions, Lanes
+
+    # Re-exported (mypy: ``as`` itself): the front doors name the lanes' options from here, importing no lane.
+    from eps.shell.lanes import LaneOptions as LaneOptions  # noqa: PLC0414
+    from eps.shell.lanes import Lanes
     from eps.shell.lanes.slurm.lane import SlurmLane
 
 #: What a lane's probe answers: (usable, what it said, the fix when a setting is wrong, per-tier findings).
