@@ -35,14 +35,7 @@ from attrs import frozen
 
 from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung
 from eps.core.outcome import Handle
-from eps.core.states import (
-    LIVE_ATTEMPT_STATES,
-    AttemptState,
-    DispatchState,
-    HandleState,
-    move_attempt,
-    move_dispatch,
-)
+from eps.core.states import LIVE_ATTEMPT_STATES, AttemptState, DispatchState, HandleState, move_attempt, move_dispatch
 from eps.core.walk import AttemptRecord
 from eps.shell.state import codec
 from eps.shell.state.migrations import FAILED_RETRYING, FAILED_RETRYING_INDEX, MIGRATIONS, SCHEMA_VERSION
