@@ -142,7 +142,7 @@ def _say(tool: str, more: str) -> str:
     return f"{dict(TOOLS)[tool][:1].upper()}{dict(TOOLS)[tool][1:]} ({more})."
 
 
-def build(svc: Service) -> MCPServer[dict[str, Any]]:  # the SDK's default lifespan: an empty dict
+def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lifespan: an empty dict
     """The server, its tools bound to ``svc`` (the settings read once, when it starts)."""
     from mcp.server.mcpserver import MCPServer
 
@@ -164,7 +164,7 @@ def build(svc: Service) -> MCPServer[dict[str, Any]]:  # the SDK's default lifes
 
     def files_given(
         snapshot: dict[str, Any] | str | None, grants: dict[str, Any] | str | None
-    ) -> tuple[CapacitySnapshot | None, QosGrants | None]:
+    ) -> "tuple[CapacitySnapshot | None, QosGrants | None]":
         from eps.shell.config import snapshots as files
         snap = qos = None
         if snapshot is not None:
@@ -277,7 +277,7 @@ def build(svc: Service) -> MCPServer[dict[str, Any]]:  # the SDK's default lifes
     return server
 
 
-def serve(env: Mapping[str, str], lane_options: LaneOptions | None = None) -> int:
+def serve(env: Mapping[str, str], lane_options: "LaneOptions | None" = None) -> int:
     """``eps mcp``: serve on stdin/stdout until the client goes away."""
     build(Service(env, lane_options=lane_options)).run("stdio")
     return 0
