@@ -128,6 +128,7 @@ def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait:
     process, as ``eps execute`` does there; its events kept, not printed."""
     from eps.core.tables import DEFAULT_GRANTS
     from eps.shell.service import operations as S
+    from eps.shell.service.waits import wait_until
     sink = S.Collect()
     core = job.core()
     S.refuse_inline(core)
@@ -143,7 +144,7 @@ def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait:
             return Execution(NOTHING_STARTS, (dispatch,), tuple(sink.records), why, None)
         if not wait:
             return Execution(OK if started else NOTHING_STARTS, (dispatch,), tuple(sink.records), None, "started")
-        got = S.wait_until(ctx, dispatch, None)
+        got = wait_until(ctx, dispatch, None)
     code = int(got["exit_code"])
     return Execution(code if started else max(code, NOTHING_STARTS), (dispatch,), tuple(sink.records), None,
                      got["state"])  # fmt: skip
