@@ -11,12 +11,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHELL = ROOT / "eps" / "shell"
 
-#: At most this many bare ``Any`` in the shell's signatures.  22 on the branch that set it:
-#: 21 in modules the types pass left alone (run/supervisor 6, notify/pump 4, render/progress 4,
-#: service/feed 3, cli/commands 2, service/operations 1, run/reconcile 1) and cli/main's
+#: At most this many bare ``Any`` in the shell's signatures (issue 32 asks for at most 20;
+#: about 105 by its count, 135 by this one, before the types pass): one is left, cli/main's
 #: ``make_job.pick``, which hands on a flag's or the job file's value of whichever field it
-#: reads.  Issue 32 asks for at most 20: lower it as they go, never raise it.
-BUDGET = 22
+#: reads.  Never raise it.
+BUDGET = 1
 
 
 def _is_bare_any(annotation: ast.expr | None) -> bool:

@@ -17,9 +17,10 @@ from eps.shell.cli.exits import SCHEMA_VERSION, Exit
 from eps.shell.config.settings import Settings
 
 if TYPE_CHECKING:
-    from eps.shell.lanes import LaneOptions
+    from eps.core.outcome import Handle
     from eps.shell.render.progress import Reporter
-    from eps.shell.service.operations import Ctx
+    from eps.shell.service.check import LaneOptions
+    from eps.shell.service.context import Ctx, DispatchRow
 
 EXIT_OK, EXIT_FAILED = Exit.OK, Exit.NOTHING_STARTS
 
@@ -225,7 +226,7 @@ def _notify_of(ns: argparse.Namespace) -> dict[str, Any]:
     return {}
 
 
-def _result_line(dispatch: str, h: Any, failure: str | None, terminal: str | None) -> None:
+def _result_line(dispatch: str, h: Handle | None, failure: str | None, terminal: str | None) -> None:
     if h is not None:
         where = h.qos or h.zone or ""
         sys.stdout.write(f"{dispatch} {h.lane} {where} {h.machine or ''} {h.id} {h.state}\n".replace("  ", " "))
@@ -361,7 +362,7 @@ def _supervise(ns: argparse.Namespace, ctx: Ctx, pid: int | None) -> int:
 def _follower(ctx: Ctx) -> Callable[[Any], None]:
     """Stream a started job's log to stdout while ``eps execute --follow`` waits for it."""
     from eps.shell.service import lifecycle as life
-    def follow(row: Any) -> None:
+    def follow(row: DispatchRow) -> None:
         life.logs(ctx.ledger, ctx.lanes, row.id, follow=True)
 
     return follow

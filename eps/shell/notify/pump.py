@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eps.core.records import NamedTuple
 from eps.core.states import DispatchState
@@ -44,6 +44,10 @@ from eps.shell.notify import own as job_targets
 from eps.shell.notify.notices import Notice, PullDue, fold, unpulled
 from eps.shell.notify.targets import Target, parse_each
 from eps.shell.state.events import log_path, read_placed
+
+if TYPE_CHECKING:
+    from eps.shell.config.settings import Settings
+    from eps.shell.state.ledger import DispatchRow, Ledger
 
 #: Waits before trying a target again after its 1st, 2nd, ... failure (the last repeats).
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 300.0)
@@ -67,7 +71,7 @@ def _say(line: str) -> None:
 class Pump:
     """Sends the notices of the dispatches of ``ledger`` that are watched (:meth:`watch`)."""
 
-    def __init__(self, ledger: Any, settings: Any, env: Mapping[str, str], *, tick_s: float = TICK_S,
+    def __init__(self, ledger: Ledger, settings: Settings, env: Mapping[str, str], *, tick_s: float = TICK_S,
                  say: Callable[[str], None] = _say) -> None:  # fmt: skip
         self.ledger = ledger
         self.settings = settings
@@ -234,7 +238,7 @@ class Pump:
         notify = getattr(self.settings, "notify", None)
         return float(notify.retry_for_s) if notify is not None else 3600.0
 
-    def _kept(self, dispatch: str) -> Any:
+    def _kept(self, dispatch: str) -> Settings | None:
         """The settings ``dispatch`` was handed over with (this supervisor's when none were kept)."""
         from eps.shell.config.errors import ConfigError
         from eps.shell.run.ownership import read_settings
@@ -288,7 +292,7 @@ class Pump:
         return self._parsed[key]
 
 
-def _left(row: Any) -> bool:
+def _left(row: DispatchRow) -> bool:
     """No supervisor works on ``row`` now: settled, or interrupted and waiting for ``eps execute
     --resume`` (whose supervisor watches it again).  Its notices owed so far are all it owes."""
     from eps.shell.run.ownership import SUPERVISED, will_relaunch

@@ -14,9 +14,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from eps.core.events import Event
+
+if TYPE_CHECKING:
+    from typing import TextIO
+
+    from rich.console import RenderableType
 
 #: While parked and nothing changes, at most one line (or JSON event) this often.
 PARKED_EVERY_S = 60.0
@@ -31,8 +36,8 @@ class Reporter:
         self,
         *,
         json_lines: bool,
-        out: Any = None,
-        err: Any = None,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
         hook: Callable[[dict[str, Any]], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -119,7 +124,7 @@ class _LiveView:
         self.trace.append(line)
         self.since = self.clock()
 
-    def __rich__(self) -> Any:
+    def __rich__(self) -> RenderableType:
         from rich.console import Group
         from rich.text import Text
 
@@ -133,7 +138,7 @@ class _LiveView:
         return Group(Text("\n".join(done)), self.spinner) if done else self.spinner
 
 
-def _label(key: Any) -> str:
+def _label(key: object) -> str:
     from eps.shell.render.views import key_label
 
     return key_label(str(key))

@@ -56,6 +56,7 @@ from eps.shell.util.parallel import each
 from eps.shell.util.polling import poll_until
 
 if TYPE_CHECKING:
+    from eps.shell.lanes.base import Lane
     from eps.shell.run.finish import Finisher
 
 #: Dispatches that may hold something and are not settled yet.
@@ -123,7 +124,7 @@ class Reconciler:
             # Every provider asked at once, each within the time given; one that does not answer
             # in time is noted and judged next time (daemon threads: a hung call never holds
             # the command open).
-            def ask(lane: Any) -> None:
+            def ask(lane: Lane) -> None:
                 answers[lane.name] = lane.inventory(None)
 
             threads = [threading.Thread(target=ask, args=(lane,), daemon=True) for lane in lanes]

@@ -43,7 +43,10 @@ from eps.shell.run.ownership import SUPERVISED, lock_path, pid_path, read_inputs
 from eps.shell.state.events import EventLog
 
 if TYPE_CHECKING:
-    from eps.shell.state.ledger import DispatchRow
+    from eps.shell.config.settings import Settings
+    from eps.shell.lanes import Lanes
+    from eps.shell.notify.pump import Pump
+    from eps.shell.state.ledger import DispatchRow, Ledger
 
 #: How often the supervisor looks for dispatches to take on.
 TICK_S = 0.2
@@ -52,7 +55,7 @@ RETRY_S = 30.0
 
 
 def gather(
-    lanes: Any, ledger: Any, job: Job | None, snapshot: CapacitySnapshot, grants: QosGrants, *, grants_given: bool
+    lanes: Lanes, ledger: Ledger, job: Job | None, snapshot: CapacitySnapshot, grants: QosGrants, *, grants_given: bool
 ) -> tuple[CapacitySnapshot, QosGrants]:
     """What is known before the walk besides the files: the grants, the lanes that are down
     here, and the machines the ledger remembers (boot loops).  The clusters' grants are asked
@@ -75,8 +78,8 @@ def gather(
 
 
 class Supervisor:
-    def __init__(self, settings: Any, ledger: Any, lanes: Any, *, idle_s: float, tick_s: float = TICK_S,
-                 notifier: Any = None) -> None:  # fmt: skip
+    def __init__(self, settings: Settings, ledger: Ledger, lanes: Lanes, *, idle_s: float, tick_s: float = TICK_S,
+                 notifier: Pump | None = None) -> None:  # fmt: skip
         self.settings = settings
         self.ledger = ledger
         self.lanes = lanes
@@ -218,8 +221,9 @@ class Supervisor:
     def tell_interrupted(self, dispatch: str) -> None:
         """A run the providers took back that no ``interrupted`` event told of (reconcile found
         its spot VM preempted, or its machine gone): say so now, once per run."""
-        for r in self.ledger.children(dispatch) or [self.ledger.dispatch(dispatch)]:
-            if r is not None and r.state is DispatchState.PREEMPTED and r.id not in self.told_interrupted:
+        own = self.ledger.dispatch(dispatch)
+        for r in self.ledger.children(dispatch) or ([] if own is None else [own]):
+            if r.state is DispatchState.PREEMPTED and r.id not in self.told_interrupted:
                 self.log(dispatch).emit(Event.INTERRUPTED, dispatch=r.id, message=r.message or "preempted")
 
     def drive_once(self, dispatch: str) -> None:

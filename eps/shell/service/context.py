@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from eps.shell.config.settings import Settings
     from eps.shell.lanes import Lanes
     from eps.shell.state.events import Events
-    from eps.shell.state.ledger import Ledger
+    from eps.shell.state.ledger import DispatchRow, Ledger
 
-__all__ = ["LOOK_S", "Ctx", "doc"]
+__all__ = ["LOOK_S", "Ctx", "DispatchRow", "doc"]  # DispatchRow: the type of the rows the doors are given
 
 #: How often a bounded wait reads the ledger.
 LOOK_S = 0.2

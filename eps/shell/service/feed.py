@@ -26,18 +26,21 @@ import heapq
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eps.core.contract import NEXT_DEFAULT_EVENTS, NEXT_DEFAULT_S, NEXT_MAX_EVENTS, NEXT_MAX_S
 from eps.core.model import JobError
 from eps.shell.state.events import SCHEMA_VERSION, events_dir, log_path, read_placed
+
+if TYPE_CHECKING:
+    from eps.shell.state.ledger import Ledger
 
 __all__ = ["NEXT_DEFAULT_EVENTS", "NEXT_DEFAULT_S", "NEXT_MAX_EVENTS", "NEXT_MAX_S", "next_events"]
 #: How often a waiting call looks at the logs' sizes.
 LOOK_S = 0.1
 
 
-def checked_cursor(cursor: Any) -> dict[str, int]:
+def checked_cursor(cursor: object) -> dict[str, int]:
     """The caller's cursor, or :class:`JobError` ``next_events`` naming what is wrong."""
     if cursor is None:
         return {}
@@ -53,7 +56,7 @@ def checked_cursor(cursor: Any) -> dict[str, int]:
     return out
 
 
-def logs_of(ledger: Any, dispatches: Sequence[str] | None) -> list[str]:
+def logs_of(ledger: Ledger, dispatches: Sequence[str] | None) -> list[str]:
     """The event logs (by their dispatch) the call reads: the named dispatches' (a copy's is its
     parent's), or every one of the state directory."""
     if dispatches is None:
@@ -84,7 +87,7 @@ def _sizes(state_dir: str, logs: Sequence[str]) -> dict[str, int]:
 
 
 def next_events(
-    ledger: Any,
+    ledger: Ledger,
     dispatches: Sequence[str] | None = None,
     cursor: Mapping[str, int] | None = None,
     *,

@@ -35,7 +35,7 @@ from eps.shell.service.planning import Planned, given, park_state, plan
 
 if TYPE_CHECKING:
     from eps.shell.config.settings import Settings
-    from eps.shell.lanes import Lanes
+    from eps.shell.lanes import LaneOptions, Lanes
     from eps.shell.lanes.jobs import JobFiles
     from eps.shell.request.shipping import Shipping
     from eps.shell.run.walker import WalkResult
@@ -400,7 +400,8 @@ class Service:
     ``eps.shell.lanes.LaneOptions``) lets tests point the lanes at local servers."""
 
     def __init__(self, env: Mapping[str, str] | None = None, *, settings: Settings | None = None,
-                 lane_options: Any = None, err: Callable[[str], object] | None = None) -> None:  # fmt: skip
+                 lane_options: LaneOptions | None = None,
+                 err: Callable[[str], object] | None = None) -> None:  # fmt: skip
         self.env: dict[str, str] = dict(os.environ if env is None else env)
         self._settings = settings
         self.lane_options = lane_options
