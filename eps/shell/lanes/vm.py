@@ -27,6 +27,10 @@ if TYPE_CHECKING:  # eps status builds this lane for its inventory alone: no ssh
     from eps.shell.lanes.jobs import JobFiles, Site
 
 MARKER = "EPS_DISPATCH"
+#: Whose job it is: the runs directory of the state directory that started it.  Two state
+#: directories on one VM (two users, or one user's two configs) may give a dispatch the same
+#: id (``--dispatch-id``): each finds, adopts and stops only its own jobs.
+OWNER = "EPS_VM_OWNER"
 #: The variables of eps's own environment a VM job inherits (besides ``LC_*`` and
 #: ``PYENV_*``: the job's login shell may run ``pyenv init``, and a setting such as
 #: ``PYENV_REHASH_TIMEOUT`` is the user's own choice for it).
@@ -85,6 +89,7 @@ class VmLane:
         # credentials and settings stay with eps); the marker lets reconcile find it.
         env = {k: v for k, v in os.environ.items() if k in JOB_ENV or k.startswith(("LC_", "PYENV_"))}
         env[MARKER] = dispatch
+        env[OWNER] = self.work_root
         try:
             done = subprocess.run(
                 ["bash", LAYOUT.under(site.root).script, "start"],
@@ -129,8 +134,9 @@ class VmLane:
             pid = int(entry)
             if _session(pid) != pid:  # only the session leader eps started, not its children
                 continue
-            marker = _marker(pid)
-            if marker and (dispatch is None or marker == dispatch):
+            marker, owner = _markers(pid)
+            mine = owner is None or owner == self.work_root  # None: started by an eps before owners were marked
+            if marker and mine and (dispatch is None or marker == dispatch):
                 handle = Handle(self.name, LaneKind.VM, str(pid), VM_RUNG, machine="local")
                 found.append(LiveItem(marker, handle))
         return Success(tuple(found))
@@ -154,16 +160,22 @@ def _session(pid: int) -> int | None:
 
 
 def _marker(pid: int) -> str | None:
+    return _markers(pid)[0]
+
+
+def _markers(pid: int) -> tuple[str | None, str | None]:
+    """The dispatch and the owner a process of ``pid`` was started with (``None``: none)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
             env = fh.read().split(b"\0")
     except OSError:
-        return None
-    prefix = MARKER.encode() + b"="
+        return None, None
+    found: dict[bytes, str] = {}
     for item in env:
-        if item.startswith(prefix):
-            return item[len(prefix) :].decode(errors="replace")
-    return None
+        key, eq, value = item.partition(b"=")
+        if eq and key in (MARKER.encode(), OWNER.encode()):
+            found[key] = value.decode(errors="replace")
+    return found.get(MARKER.encode()), found.get(OWNER.encode())
 
 
 def _gone(pid: int, dispatch_id: str) -> bool | None:
