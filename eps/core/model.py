@@ -118,6 +118,11 @@ class Terminal(StrEnum):
     MISCONFIGURED = "misconfigured"  # the next rung is a free cluster's tier that is set up wrong: fix it, never pay
 
 
+def terminal_of(text: str | None) -> Terminal | None:
+    """A dispatch's terminal read back from its stored text (``None``: it has none)."""
+    return None if text is None else Terminal(text)
+
+
 class RungWhy(StrEnum):
     """Why a rung is in the plan, as a stable code (the rung's ``reason`` says it in words)."""
 

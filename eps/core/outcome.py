@@ -28,7 +28,7 @@ from eps.core.model import (
     TierFault,
     evolve,
 )
-from eps.core.states import HandleState
+from eps.core.states import HandleState, Outcome
 
 
 class FailureKind(StrEnum):
@@ -50,6 +50,22 @@ class FailureKind(StrEnum):
     PREEMPTED = "preempted"  # a started spot VM was taken back
     PARK_TIMEOUT = "park_timeout"  # a queued job parked out its cap and was withdrawn (P8); code: pending reason
     UNKNOWN_FATE = "unknown_fate"  # a create whose answer never came: the machine may exist or yet appear
+
+
+#: How an attempt turned out, as the ledger keeps it: an :class:`~eps.core.states.Outcome`, or
+#: the kind of the failure that ended it (``preempted`` and ``park_timeout`` are both: the
+#: outcome is read first).
+AttemptOutcome = Outcome | FailureKind
+
+
+def outcome_of(text: str | None) -> AttemptOutcome | None:
+    """An attempt's outcome read back from its stored text (``None``: it has none yet)."""
+    if text is None:
+        return None
+    try:
+        return Outcome(text)
+    except ValueError:
+        return FailureKind(text)
 
 
 #: What to change when a cluster says a setting of a tier is wrong, by the setting

@@ -144,7 +144,7 @@ def settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[st
     owners = tuple((i, _owner(i, view.attempts)) for i in gone)
     left = {a.id for _, a in owners if a is not None}
     attempts = tuple(
-        a._replace(state=AttemptState.CANCELLED, outcome=Outcome.NOT_LAUNCHED.value) if a.id in left else a
+        a._replace(state=AttemptState.CANCELLED, outcome=Outcome.NOT_LAUNCHED) if a.id in left else a
         for a in view.attempts
     )
     rest = [i for i in items if i not in gone]
@@ -155,7 +155,7 @@ def settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[st
 def kept_for_pull(view: DispatchView) -> bool:
     """The job ended (or was cancelled) but its outputs could not be pulled: its machine is
     kept until ``eps pull`` brings them back (an attempt of outcome ``kept_for_pull``)."""
-    return any(a.state is AttemptState.ENDED and a.outcome == Outcome.KEPT.value for a in view.attempts)
+    return any(a.state is AttemptState.ENDED and a.outcome == Outcome.KEPT for a in view.attempts)
 
 
 def _owner(item: LiveItem, attempts: Sequence[AttemptRecord]) -> AttemptRecord | None:

@@ -43,7 +43,7 @@ from eps.core.model import (
     Terminal,
     evolve,
 )
-from eps.core.outcome import FailureKind, Handle, LaneFailure, absorb, misconfigured_fix, stops_dispatch
+from eps.core.outcome import AttemptOutcome, FailureKind, Handle, LaneFailure, absorb, misconfigured_fix, stops_dispatch
 from eps.core.router import plan
 from eps.core.states import LEFT_ATTEMPT_STATES, RETRYABLE_OUTCOMES, AttemptState, HandleState, Outcome
 from eps.core.tables import DEFAULT_POLICY
@@ -280,7 +280,7 @@ class AttemptRecord(NamedTuple):
     seq: int
     rung: Rung
     state: AttemptState
-    outcome: str | None = None
+    outcome: AttemptOutcome | None = None
     handle: str | None = None
     started_at: float = 0.0
     id: int = 0
@@ -325,7 +325,7 @@ def resume(
     ]
     snap = evolve(snapshot, attempted=tuple(dict.fromkeys((*snapshot.attempted, *left))))
     for a in attempts:
-        if a.outcome == Outcome.PREEMPTED.value and not _cluster_took_it(a):
+        if a.outcome == Outcome.PREEMPTED and not _cluster_took_it(a):
             gone = LaneFailure(FailureKind.PREEMPTED, "preempted")
             snap = absorb(snap, a.rung, gone, restartable=job.restartable)
     walk = Walk(job, snap, grants)
@@ -343,7 +343,7 @@ def resume(
 def _cluster_took_it(a: AttemptRecord) -> bool:
     """A SLURM run the cluster ended (preempted, its node lost) teaches nothing about its
     tier: a relaunch walks the ladder from the top again (P7)."""
-    return a.rung.kind is LaneKind.SLURM and a.outcome == Outcome.PREEMPTED.value
+    return a.rung.kind is LaneKind.SLURM and a.outcome == Outcome.PREEMPTED
 
 
 def queued(handle: Handle) -> bool:

@@ -231,7 +231,7 @@ class Finisher:
                 note += f"; not cancelled yet: {released.failure().message}"
         for a in self.ledger.attempts(row.id):
             if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
-                self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=Outcome.PREEMPTED.value, reason=why)
+                self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=Outcome.PREEMPTED, reason=why)
         self.ledger.set_dispatch(row.id, DispatchState.PREEMPTED, message=note)
         return note
 
@@ -249,7 +249,7 @@ class Finisher:
         outcome = Outcome.KEPT if got.kept else Outcome.ENDED
         for a in self.ledger.attempts(row.id):
             if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
-                self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=outcome.value, reason=note)
+                self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=outcome, reason=note)
         self.ledger.set_dispatch(row.id, DispatchState.ENDED, message=note)
         J.drop_env_values(self.state_dir, row.id)
         return note
@@ -282,14 +282,14 @@ class Finisher:
     def release_kept(self, row: DispatchRow) -> str | None:
         """After ``eps pull`` brought back what a failed pull left: release the machine that
         was kept for it.  An error message, or ``None``."""
-        kept = [a for a in self.ledger.attempts(row.id) if a.outcome == Outcome.KEPT.value]
+        kept = [a for a in self.ledger.attempts(row.id) if a.outcome == Outcome.KEPT]
         if not kept or row.handle is None:
             return None
         released = self.lanes.get(row.handle.lane).release(row.handle)
         if isinstance(released, Failure):
             return f"machine not released yet: {released.failure().message}"
         for a in kept:
-            self.ledger.update_attempt(a.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED.value)
+            self.ledger.update_attempt(a.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED)
         return None
 
 

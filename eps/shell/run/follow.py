@@ -222,7 +222,7 @@ class WedgeWatch:
                 return False
             for a in self.ledger.attempts(row.id):
                 if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
-                    self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=Outcome.WEDGED.value, reason=reason)
+                    self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=Outcome.WEDGED, reason=reason)
             message = f"wedged: its machine {handle.id} was {reason}; released, handled as an interruption"
             self.ledger.set_dispatch(row.id, DispatchState.PREEMPTED, message=message)
         self.events.emit(Event.WEDGED, dispatch=row.id, handle=codec.to_data(handle), message=message)

@@ -74,7 +74,7 @@ def _in_storage(finisher: Finisher, row: DispatchRow) -> bool:
 
     if row.stored_at is None or row.state is DispatchState.STARTED:
         return False
-    return not any(a.outcome == Outcome.KEPT.value for a in finisher.ledger.attempts(row.id))
+    return not any(a.outcome == Outcome.KEPT for a in finisher.ledger.attempts(row.id))
 
 
 def _from_storage(finisher: Finisher, row: DispatchRow, to: str | None) -> tuple[bool, str]:

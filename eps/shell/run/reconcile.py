@@ -255,7 +255,7 @@ class Reconciler:
                 continue
             if owner is not None:
                 self.ledger.update_attempt(
-                    owner.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.NOT_LAUNCHED.value,
+                    owner.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.NOT_LAUNCHED,
                     reason="the machine came up, but eps stopped before the job was launched on it; released",
                 )  # fmt: skip
             report["released"].append(f"{row.id}:{item.handle.lane}:{item.handle.id}")
@@ -282,7 +282,7 @@ class Reconciler:
                 self._release_all(view, s.release, report)
                 for a in preempted_attempts(view):
                     self.ledger.update_attempt(
-                        a.id, AttemptState.GONE, outcome=Outcome.PREEMPTED.value, reason="spot VM taken back"
+                        a.id, AttemptState.GONE, outcome=Outcome.PREEMPTED, reason="spot VM taken back"
                     )
                 self.ledger.set_dispatch(row.id, DispatchState.PREEMPTED, message=s.message)
                 report["preempted"].append(row.id)
@@ -292,7 +292,7 @@ class Reconciler:
             case Verdict.WALK_DIED:
                 for a in s.vanished:
                     outcome, why = self._vanished(row.id, a)
-                    self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=outcome.value, reason=why)
+                    self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=outcome, reason=why)
                 if s.dispatch_state is not None:
                     self.ledger.set_dispatch(row.id, s.dispatch_state, message=s.message)
                     report["interrupted"].append(row.id)
@@ -323,7 +323,7 @@ class Reconciler:
         if owner is not None:
             handle = evolve(handle, rung=owner.rung.key)  # a handle names its rung by the rung's own key
             recorded = attempt_for(keep, (owner,)) is not None
-            outcome = (owner.outcome if recorded else None) or Outcome.ADOPTED.value
+            outcome = (owner.outcome if recorded else None) or Outcome.ADOPTED
             self.ledger.update_attempt(owner.id, state, handle=handle.id, outcome=outcome)
         report["adopted"].append(f"{row.id}:{handle.lane}:{handle.id}")
         if s.dispatch_state is DispatchState.STARTED:
@@ -335,7 +335,7 @@ class Reconciler:
     def _ended(self, view: DispatchView, note: str, outcome: Outcome = Outcome.ENDED) -> None:
         for a in view.attempts:
             if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
-                self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=outcome.value, reason=note)
+                self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=outcome, reason=note)
         self.ledger.set_dispatch(view.id, DispatchState.ENDED, message=note)
         _drop_env_values(self.ledger.state_dir, view.id)
 
@@ -360,7 +360,7 @@ class Reconciler:
             a = attempt_for(item, view.attempts) if mark else None
             if a is not None and a.state is not AttemptState.CANCELLED:
                 self.ledger.update_attempt(
-                    a.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.RELEASED.value
+                    a.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.RELEASED
                 )
             report["released"].append(f"{view.id}:{item.handle.lane}:{item.handle.id}")
 
@@ -489,7 +489,7 @@ def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, repor
             finisher.hang_up(fresh)
             for a in ledger.attempts(row.id):
                 if a.state in (AttemptState.RUNNING, AttemptState.PENDING):
-                    ledger.update_attempt(a.id, AttemptState.ENDED, outcome=Outcome.KEPT.value, reason=message)
+                    ledger.update_attempt(a.id, AttemptState.ENDED, outcome=Outcome.KEPT, reason=message)
             report["errors"].append(f"{row.id}: {message}")
         ledger.set_dispatch(row.id, DispatchState.CANCELLED, message=message)
 

@@ -30,6 +30,7 @@ from eps.core.model import (
     QosGrants,
     RoutePlan,
     Rung,
+    Terminal,
     TierFault,
     evolve,
 )
@@ -77,7 +78,7 @@ class WalkResult:
     dispatch: str
     handle: Handle | None
     failure: str | None = None
-    terminal: str | None = None
+    terminal: Terminal | None = None
     walk: Walk | None = None
 
 
@@ -262,7 +263,7 @@ class Walker:
                 released = lane.release(handle)
                 gone = "released" if isinstance(released, Success) else "NOT released yet (eps reconcile releases it)"
                 self.ledger.update_attempt(
-                    start.running.id, AttemptState.CANCELLED, handle=handle.id, outcome=Outcome.NOT_LAUNCHED.value,
+                    start.running.id, AttemptState.CANCELLED, handle=handle.id, outcome=Outcome.NOT_LAUNCHED,
                     reason=f"the job could not be launched on it: {why}",
                 )  # fmt: skip
                 message = f"the job could not be launched on {handle.id} ({why}); {gone}; eps execute --resume again"
@@ -351,7 +352,7 @@ class Walker:
                     attempt.id,
                     AttemptState.SUBMITTED if unknown else AttemptState.FAILED,
                     handle=name if unknown else None,
-                    outcome=failure.kind.value,
+                    outcome=failure.kind,
                     reason=failure.message,
                 )
                 self.reporter.emit(
@@ -373,7 +374,7 @@ class Walker:
                 return flight, self._poll(rung, handle, flight)
             case Success(handle):
                 self.ledger.update_attempt(
-                    attempt.id, AttemptState.RUNNING, handle=handle.id, outcome=Outcome.STARTED.value
+                    attempt.id, AttemptState.RUNNING, handle=handle.id, outcome=Outcome.STARTED
                 )
                 self._release_if_cancelled(dispatch, handle, attempt)
                 return flight, Running(handle)
@@ -389,7 +390,7 @@ class Walker:
                     return Queued(rung, now, int(self.clock() - parked.since), now.reason)
                 case Success(now):
                     self.ledger.update_attempt(
-                        parked.attempt.id, AttemptState.RUNNING, handle=now.id, outcome=Outcome.STARTED.value
+                        parked.attempt.id, AttemptState.RUNNING, handle=now.id, outcome=Outcome.STARTED
                     )
                     return Running(now)
                 case Failure(failure):
@@ -431,13 +432,13 @@ class Walker:
             case Success(after) if after.state is not HandleState.RELEASED:
                 # It started before the cancel reached it: keep it; it is the answer.
                 self.ledger.update_attempt(
-                    parked.attempt.id, AttemptState.RUNNING, handle=after.id, outcome=Outcome.STARTED.value
+                    parked.attempt.id, AttemptState.RUNNING, handle=after.id, outcome=Outcome.STARTED
                 )
                 return Running(after)
         elapsed = self.clock() - parked.since
         if step.why is not WithdrawWhy.PARK_TIMEOUT:  # the lane stopped answering: released, moving on
             self.ledger.update_attempt(
-                parked.attempt.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED.value, reason=step.reason
+                parked.attempt.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED, reason=step.reason
             )
             self.reporter.emit(
                 Event.WITHDRAWN, dispatch=dispatch, rung=step.rung.key, id=handle.id,
@@ -445,7 +446,7 @@ class Walker:
             )
             return Withdrawn(step.rung)
         self.ledger.update_attempt(
-            parked.attempt.id, AttemptState.ADVANCED, outcome=Outcome.PARK_TIMEOUT.value, reason=step.reason
+            parked.attempt.id, AttemptState.ADVANCED, outcome=Outcome.PARK_TIMEOUT, reason=step.reason
         )
         self.reporter.emit(
             Event.ADVANCED, dispatch=dispatch, rung=step.rung.key, qos=step.rung.qos, id=handle.id,
@@ -457,7 +458,7 @@ class Walker:
         if parked is not None:
             if held:
                 self.ledger.update_attempt(
-                    parked.attempt.id, AttemptState.PENDING, handle=handle.id, outcome=Outcome.HELD.value
+                    parked.attempt.id, AttemptState.PENDING, handle=handle.id, outcome=Outcome.HELD
                 )
             self._release_if_cancelled(dispatch, handle, parked.attempt)
         state = DispatchState.HELD if held else DispatchState.STARTED
@@ -471,12 +472,12 @@ class Walker:
             skipped = [f"{s.lane} {s.target or ''}: {s.detail}".replace(" :", ":") for s in (p.skipped if p else ())]
             if (waiting := self._wait_for_capacity(dispatch, step, skipped)) is not None:
                 return waiting
-            self.ledger.set_dispatch(dispatch, DispatchState.FAILED, terminal=step.terminal.value, message=step.message)
+            self.ledger.set_dispatch(dispatch, DispatchState.FAILED, terminal=step.terminal, message=step.message)
             self.reporter.emit(
                 Event.TERMINAL, dispatch=dispatch, terminal=step.terminal.value, skipped=skipped, message=step.message,
                 reason={"code": step.terminal.value, "text": step.message},
             )
-            return WalkResult(dispatch, None, failure=step.message, terminal=step.terminal.value, walk=walk)
+            return WalkResult(dispatch, None, failure=step.message, terminal=step.terminal, walk=walk)
         self.ledger.set_dispatch(dispatch, DispatchState.FAILED, message=step.message)
         code = step.failure.kind.value if step.failure is not None else "stopped"
         self.reporter.emit(Event.STOPPED, dispatch=dispatch, message=step.message,
@@ -506,7 +507,7 @@ class Walker:
             Event.WAITING, dispatch=dispatch, terminal=step.terminal.value, next_try_at=at, seconds=got.seconds,
             skipped=skipped, message=message, reason={"code": step.terminal.value, "text": message},
         )  # fmt: skip
-        return WalkResult(dispatch, None, failure=message, terminal=step.terminal.value, walk=None)
+        return WalkResult(dispatch, None, failure=message, terminal=step.terminal, walk=None)
 
     def _announce_landed(self, dispatch: str, handle: Handle, *, held: bool) -> None:
         from eps.shell.state.codec import to_data
@@ -528,7 +529,7 @@ class Walker:
         released = self.lanes.get(handle.lane).release(handle)
         if isinstance(released, Success):
             self.ledger.update_attempt(
-                attempt.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED.value, reason="cancelled while starting"
+                attempt.id, AttemptState.CANCELLED, outcome=Outcome.RELEASED, reason="cancelled while starting"
             )
         raise Cancelled(dispatch)
 

@@ -64,7 +64,7 @@ def status(
                 "handle": codec.to_data(r.handle) if r.handle else None,
                 "created_at": r.created_at,
                 **_times(r, now, policy),
-                "kept_since": (kept := next((a.updated_at for a in attempts if a.outcome == Outcome.KEPT.value), None)),
+                "kept_since": (kept := next((a.updated_at for a in attempts if a.outcome == Outcome.KEPT), None)),
                 "outputs": outputs_of(ledger.state_dir, r, kept=kept is not None),  # where they live now
                 "restarts": r.job.restart,
                 "next_try_at": r.next_try_at if r.state is DispatchState.WAITING else None,

@@ -33,8 +33,8 @@ from typing import IO, Any
 
 from attrs import frozen
 
-from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung
-from eps.core.outcome import Handle
+from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung, Terminal, terminal_of
+from eps.core.outcome import AttemptOutcome, Handle, outcome_of
 from eps.core.states import LIVE_ATTEMPT_STATES, AttemptState, DispatchState, HandleState, move_attempt, move_dispatch
 from eps.core.walk import AttemptRecord
 from eps.shell.state import codec
@@ -91,7 +91,7 @@ class DispatchRow:
     intent: str
     job: Job
     state: DispatchState
-    terminal: str | None
+    terminal: Terminal | None
     message: str | None
     handle: Handle | None
     created_at: float
@@ -121,7 +121,7 @@ class AttemptRow:
     name: str
     handle: str | None
     state: AttemptState
-    outcome: str | None
+    outcome: AttemptOutcome | None
     reason: str | None
     started_at: float
     updated_at: float
@@ -339,7 +339,7 @@ class Ledger:
         dispatch: str,
         state: DispatchState,
         *,
-        terminal: str | None = None,
+        terminal: Terminal | None = None,
         message: str | None = None,
         handle: Handle | None = None,
     ) -> DispatchState | None:
@@ -482,7 +482,7 @@ class Ledger:
         state: AttemptState,
         *,
         handle: str | None = None,
-        outcome: str | None = None,
+        outcome: AttemptOutcome | None = None,
         reason: str | None = None,
     ) -> None:
         state = AttemptState(state)
@@ -570,7 +570,7 @@ def _dispatch_row(r: sqlite3.Row) -> DispatchRow:
         intent=r["intent"],
         job=codec.job_from_json(r["job"]),
         state=DispatchState(r["state"]),
-        terminal=r["terminal"],
+        terminal=terminal_of(r["terminal"]),
         message=r["message"],
         handle=codec.handle_from_json(r["handle"]) if r["handle"] else None,
         created_at=r["created_at"],
@@ -588,7 +588,6 @@ def _dispatch_row(r: sqlite3.Row) -> DispatchRow:
 
 def _attempt_row(r: sqlite3.Row) -> AttemptRow:
     fields = {k: r[k] for k in r.keys()}  # noqa: SIM118
-    fields["kind"] = LaneKind(fields["kind"])
-    fields["provisioning"] = Provisioning(fields["provisioning"])
-    fields["state"] = AttemptState(fields["state"])
+    fields.update(kind=LaneKind(fields["kind"]), provisioning=Provisioning(fields["provisioning"]),
+                  state=AttemptState(fields["state"]), outcome=outcome_of(fields["outcome"]))  # fmt: skip
     return AttemptRow(**fields)
