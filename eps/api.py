@@ -126,18 +126,14 @@ def execute(
 def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait: bool) -> Execution:
     """``[jobs] supervise = "inline"``: the walk (and with ``wait`` the job's end) in this
     process, as ``eps execute`` does there; its events kept, not printed."""
-    from eps.core.tables import DEFAULT_GRANTS
     from eps.shell.service import operations as S
     from eps.shell.service.waits import wait_until
     sink = S.Collect()
     core = job.core()
     S.refuse_inline(core)
     with svc.opened(sink) as ctx:
-        S.unused(ctx, dispatch_id)
-        ready = S.prepare(ctx, core, shipping, dispatch_id, CapacitySnapshot(), DEFAULT_GRANTS,
-                          notify=tuple(job.notify), notify_where="notify")  # fmt: skip
-        dispatch = dispatch_id or S.new_dispatch_id()
-        results = S.walk_here(ctx, ready, dispatch, CapacitySnapshot(), DEFAULT_GRANTS, grants_given=False)
+        dispatch, results = S.run_here(ctx, core, shipping, dispatch_id, None, None, notify=tuple(job.notify),
+                                       notify_where="notify")  # fmt: skip
         started = all(r.handle is not None for r in results)
         if not any(r.handle is not None for r in results):
             why = next((r.failure for r in results if r.failure), None)

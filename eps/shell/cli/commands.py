@@ -192,13 +192,15 @@ def _execute(
     job = None if ns.resume else make_job(ns, command)
     operations.refuse_inline(job)
     snapshot, grants = operations.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
-    ready = None
-    if job is not None:  # every input error is found before anything happens (no reconcile, no call)
-        ready = operations.prepare(ctx, job, shipping_of(ns), ns.dispatch_id, snapshot, grants, **_notify_of(ns))
-    dispatch = ns.resume or ns.dispatch_id or operations.new_dispatch_id()
-    reporter.start_live()
     given = bool(getattr(ns, "grants", None))
-    results = operations.walk_here(ctx, ready, dispatch, snapshot, grants, grants_given=given)
+    if job is None:  # --resume: the recorded dispatch walks again
+        dispatch = ns.resume
+        reporter.start_live()
+        results = operations.walk_here(ctx, None, dispatch, snapshot, grants, grants_given=given)
+    else:  # every input error is found before anything happens (no reconcile, no call)
+        dispatch, results = operations.run_here(
+            ctx, job, shipping_of(ns), ns.dispatch_id, snapshot if getattr(ns, "snapshot", None) else None,
+            grants if given else None, **_notify_of(ns), before=reporter.start_live)  # fmt: skip
     reporter.stop_live()
     if not reporter.json_lines:
         for r in results:
@@ -262,10 +264,8 @@ def _hand_over(
         else:
             job = make_job(ns, command)
             snapshot, grants = operations.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
-            ready = operations.prepare(ctx, job, shipping_of(ns), ns.dispatch_id, snapshot, grants,
-                                    **_notify_of(ns))  # fmt: skip
-            dispatch = ns.dispatch_id or operations.new_dispatch_id()
-            operations.hand_over(ctx, ready, dispatch, snapshot if ns.snapshot else None, grants if ns.grants else None)
+            dispatch = operations.submit(ctx, job, shipping_of(ns), ns.dispatch_id, snapshot if ns.snapshot else None,
+                                         grants if ns.grants else None, **_notify_of(ns))  # fmt: skip
     except operations.NotTaken as exc:
         sys.stderr.write(f"eps: error: {exc.dispatch}: {exc.said}\n")
         return EXIT_FAILED

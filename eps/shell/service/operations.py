@@ -198,6 +198,39 @@ def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapsh
     take_over(ctx, dispatch)
 
 
+def submit(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
+           grants: QosGrants | None, *, notify: Sequence[str] = (), notify_where: str = "--notify") -> str:  # fmt: skip
+    """``execute`` under a supervisor, for every door: every input error first (nothing
+    recorded), then the dispatch recorded and handed over; its id.  ``snapshot``/``grants``:
+    what the caller gave (``None``: none; the walk gathers them)."""
+    from eps.core.tables import DEFAULT_GRANTS
+
+    unused(ctx, dispatch_id)
+    ready = prepare(ctx, job, shipping, dispatch_id, snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS,
+                    notify=notify, notify_where=notify_where)  # fmt: skip
+    dispatch = dispatch_id or new_dispatch_id()
+    hand_over(ctx, ready, dispatch, snapshot, grants)
+    return dispatch
+
+
+def run_here(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
+             grants: QosGrants | None, *, notify: Sequence[str] = (), notify_where: str = "--notify",
+             before: Callable[[], object] | None = None) -> tuple[str, list[WalkResult]]:  # fmt: skip
+    """``execute`` in this process (``[jobs] supervise = "inline"``), for every door: every
+    input error first, then the walk; the dispatch id and each job's result.  ``before`` runs
+    once the inputs are checked, just before the walk (the CLI's live view)."""
+    from eps.core.tables import DEFAULT_GRANTS
+
+    refuse_inline(job)
+    unused(ctx, dispatch_id)
+    snap, granted = snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS
+    ready = prepare(ctx, job, shipping, dispatch_id, snap, granted, notify=notify, notify_where=notify_where)
+    dispatch = dispatch_id or new_dispatch_id()
+    if before is not None:
+        before()
+    return dispatch, walk_here(ctx, ready, dispatch, snap, granted, grants_given=grants is not None)
+
+
 def take_over(ctx: Ctx, dispatch: str) -> None:
     """Make sure a supervisor owns the recorded ``dispatch`` (:class:`NotTaken` if none does)."""
     from eps.shell.run import ownership
@@ -471,17 +504,11 @@ class Service:
         """Record ``job`` and hand it to the supervisor; return at once (detached) with the
         dispatch id and its state.  Needs ``[jobs] supervise = "detached"`` (the default).
         ``notify``: the job's own notification targets (apprise URLs or ``env:NAME``)."""
-        from eps.core.tables import DEFAULT_GRANTS
-
         if self.settings.jobs.supervise != "detached":
             raise JobError("usage", 'a detached execute needs a supervisor ([jobs] supervise = "detached")', None)
         with self.opened() as ctx:
-            unused(ctx, dispatch_id)
-            given = (snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS)
-            ready = prepare(ctx, job, shipping or _no_shipping(), dispatch_id, *given, notify=notify,
-                            notify_where="notify")  # fmt: skip
-            dispatch = dispatch_id or new_dispatch_id()
-            hand_over(ctx, ready, dispatch, snapshot, grants)
+            dispatch = submit(ctx, job, shipping or _no_shipping(), dispatch_id, snapshot, grants, notify=notify,
+                              notify_where="notify")  # fmt: skip
             return execute_doc(ctx, dispatch)
 
     def status(self, dispatch: str | None = None, **filters: Any) -> dict[str, Any]:
