@@ -59,6 +59,10 @@ class _Stops:
             raise Detached(self.got)
 
 
+#: The events that say how a dispatch's walk or job ended (shown by a wait that came after).
+_ENDS = frozenset({Event.ENDED, Event.TERMINAL, Event.STOPPED})
+
+
 def follow(
     ledger: Ledger,
     reporter: Reporter,
@@ -81,7 +85,12 @@ def follow(
     path = log_path(ledger.state_dir, dispatch)
     offset = 0
     if not history:
-        _, offset = read_from(path, 0)
+        so_far, offset = read_from(path, 0)
+        rows = [r for r in (ledger.dispatch(d) for d in ids_of(ledger, dispatch)) if r is not None]
+        if rows and all(done(r) for r in rows):  # it was over before this wait: how it ended, not silence
+            for rec in so_far:
+                if rec.get("event") in _ENDS:
+                    reporter.show(rec)
     end = None if timeout_s is None else time.monotonic() + timeout_s
     checked = time.monotonic()
     started: set[str] = set()
