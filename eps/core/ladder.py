@@ -14,6 +14,7 @@ included: the walk goes down it and never back up (see ``parking``).
 from __future__ import annotations
 
 from eps.core.durations import format_duration
+from eps.core.gpus import gpu_model, job_gpu_need
 from eps.core.indexes import Candidates, Facts, PolicyIndex
 from eps.core.model import (
     ClusterConfig,
@@ -53,6 +54,12 @@ def slurm_rungs(
     name = cluster.name
     if facts.unreachable(name):
         skipped.append(Skip(name, SkipCode.CLUSTER_UNREACHABLE, f"{name} did not answer"))
+        return
+    need = job_gpu_need(job, intent)
+    if not need.admits(cluster.gpu_model, None):
+        have = gpu_model(cluster.gpu_model)
+        said = f"{have.name} ({have.memory_gb} GB)" if have else cluster.gpu_model
+        skipped.append(Skip(name, SkipCode.GPU_NOT_WANTED, f"{name} has {said}; the job needs {need.words()}"))
         return
     pinned = job.pin == name
     tiers = grants.tiers(name)

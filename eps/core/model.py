@@ -105,6 +105,7 @@ class SkipCode(StrEnum):
     LADDER_PASSED = "ladder_passed"  # P7: above a tier this dispatch already reached; never walks back up
     BOOT_LOOP = "boot_loop"  # its machines died soon after coming up, twice within a day (eps.core.healing)
     NOT_IN_LANE_ORDER = "not_in_lane_order"  # a configured lane the lane order ([lanes]) leaves out: --pin only
+    GPU_NOT_WANTED = "gpu_not_wanted"  # its GPUs are not the job's models or have too little memory (--gpu-mem)
 
 
 class Terminal(StrEnum):
@@ -170,6 +171,10 @@ class Intent(NamedTuple):
     #: The disk a paid GPU machine gets by default (GCP boot disk, RunPod volume), GB: its model
     #: and a cache fit; ``None``: the lane's default.  A bigger ``--footprint-gb`` sizes it instead.
     disk_gb: int | None = None
+    #: What each GPU must be (a GPU intent's defaults, ``eps.core.gpus``): one of these models
+    #: (empty: any model) with at least this much memory, GB.  A job's ``--gpu``/``--gpu-mem`` win.
+    gpu_models: tuple[str, ...] = ()
+    gpu_mem_gb: int = 0
 
 
 class GcpMachine(NamedTuple):
@@ -180,11 +185,11 @@ class GcpMachine(NamedTuple):
     vcpus: int
     mem_gb: int
     gpus: int
-    gpu_model: str | None
+    gpu_model: str | None  # as eps names it: ``h100`` (eps.core.gpus.GPU_MODELS)
     zones: tuple[str, ...]
     on_demand_per_hour: float
     spot_per_hour: float
-    #: a3-highgpu-{1,2,4}g: spot or flex-start only (no on-demand)
+    #: a3-highgpu-{1,2,4}g, a3-ultragpu-8g, a4-highgpu-8g: spot or flex-start only (no on-demand)
     sold_as: tuple[Provisioning, ...] = (Provisioning.SPOT, Provisioning.ON_DEMAND)
     flex_start_per_hour: float | None = None
 
@@ -212,6 +217,9 @@ class RunpodGpuType(NamedTuple):
     memory_gb: int
     per_gpu_hour: float
     max_count: int = 8
+    #: The GPU model as eps names it (``h100``; ``eps.core.gpus.GPU_MODELS``), ``None`` for one
+    #: outside that list (an RTX 4090): such a type fits only a job that names no model.
+    model: str | None = None
 
 
 class QosTier(NamedTuple):
@@ -317,6 +325,8 @@ class Job(NamedTuple):
     inputs: tuple[str, ...] = ()  # URL[:DEST]: storage prefixes its machine copies into the workdir first
     stall_after_s: int | None = None  # silent this long is stalled (None: the setting; 0: off; eps.core.stall)
     on_stall: str | None = None  # notify or stop (None: the setting)
+    gpu_models: tuple[str, ...] = ()  # --gpu: the GPU models allowed (empty or "any": any; eps.core.gpus)
+    gpu_mem_gb: int | None = None  # --gpu-mem: least memory per GPU, GB (None: the intent's default)
 
 
 class Rung(NamedTuple):

@@ -1,6 +1,8 @@
 """The paid lanes' rungs: GCP machines and RunPod pods (P3, P4, P6, P11).
 
 GCP: spot first when the job is short or restartable (P11), then on-demand;
+GPU work on every family whose GPUs satisfy the job (model and memory, ``eps.core.gpus``),
+machines by list price per GPU-hour within each provisioning model;
 ``cpu-bigmem`` on-demand only (P4); a machine type GCP sells as spot/flex-start
 only (no on-demand) gives a long, non-restartable job flex-start rungs instead
 (never preempted; at most ``FLEX_START_MAX_RUN_S``, P11); zones in the configured
@@ -16,9 +18,11 @@ snapshot's facts then strike out what is known to be exhausted.
 from __future__ import annotations
 
 from eps.core.durations import format_duration
+from eps.core.gpus import GpuNeed, family_of, gcp_gpu_machines, gpu_memory_gb, job_gpu_need, runpod_gpu_types
 from eps.core.indexes import Candidates, Facts, PolicyIndex
 from eps.core.model import (
     Capacity,
+    GcpMachine,
     Intent,
     Job,
     LaneKind,
@@ -55,9 +59,10 @@ def gcp_rungs(
     disk = disk_gb(job, index, intent)
     fits_flex = duration is None or duration <= FLEX_START_MAX_RUN_S  # unknown: runs up to flex-start's maximum
     shown = None if fits_flex else duration  # the skip text of a job too long for flex-start names its length
+    need = job_gpu_need(job, intent) if intent.resource is Resource.GPU else GpuNeed()
     cand, static = index.memo(
-        ("gcp", intent, spot, disk, fits_flex, duration is None, shown),
-        lambda: _gcp_candidates(index, intent, spot, disk, fits_flex, duration),
+        ("gcp", intent, spot, disk, fits_flex, duration is None, shown, need),
+        lambda: _gcp_candidates(index, intent, spot, disk, fits_flex, duration, need),
     )
     skipped.extend(static)
     if not facts.has_gcp:
@@ -85,18 +90,89 @@ class _SpotMode:
 
 
 def _gcp_candidates(
-    index: PolicyIndex, intent: Intent, spot: str, disk: int | None, fits_flex: bool, duration_s: int | None
+    index: PolicyIndex, intent: Intent, spot: str, disk: int | None, fits_flex: bool, duration_s: int | None,
+    need: GpuNeed,
 ) -> Candidates:
-    """GCP rungs before capacity is consulted, zones in preference order: spot (when P11
-    allows) then on-demand; for a long non-restartable job on a machine type sold as
-    spot/flex-start only, flex-start (when the job fits its maximum run duration).  A job
-    of unknown length (``duration_s`` ``None``) counts as long."""
+    """GCP rungs before capacity is consulted.  The machines: the intent's own (CPU work), or
+    for GPU work every family's machine type with the job's GPUs that satisfies its need
+    (:func:`~eps.core.gpus.gcp_gpu_machines`).  The provisioning models in P11's order: spot
+    (when P11 allows), then on-demand, then, for a long non-restartable job on a machine type
+    sold as spot/flex-start only, flex-start (when the job fits its maximum run duration);
+    within each, machines by list price per GPU-hour (cheapest first; information, P12, but
+    the one order that is not arbitrary), each in its zones in preference order.  A job of
+    unknown length (``duration_s`` ``None``) counts as long."""
     skipped: list[Skip] = []
-    if intent.gcp_machine is None:
-        return (), ()
-    machine = index.machines.get(intent.gcp_machine)
-    if machine is None:
-        return (), ()
+    if intent.resource is Resource.GPU:
+        machines = list(gcp_gpu_machines(index.policy, need, intent.gpus))
+        _gpu_not_wanted(index, need, intent.gpus, machines, skipped)
+    else:
+        own = index.machines.get(intent.gcp_machine or "")
+        machines = [own] if own is not None else []
+    per_prov: dict[Provisioning, list[tuple[float, int, GcpMachine]]] = {p: [] for p in _GCP_ORDER}
+    for pos, machine in enumerate(machines):
+        for prov in _machine_provs(machine, intent, spot, fits_flex, duration_s, index, skipped):
+            price = _price(machine, prov)
+            per_prov[prov].append((price / max(1, machine.gpus), pos, machine))
+    zones_of = {m.name: _zones(m, index, skipped) for m in machines}
+    rungs = []
+    for prov in _GCP_ORDER:
+        for _, _, machine in sorted(per_prov[prov], key=lambda t: (t[0], t[1])):
+            why = _gcp_why(machine, intent, prov, spot)
+            for zone in zones_of[machine.name]:
+                rungs.append(
+                    Rung(
+                        "gcp",
+                        LaneKind.GCP,
+                        prov,
+                        why,
+                        machine=machine.name,
+                        zone=zone,
+                        gpus=machine.gpus,
+                        vcpus=machine.vcpus,
+                        mem_gb=machine.mem_gb,
+                        disk_gb=disk,
+                        price_per_hour=_price(machine, prov),
+                        why=RungWhy.GCP_GPU if intent.resource is Resource.GPU else RungWhy.GCP_CPU,
+                    )
+                )
+    return tuple(rungs), tuple(skipped)
+
+
+#: The order of GCP's provisioning models in a plan (P11): spot first when allowed, then
+#: on-demand, then flex-start (where a long non-restartable job has no on-demand).
+_GCP_ORDER = (Provisioning.SPOT, Provisioning.ON_DEMAND, Provisioning.FLEX_START)
+
+
+def _price(machine: GcpMachine, prov: Provisioning) -> float:
+    if prov is Provisioning.SPOT:
+        return machine.spot_per_hour
+    if prov is Provisioning.FLEX_START:
+        return machine.flex_start_per_hour or machine.on_demand_per_hour
+    return machine.on_demand_per_hour
+
+
+def _gpu_not_wanted(index: PolicyIndex, need: GpuNeed, gpus: int, kept: list[GcpMachine], skipped: list[Skip]) -> None:
+    """A skip for each family with a ``gpus``-GPU machine whose GPU the job does not want."""
+    said = {family_of(m.name) for m in kept}
+    for m in index.policy.gcp_machines:
+        fam = family_of(m.name)
+        if m.gpus == gpus and gpus and fam not in said:
+            said.add(fam)
+            mem = gpu_memory_gb(m)
+            have = f"{m.gpu_model} ({mem} GB)" if mem is not None else str(m.gpu_model)
+            skipped.append(Skip("gcp", SkipCode.GPU_NOT_WANTED, f"{fam} has {have}; the job needs {need.words()}", fam))
+
+
+def _machine_provs(
+    machine: GcpMachine,
+    intent: Intent,
+    spot: str,
+    fits_flex: bool,
+    duration_s: int | None,
+    index: PolicyIndex,
+    skipped: list[Skip],
+) -> list[Provisioning]:
+    """The provisioning models P11 leaves ``machine`` for this job, and the skips that say why not others."""
     th = index.policy.thresholds
     provs: list[Provisioning] = []
     flex_case = spot == _SpotMode.NEVER_LONG and not machine.on_demand_offered and machine.flex_start_offered
@@ -131,10 +207,15 @@ def _gcp_candidates(
                 "gcp",
                 SkipCode.FLEX_START_TOO_LONG,
                 f"P11: a {format_duration(duration_s or 0)} job is longer than flex-start's maximum run duration "
-                f"({limit}), and {machine.name} is sold as spot/flex-start only: no GCP rung can hold it",
+                f"({limit}), and {machine.name} is sold as spot/flex-start only: no rung of it can hold the job",
                 machine.name,
             )
         )
+    return provs
+
+
+def _zones(machine: GcpMachine, index: PolicyIndex, skipped: list[Skip]) -> list[str]:
+    """The configured zones, in preference order, that offer ``machine``."""
     zones = []
     offered = index.machine_zones[machine.name]
     for zone in index.policy.gcp_zones:
@@ -142,38 +223,20 @@ def _gcp_candidates(
             zones.append(zone)
         else:
             skipped.append(Skip("gcp", SkipCode.ZONE_NOT_OFFERED, f"{machine.name} not offered in {zone}", zone))
+    return zones
+
+
+def _gcp_why(machine: GcpMachine, intent: Intent, prov: Provisioning, spot: str) -> str:
     if intent.resource is Resource.GPU:
-        lead, code = f"P6: GPU after the free cluster; {machine.name}", RungWhy.GCP_GPU
+        lead = f"P6: GPU after the free cluster; {machine.name} ({machine.gpus} x {machine.gpu_model})"
     else:
-        lead, code = f"P3: cheap dedicated CPU machine, GCP first; {machine.name}", RungWhy.GCP_CPU
-    rungs = []
-    for prov in provs:
-        if prov is Provisioning.SPOT:
-            why, price = f"{lead}, spot first (P11: {spot} job)", machine.spot_per_hour
-        elif prov is Provisioning.FLEX_START:
-            limit = format_duration(FLEX_START_MAX_RUN_S)
-            why = f"{lead}, flex-start (P11: long, not restartable, no on-demand; uninterrupted, up to {limit})"
-            price = machine.flex_start_per_hour or machine.on_demand_per_hour
-        else:
-            why, price = f"{lead}, on-demand", machine.on_demand_per_hour
-        for zone in zones:
-            rungs.append(
-                Rung(
-                    "gcp",
-                    LaneKind.GCP,
-                    prov,
-                    why,
-                    machine=machine.name,
-                    zone=zone,
-                    gpus=machine.gpus,
-                    vcpus=machine.vcpus,
-                    mem_gb=machine.mem_gb,
-                    disk_gb=disk,
-                    price_per_hour=price,
-                    why=code,
-                )
-            )
-    return tuple(rungs), tuple(skipped)
+        lead = f"P3: cheap dedicated CPU machine, GCP first; {machine.name}"
+    if prov is Provisioning.SPOT:
+        return f"{lead}, spot first (P11: {spot} job)"
+    if prov is Provisioning.FLEX_START:
+        limit = format_duration(FLEX_START_MAX_RUN_S)
+        return f"{lead}, flex-start (P11: long, not restartable, no on-demand; uninterrupted, up to {limit})"
+    return f"{lead}, on-demand"
 
 
 def disk_gb(job: Job, index: PolicyIndex, intent: Intent | None = None) -> int | None:
@@ -274,19 +337,18 @@ def runpod_gpu_rungs(
     rungs: list[Rung],
     skipped: list[Skip],
 ) -> None:
-    """Append one GPU pod rung per GPU type of the intent (a pinned job only, P6), all GPUs on one pod (P5)."""
-    types = index.runpod_gpu
+    """Append one GPU pod rung per RunPod GPU type that satisfies the job's need (a pinned job
+    only, P6), cheapest per GPU first, all GPUs on one pod (P5)."""
+    need = job_gpu_need(job, intent)
     cand = []
-    for gid in intent.runpod_gpu:
-        gpu = types.get(gid)
-        if gpu is None or gpu.max_count < intent.gpus:
-            continue
+    for gpu in runpod_gpu_types(index.policy, need, intent.gpus):
+        gid = gpu.id
         cand.append(
             Rung(
                 "runpod",
                 LaneKind.RUNPOD,
                 Provisioning.ON_DEMAND,
-                f"P10: pinned to runpod; one pod with {intent.gpus} x {gid} (P5)",
+                f"P10: pinned to runpod; one pod with {intent.gpus} x {gid} ({gpu.memory_gb} GB) (P5)",
                 machine=gid,
                 gpus=intent.gpus,
                 vcpus=intent.vcpus,

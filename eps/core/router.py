@@ -60,6 +60,7 @@ from collections.abc import Sequence
 from itertools import groupby
 
 from eps.core.durations import format_duration
+from eps.core.gpus import ANY_GPU, GPU_MODELS, gpu_errors, job_gpu_need, no_such_gpu
 from eps.core.healing import boot_loop_evidence, boot_loop_lasts_s, boot_looped
 from eps.core.indexes import Facts, PolicyIndex, policy_index
 from eps.core.ladder import slurm_rungs
@@ -297,7 +298,33 @@ def _resolve(job: Job, index: PolicyIndex) -> tuple[Intent, list[str]]:
             )
     if intent.resource is Resource.GPU and job.count > 1:
         intent = _grown(intent, job, index, notes)
+    _gpu_need(job, intent, index, notes)
     return intent, notes
+
+
+def _gpu_need(job: Job, intent: Intent, index: PolicyIndex, notes: list[str]) -> None:
+    """Check the job's GPU need (``--gpu``, ``--gpu-mem``): a CPU job has none (P1), and a
+    need no lane can meet is refused in one line naming what each lane has."""
+    asked = bool(job.gpu_models) or job.gpu_mem_gb is not None
+    if intent.resource is Resource.CPU:
+        if asked:
+            raise JobError("gpu_on_cpu", f"{intent.name} is CPU-only work (P1): --gpu/--gpu-mem need a GPU intent", job)
+        return
+    bad = gpu_errors(job)
+    if bad is not None:
+        code, said, word = bad
+        if code == "unknown_gpu":
+            names = [m.name for m in GPU_MODELS]
+            said += f"{did_you_mean(word, names)} (known: {', '.join(names)}, {ANY_GPU})"
+        raise JobError(code, said, job)
+    need = job_gpu_need(job, intent)
+    refused = no_such_gpu(job, need, index.policy)
+    if refused is not None:
+        raise refused
+    if asked:
+        notes.append(f"GPUs: {need.words()} (--gpu/--gpu-mem); every lane offers only GPUs that satisfy it")
+    elif need.min_mem_gb:
+        notes.append(f"GPUs: {need.words()} ({intent.name}'s default; --gpu/--gpu-mem change it)")
 
 
 def _grown(intent: Intent, job: Job, index: PolicyIndex, notes: list[str]) -> Intent:

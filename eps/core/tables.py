@@ -9,12 +9,10 @@ code path limits or refuses work by dollars).  Sources, checked 2026-11:
 - GCP e2-standard / n2-highmem: Compute Engine VM pricing page (us-central1,
   europe-west4 within a few %); e2-standard-2 $0.067 on-demand, ~$0.025 spot;
   n2-highmem-16 $1.06 on-demand, ~$0.31 spot.
-- GCP a3-highgpu-Ng (H100 80GB, GPUs built in): ~$11.06 per GPU-hour
-  on-demand (a3-highgpu-8g $88.49), ~$2.50-3.00 per GPU-hour spot.  Zones from
-  the machine-type list (europe-west4-b/c, us-central1-a/b/c, us-east4-a/b/c,
-  ...).  The 1g/2g/4g shapes are offered only as Spot or Flex-start VMs, not
-  on-demand (GCP "A3 machine series" docs), so they are ``sold_as`` spot and
-  flex-start; a3-highgpu-8g is sold under all three.
+- GCP GPU machines (g2-standard L4, a2-highgpu A100 40GB, a2-ultragpu A100 80GB,
+  a3-highgpu H100, a3-ultragpu H200, a4-highgpu B200; GPUs built in): ``eps.core.gpus``,
+  each fact with its source page there.  a3-highgpu-1g/2g/4g, a3-ultragpu and a4-highgpu
+  are offered only as Spot or Flex-start VMs, not on-demand.
 - GCP Flex-start VMs (GCE "About Flex-start VMs", "Create a Flex-start VM";
   google-cloud-compute 1.57 ``Scheduling.ProvisioningModel.FLEX_START``,
   ``Scheduling.max_run_duration``, ``InstanceParams.request_valid_for_duration``,
@@ -27,10 +25,11 @@ code path limits or refuses work by dollars).  Sources, checked 2026-11:
   flex-start price here is about 47-50 % of on-demand.
 - RunPod CPU flavors: catalog ``GET /v2/catalog/cpus`` (securePerVcpu);
   container disk limit vCPU x 10 GB on gen 3, x 15 GB on cpu5c.
-- RunPod GPU types: catalog ``GET /v2/catalog/gpus`` (secure price per GPU).
+- RunPod GPU types: ``eps.core.gpus`` (its API document and catalog ``GET /v2/catalog/gpus``).
 - fellows QoS: ``sacctmgr show qos`` on the cluster (see DEFAULT_FELLOWS_GRANTS).
 """
 
+from eps.core.gpus import GCP_GPU_MACHINES, RUNPOD_GPU_TYPES
 from eps.core.model import (
     ClusterConfig,
     GcpMachine,
@@ -41,7 +40,6 @@ from eps.core.model import (
     QosTier,
     Resource,
     RunpodCpuFlavor,
-    RunpodGpuType,
     Thresholds,
     VmCapacity,
 )
@@ -101,24 +99,6 @@ def _e2(n: int) -> GcpMachine:
     )
 
 
-def _a3(n: int) -> GcpMachine:
-    return GcpMachine(
-        name=f"a3-highgpu-{n}g",
-        vcpus=26 * n,
-        mem_gb=234 * n,
-        gpus=n,
-        gpu_model="H100-80GB",
-        zones=_A3_ZONES,
-        on_demand_per_hour=round(11.06 * n, 2),
-        spot_per_hour=round(2.75 * n, 2),
-        sold_as=_A3_SOLD_AS if n == 8 else _A3_SMALL_SOLD_AS,
-        flex_start_per_hour=round(5.30 * n, 2),
-    )
-
-
-_A3_SMALL_SOLD_AS = (Provisioning.SPOT, Provisioning.FLEX_START)
-_A3_SOLD_AS = (Provisioning.SPOT, Provisioning.ON_DEMAND, Provisioning.FLEX_START)
-
 #: Flex-start's limits on a VM's max run duration (GCE "Create a Flex-start VM": "between
 #: 10 minutes and seven days").  A job longer than the maximum gets no flex-start rung (P11).
 FLEX_START_MAX_RUN_S = 7 * DAY_S
@@ -149,7 +129,7 @@ GCP_MACHINES: tuple[GcpMachine, ...] = (
         on_demand_per_hour=1.06,
         spot_per_hour=0.31,
     ),
-    *(_a3(n) for n in (1, 2, 4, 8)),
+    *GCP_GPU_MACHINES,
 )
 
 #: The boot image of a CPU machine (config ``gcp.image`` overrides it).
@@ -159,12 +139,13 @@ GCP_CPU_IMAGE = "projects/debian-cloud/global/images/family/debian-12"
 #: debian lacks.  Google's Deep Learning VM "base" image family with the NVIDIA 570
 #: driver and CUDA 12.8 (project ``deeplearning-platform-release``, family
 #: ``common-cu128-ubuntu-2204-nvidia-570``; Deep Learning VM "Choose an image" docs;
-#: CUDA 12.8 supports the H100 of A3 and the A100/L4 of A2/G2).  The config's
+#: CUDA 12.8 supports the H100/H200 of A3, the A100/L4 of A2/G2 and the B200 of A4).  The config's
 #: ``gcp.gpu_image`` overrides it for every GPU machine.
 GCP_GPU_IMAGES: tuple[tuple[str, str], ...] = (
     ("a3", "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"),
     ("a2", "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"),
     ("g2", "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"),
+    ("a4", "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"),
 )
 #: The CUDA version (major.minor) of the GPU images above.
 GCP_GPU_IMAGE_CUDA = "12.8"
@@ -211,13 +192,6 @@ RUNPOD_CPU_FLAVORS: tuple[RunpodCpuFlavor, ...] = (
     RunpodCpuFlavor("cpu5m", gb_per_vcpu=8, disk_gb_per_vcpu=10, per_vcpu_hour=0.065),
 )
 
-RUNPOD_GPU_TYPES: tuple[RunpodGpuType, ...] = (
-    RunpodGpuType("NVIDIA H100 80GB HBM3", memory_gb=80, per_gpu_hour=2.69),
-    RunpodGpuType("NVIDIA H200", memory_gb=141, per_gpu_hour=3.59),
-    RunpodGpuType("NVIDIA A100-SXM4-80GB", memory_gb=80, per_gpu_hour=1.49),
-)
-
-_RUNPOD_H100 = ("NVIDIA H100 80GB HBM3", "NVIDIA H200")
 
 
 #: Default disks of the GPU intents, GB: a model's weights and the Hugging Face cache that
@@ -225,6 +199,12 @@ _RUNPOD_H100 = ("NVIDIA H100 80GB HBM3", "NVIDIA H200")
 #: 7B+ model + cache"; a 70B model is about 140 GB in bf16, so the 8-GPU shape gets 1 TB).
 GPU_DISK_GB: dict[int, int] = {1: 200, 2: 300, 4: 500, 8: 1000}
 DEBUG_DISK_GB = 100
+
+
+#: The least memory per GPU of the GPU intents (``--gpu-mem`` overrides it): ``debug`` takes any
+#: GPU of at least 24 GB (an L4 on GCP); the others 80 GB, the H100 meaning they always had.
+DEBUG_GPU_MEM_GB = 24
+GPU_MEM_GB = 80
 
 
 def _gpu(n: int) -> Intent:
@@ -235,9 +215,8 @@ def _gpu(n: int) -> Intent:
         vcpus=26 * n,
         mem_gb=234 * n,
         gpus=n,
-        gcp_machine=f"a3-highgpu-{n}g",
-        runpod_gpu=_RUNPOD_H100,
         disk_gb=GPU_DISK_GB[n],
+        gpu_mem_gb=GPU_MEM_GB,
     )
 
 
@@ -268,10 +247,9 @@ INTENTS: tuple[Intent, ...] = (
         vcpus=26,
         mem_gb=234,
         gpus=1,
-        gcp_machine="a3-highgpu-1g",
-        runpod_gpu=_RUNPOD_H100,
         dev_qos_ok=True,
         disk_gb=DEBUG_DISK_GB,
+        gpu_mem_gb=DEBUG_GPU_MEM_GB,
     ),
     *(_gpu(n) for n in (1, 2, 4, 8)),
     Intent(
@@ -281,9 +259,8 @@ INTENTS: tuple[Intent, ...] = (
         vcpus=26,
         mem_gb=234,
         gpus=1,
-        gcp_machine="a3-highgpu-1g",
-        runpod_gpu=_RUNPOD_H100,
         disk_gb=GPU_DISK_GB[1],
+        gpu_mem_gb=GPU_MEM_GB,
     ),
 )
 

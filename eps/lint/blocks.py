@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eps.core.durations import format_duration
-from eps.core.model import Intent, Resource
+from eps.core.gpus import GpuNeed, gcp_gpu_machines, runpod_gpu_types
+from eps.core.model import GcpMachine, Intent, Resource
 from eps.lint.docs import Doc
 from eps.lint.facts import PolicyFacts, park_cap_settings
 
@@ -40,21 +41,52 @@ def provisioning_words(intent: Intent, facts: PolicyFacts) -> str:
     the same cases as ``eps.core.paid_lanes`` (spot for short or restartable jobs; then
     on-demand where GCP sells it; else flex-start for long non-restartable ones, up to
     flex-start's maximum run duration)."""
-    machine = facts.policy.gcp_machine(intent.gcp_machine) if intent.gcp_machine else None
-    if machine is None:
+    machines = intent_machines(intent, facts)
+    if not machines:
         return "-"
     if not intent.spot_eligible:
         return "on-demand only"
-    if not machine.on_demand_offered and machine.flex_start_offered:
-        return f"spot if short or restartable, else flex-start (up to {span(facts.flex_start_max_s)})"
-    if not machine.on_demand_offered:
+    flex = [m for m in machines if not m.on_demand_offered and m.flex_start_offered]
+    upto = f"up to {span(facts.flex_start_max_s)}"
+    if flex and len(flex) == len(machines):
+        return f"spot if short or restartable, else flex-start ({upto})"
+    if flex:
+        return f"spot if short or restartable, then on-demand; else flex-start where no on-demand ({upto})"
+    if not any(m.on_demand_offered for m in machines):
         return "spot only (short or restartable)"
     return "spot if short or restartable, then on-demand"
 
 
-def runpod_words(intent: Intent) -> str:
+def intent_machines(intent: Intent, facts: PolicyFacts) -> list[GcpMachine]:
+    """The GCP machine types the planner offers the intent with its default need: its own
+    (CPU work), or every GPU family's machine type that satisfies it (``eps.core.gpus``)."""
     if intent.resource is Resource.GPU:
-        return (", ".join(intent.runpod_gpu) or "-") + " (pin only)"
+        need = GpuNeed(intent.gpu_models, intent.gpu_mem_gb)
+        return list(gcp_gpu_machines(facts.policy, need, intent.gpus))
+    machine = facts.policy.gcp_machine(intent.gcp_machine) if intent.gcp_machine else None
+    return [machine] if machine is not None else []
+
+
+def machine_words(intent: Intent, facts: PolicyFacts) -> str:
+    """The intent table's GCP machine cell: ``a2-ultragpu-1g, a3-highgpu-1g`` (ticks added by the table)."""
+    return ", ".join(m.name for m in intent_machines(intent, facts)) or "-"
+
+
+def kind_words(intent: Intent) -> str:
+    """The intent table's kind cell: ``4 vCPU, 16 GB``; ``1 GPU of 80+ GB, 200 GB disk``."""
+    if intent.resource is Resource.GPU:
+        what = " or ".join(intent.gpu_models) if intent.gpu_models else "GPU"
+        kind = f"{intent.gpus} {what}" + (f" of {intent.gpu_mem_gb}+ GB" if intent.gpu_mem_gb else "")
+    else:
+        kind = f"{intent.vcpus} vCPU, {intent.mem_gb} GB"
+    return kind + (f", {intent.disk_gb} GB disk" if intent.disk_gb is not None else "")
+
+
+def runpod_words(intent: Intent, facts: PolicyFacts) -> str:
+    if intent.resource is Resource.GPU:
+        need = GpuNeed(intent.gpu_models, intent.gpu_mem_gb)
+        types = [g.id for g in runpod_gpu_types(facts.policy, need, intent.gpus)]
+        return (", ".join(types) or "-") + " (pin only)"
     return ", ".join(intent.runpod_cpu) or "-"
 
 
@@ -64,17 +96,15 @@ INTENT_HEADER = ("intent", "kind", "auto lanes", "GCP machine", "GCP provisionin
 def render_intents(facts: PolicyFacts) -> list[str]:
     rows = []
     for it in facts.policy.intents:
-        kind = f"{it.gpus} GPU" if it.resource is Resource.GPU else f"{it.vcpus} vCPU, {it.mem_gb} GB"
-        if it.disk_gb is not None:
-            kind += f", {it.disk_gb} GB disk"
+        machines = machine_words(it, facts)
         rows.append(
             (
                 f"`{it.name}`",
-                kind,
+                kind_words(it),
                 " -> ".join(facts.intent_lanes(it)),
-                f"`{it.gcp_machine}`" if it.gcp_machine else "-",
+                ", ".join(f"`{m}`" for m in machines.split(", ")) if machines != "-" else "-",
                 provisioning_words(it, facts),
-                runpod_words(it),
+                runpod_words(it, facts),
                 it.description.replace("|", "/"),
             )
         )

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from typing import ClassVar, final
 
-from eps.lint.blocks import provisioning_words, runpod_words
+from eps.lint.blocks import machine_words, provisioning_words, runpod_words
 from eps.lint.context import Context, Finding, Rule
 from eps.lint.docs import Doc, Table, clean
 from eps.lint.facts import env_stem, park_cap_settings
@@ -90,9 +90,9 @@ class IntentRow(Rule):
                     continue  # EPS101's finding
                 want = {
                     "lanes": _tuple(facts.intent_lanes(intent)),
-                    "machine": intent.gcp_machine or "-",
+                    "machine": machine_words(intent, facts),
                     "provisioning": provisioning_words(intent, facts),
-                    "runpod": runpod_words(intent),
+                    "runpod": runpod_words(intent, facts),
                 }
                 for what, col in cols.items():
                     if col is None or col >= len(cells):

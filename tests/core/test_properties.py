@@ -276,8 +276,16 @@ def test_p11_flex_start_only_for_long_non_restartable_jobs_on_spot_flex_only_sha
         assert machine is not None and machine.flex_start_offered and not machine.on_demand_offered
         assert long_fixed and job.duration_s <= FLEX_START_MAX_RUN_S
         assert r.lane == "gcp" and r.gpus > 0
-    gcp = {r.provisioning for r in p.rungs if r.lane == "gcp"}
-    assert not (flex and gcp & {Provisioning.SPOT, Provisioning.ON_DEMAND})
+    # Issue 35: every GPU family is offered, so flex-start rungs (of machine types without
+    # on-demand) may sit beside another family's on-demand rungs, never beside their own
+    # machine type's spot or on-demand, and never before an on-demand rung.
+    for r in flex:
+        own = {q.provisioning for q in p.rungs if q.lane == "gcp" and q.machine == r.machine}
+        assert own == {Provisioning.FLEX_START}
+    gcp = [r.provisioning for r in p.rungs if r.lane == "gcp"]
+    assert not (flex and Provisioning.SPOT in gcp)
+    if flex and Provisioning.ON_DEMAND in gcp:
+        assert max(i for i, v in enumerate(gcp) if v is Provisioning.ON_DEMAND) < gcp.index(Provisioning.FLEX_START)
     machine = POLICY.gcp_machine(f"a3-highgpu-{max(1, p.rungs[0].gpus if p.rungs else 0)}g")
     wants_flex = (
         long_fixed

@@ -79,6 +79,15 @@ def _check(result: RoutePlan, expect: dict[str, Any]) -> None:
             assert list(dict.fromkeys(seen)) == want
         elif name == "machines":
             assert [r.machine for r in rungs] == want
+        elif name == "gcp_order":  # each GCP machine/provisioning once, in plan order
+            seen = [f"{r.machine}/{r.provisioning.value}" for r in rungs if r.lane == "gcp"]
+            assert list(dict.fromkeys(seen)) == want, seen
+        elif name == "gcp_zones":  # machine -> its zones in the plan, in order
+            for machine, zones in want.items():
+                got = list(dict.fromkeys(r.zone for r in rungs if r.machine == machine))
+                assert got == zones, (machine, got)
+        elif name == "first_gcp_key":
+            assert [k for k in keys if k.startswith("gcp/")][:1] == [want], keys
         elif name == "runpod_machines":
             assert [r.machine for r in rungs if r.lane == "runpod"] == want
         elif name == "disk_gb_set":
@@ -144,6 +153,8 @@ def test_scenario(case: dict[str, Any], tmp_path: Path) -> None:
         with pytest.raises(JobError) as info:
             plan(job, snap, grants, park, policy=policy)
         assert info.value.code == expect["error"]
+        for text in expect.get("error_contains", ()):
+            assert text in str(info.value), str(info.value)
         assert "\n" not in str(info.value)
         return
     _check(plan(job, snap, grants, park, policy=policy), expect)

@@ -1,0 +1,285 @@
+"""GPU facts, declared once: the GPU models eps knows, every GCP GPU machine family with its
+machine types, provisioning models, zones and list prices, and RunPod's GPU types; and the
+pure rules that match them to what a job needs (issue 35).
+
+A job needs GPUs of some models (``--gpu l4,a100-80``; empty: any) with at least some memory
+each (``--gpu-mem 80``).  Each GPU intent has a default least memory in the intent table
+(``debug`` 24 GB, ``gpu-N`` and ``capture-7b`` 80 GB); when the job names its GPU models and
+no memory, the models it named are its choice and no default minimum applies.
+
+Sources (checked 2026-11; prices are list prices in USD per hour in us-central1, shown as
+information only, P12: no code path limits or refuses work by dollars):
+
+- GPU models and memory: GCE "GPU machine types" (cloud.google.com/compute/docs/gpus):
+  L4 24 GB GDDR6; A100 40 GB and 80 GB HBM2e; H100 80 GB HBM3; H200 141 GB HBM3e;
+  B200 180 GB HBM3e.
+- Machine types (GPUs, vCPUs, memory): GCE "Accelerator-optimized machine family"
+  (cloud.google.com/compute/docs/accelerator-optimized-machines): G2 (g2-standard-N),
+  A2 Standard (a2-highgpu-Ng), A2 Ultra (a2-ultragpu-Ng), A3 High (a3-highgpu-Ng),
+  A3 Ultra (a3-ultragpu-8g), A4 (a4-highgpu-8g).
+- Provisioning models: the same page's consumption-option table and GCE "Compute Engine
+  instances provisioning models" (compute/docs/instances/provisioning-models): A3 Ultra and
+  A4 are sold as Spot, Flex-start and reservations, never as plain on-demand; a3-highgpu-1g,
+  -2g and -4g as Spot or Flex-start only; G2, A2 and a3-highgpu-8g under all three.
+- Zones: GCE "GPU regions and zones availability" (compute/docs/gpus/gpu-regions-zones),
+  the accelerator of each family (nvidia-l4, nvidia-tesla-a100, nvidia-a100-80gb,
+  nvidia-h100-80gb, nvidia-h200-141gb, nvidia-b200); the live list is
+  ``gcloud compute accelerator-types list``.  A zone missing here is never tried.
+- Prices: GCE "VM instance pricing", accelerator-optimized section, and "Spot VMs pricing"
+  (spot prices move; these are typical); flex-start: "Dynamic Workload Scheduler pricing"
+  (up to 53 % off on-demand, so about half of it here).
+- RunPod GPU types: its API document (reference/runpod-openapi-v2.json: ``GpuType`` has
+  ``id``, ``memory`` in GB and a per-GPU ``price``; the document's own examples name
+  ``NVIDIA GeForce RTX 4090`` (24 GB), ``NVIDIA GeForce RTX 5090``, ``NVIDIA H100 PCIe``,
+  ``NVIDIA H100 80GB HBM3`` and ``NVIDIA L40``) and its catalog
+  ``GET /v2/catalog/gpus`` (secure price per GPU); ``maxCount`` 8 on secure cloud.
+"""
+
+from __future__ import annotations
+
+from eps.core.model import GcpMachine, Intent, Job, JobError, Policy, Provisioning, RunpodGpuType
+from eps.core.records import NamedTuple
+
+#: ``--gpu any``: no constraint on the GPU model (the same as naming none).
+ANY_GPU = "any"
+
+
+class GpuModel(NamedTuple):
+    """A GPU model as eps names it (``--gpu``), its memory per GPU (GB) and the names
+    providers and clusters give it."""
+
+    name: str
+    memory_gb: int
+    aliases: tuple[str, ...] = ()
+
+
+GPU_MODELS: tuple[GpuModel, ...] = (
+    GpuModel("l4", 24, ("L4", "nvidia-l4", "NVIDIA L4")),
+    GpuModel("a100-40", 40, ("A100-40GB", "nvidia-tesla-a100")),
+    GpuModel("a100-80", 80, ("A100-80GB", "nvidia-a100-80gb")),
+    GpuModel("h100", 80, ("H100", "H100-80GB", "nvidia-h100-80gb")),
+    GpuModel("h200", 141, ("H200", "nvidia-h200-141gb")),
+    GpuModel("b200", 180, ("B200", "nvidia-b200")),
+)
+
+_BY_NAME = {m.name: m for m in GPU_MODELS}
+_BY_ALIAS = {a.lower(): m for m in GPU_MODELS for a in (m.name, *m.aliases)}
+
+
+def gpu_model(name: str | None) -> GpuModel | None:
+    """The model ``name`` stands for (``h200``, ``H200``, ``nvidia-h200-141gb``), or ``None``."""
+    return None if name is None else _BY_ALIAS.get(name.lower())
+
+
+class GpuNeed(NamedTuple):
+    """What a job needs of each GPU: one of ``models`` (empty: any model) with at least
+    ``min_mem_gb`` of memory."""
+
+    models: tuple[str, ...] = ()
+    min_mem_gb: int = 0
+
+    def admits(self, model: str | None, memory_gb: int | None) -> bool:
+        """Whether a GPU of ``model`` with ``memory_gb`` satisfies this need.  A GPU of a model
+        eps does not know (a cluster's own word, such as ``A100``) satisfies only a need that
+        names no model, and its unknown memory is not held against it (unknown means try)."""
+        known = gpu_model(model)
+        if self.models and (known is None or known.name not in self.models):
+            return False
+        mem = memory_gb if memory_gb is not None else (known.memory_gb if known else None)
+        return mem is None or mem >= self.min_mem_gb
+
+    def words(self) -> str:
+        """``l4 or a100-80 with at least 80 GB``, ``any GPU with at least 24 GB``."""
+        what = " or ".join(self.models) if self.models else "any GPU"
+        return f"{what} with at least {self.min_mem_gb} GB" if self.min_mem_gb else what
+
+
+def job_gpu_need(job: Job, intent: Intent) -> GpuNeed:
+    """The job's need: its own ``--gpu`` and ``--gpu-mem``, else the intent's defaults.  Naming
+    GPU models without a memory drops the intent's default minimum (the models are the choice).
+    ``plan()`` has refused unknown models and a negative memory first (:func:`gpu_errors`)."""
+    words = [w.lower() for w in job.gpu_models]
+    models = () if ANY_GPU in words else tuple(dict.fromkeys(words))
+    named = bool(words)
+    mem = job.gpu_mem_gb if job.gpu_mem_gb is not None else (0 if named else intent.gpu_mem_gb)
+    return GpuNeed(models if named else intent.gpu_models, mem)
+
+
+def gpu_errors(job: Job) -> tuple[str, str, str] | None:
+    """``(code, message, word)`` for a ``--gpu`` word that names no model, or a negative
+    ``--gpu-mem`` (its word ``""``)."""
+    for word in job.gpu_models:
+        if word.lower() != ANY_GPU and word.lower() not in _BY_NAME:
+            return "unknown_gpu", f"unknown GPU {word!r}", word
+    if job.gpu_mem_gb is not None and job.gpu_mem_gb < 0:
+        return "bad_gpu_mem", f"GPU memory must not be negative (got {job.gpu_mem_gb} GB)", ""
+    return None
+
+
+# --- GCP: the GPU machine families --------------------------------------------------------
+
+
+class GpuFamily(NamedTuple):
+    """A GCP GPU machine family: its GPU model, what it is sold as, and the zones that offer it."""
+
+    name: str
+    gpu: str
+    sold_as: tuple[Provisioning, ...]
+    zones: tuple[str, ...]
+
+
+_ALL = (Provisioning.SPOT, Provisioning.ON_DEMAND, Provisioning.FLEX_START)
+_NO_ON_DEMAND = (Provisioning.SPOT, Provisioning.FLEX_START)
+
+_L4_ZONES = (
+    "europe-west4-a", "europe-west4-b", "europe-west4-c", "us-central1-a", "us-central1-b", "us-central1-c",
+    "europe-west1-b", "europe-west1-c", "europe-west2-a", "europe-west2-b", "europe-west3-b",
+    "us-east1-b", "us-east1-c", "us-east1-d", "us-east4-a", "us-east4-c", "us-west1-a", "us-west1-b",
+    "us-west1-c", "us-west4-a", "us-west4-c", "asia-east1-a", "asia-east1-c", "asia-northeast1-a",
+    "asia-northeast1-c", "asia-southeast1-a", "asia-southeast1-b", "asia-southeast1-c",
+)  # fmt: skip
+_A100_40_ZONES = (
+    "europe-west4-a", "europe-west4-b", "us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f",
+    "us-east1-b", "us-west1-b", "us-west3-b", "us-west4-b", "asia-northeast1-a", "asia-northeast1-c",
+    "asia-northeast3-a", "asia-northeast3-b", "asia-southeast1-b", "asia-southeast1-c", "me-west1-b", "me-west1-c",
+)  # fmt: skip
+_A100_80_ZONES = ("europe-west4-a", "us-central1-a", "us-central1-c", "us-east4-c", "us-east5-b", "asia-southeast1-c")
+_H100_ZONES = (
+    "europe-west4-b", "europe-west4-c", "europe-west1-b", "europe-west1-c", "us-central1-a", "us-central1-b",
+    "us-central1-c", "us-east4-a", "us-east4-b", "us-east4-c", "us-east5-a", "us-west1-a", "us-west1-b",
+)  # fmt: skip
+_H200_ZONES = ("us-central1-b", "europe-west1-b", "us-east1-d", "us-east4-b", "us-west1-c", "asia-south1-b")
+_B200_ZONES = ("europe-west4-b", "us-central1-b", "us-east1-b", "us-east4-b", "us-south1-b", "asia-northeast1-b")
+
+GCP_GPU_FAMILIES: tuple[GpuFamily, ...] = (
+    GpuFamily("g2-standard", "l4", _ALL, _L4_ZONES),
+    GpuFamily("a2-highgpu", "a100-40", _ALL, _A100_40_ZONES),
+    GpuFamily("a2-ultragpu", "a100-80", _ALL, _A100_80_ZONES),
+    GpuFamily("a3-highgpu", "h100", _ALL, _H100_ZONES),  # 1g/2g/4g: spot or flex-start only (below)
+    GpuFamily("a3-ultragpu", "h200", _NO_ON_DEMAND, _H200_ZONES),
+    GpuFamily("a4-highgpu", "b200", _NO_ON_DEMAND, _B200_ZONES),
+)
+
+
+def family_of(machine: str) -> str:
+    """``a2-ultragpu-1g`` -> ``a2-ultragpu``; ``g2-standard-4`` -> ``g2-standard``."""
+    return machine.rsplit("-", 1)[0]
+
+
+def _machine(
+    family: GpuFamily,
+    suffix: str,
+    gpus: int,
+    vcpus: int,
+    mem_gb: int,
+    on_demand: float,
+    spot: float,
+    flex: float | None = None,
+    sold_as: tuple[Provisioning, ...] | None = None,
+) -> GcpMachine:
+    return GcpMachine(
+        name=f"{family.name}-{suffix}",
+        vcpus=vcpus,
+        mem_gb=mem_gb,
+        gpus=gpus,
+        gpu_model=family.gpu,
+        zones=family.zones,
+        on_demand_per_hour=on_demand,
+        spot_per_hour=spot,
+        sold_as=sold_as or family.sold_as,
+        flex_start_per_hour=flex if flex is not None else round(on_demand * 0.5, 2),
+    )
+
+
+_G2, _A2, _A2U, _A3, _A3U, _A4 = GCP_GPU_FAMILIES
+
+#: (suffix, GPUs, vCPUs, memory GB, on-demand $/h, spot $/h) of each machine type.
+GCP_GPU_MACHINES: tuple[GcpMachine, ...] = (
+    # G2: 1 x L4 for 4-32 vCPUs, 2/4/8 x L4 for 24/48/96.
+    _machine(_G2, "4", 1, 4, 16, 0.71, 0.28),
+    _machine(_G2, "8", 1, 8, 32, 0.85, 0.34),
+    _machine(_G2, "12", 1, 12, 48, 1.00, 0.40),
+    _machine(_G2, "16", 1, 16, 64, 1.15, 0.46),
+    _machine(_G2, "24", 2, 24, 96, 2.00, 0.80),
+    _machine(_G2, "32", 1, 32, 128, 1.73, 0.69),
+    _machine(_G2, "48", 4, 48, 192, 4.00, 1.60),
+    _machine(_G2, "96", 8, 96, 384, 8.00, 3.20),
+    # A2 Standard: A100 40 GB, 12 vCPUs and 85 GB per GPU.
+    *(_machine(_A2, f"{n}g", n, 12 * n, 85 * n, round(3.67 * n, 2), round(1.61 * n, 2)) for n in (1, 2, 4, 8)),
+    # A2 Ultra: A100 80 GB, 12 vCPUs and 170 GB per GPU.
+    *(_machine(_A2U, f"{n}g", n, 12 * n, 170 * n, round(5.07 * n, 2), round(2.03 * n, 2)) for n in (1, 2, 4, 8)),
+    # A3 High: H100 80 GB, 26 vCPUs and 234 GB per GPU; 1g/2g/4g spot or flex-start only.
+    *(
+        _machine(
+            _A3, f"{n}g", n, 26 * n, 234 * n, round(11.06 * n, 2), round(2.75 * n, 2), round(5.30 * n, 2),
+            sold_as=_ALL if n == 8 else _NO_ON_DEMAND,
+        )
+        for n in (1, 2, 4, 8)
+    ),
+    # A3 Ultra: 8 x H200 141 GB, 224 vCPUs, 2952 GB.  A4: 8 x B200 180 GB, 224 vCPUs, 3968 GB.
+    # Their on-demand prices are those of reservation-bound VMs (information only: not sold plain).
+    _machine(_A3U, "8g", 8, 224, 2952, 84.81, 29.76, 42.41),
+    _machine(_A4, "8g", 8, 224, 3968, 113.84, 40.00, 57.00),
+)
+
+
+def gpu_memory_gb(machine: GcpMachine) -> int | None:
+    known = gpu_model(machine.gpu_model)
+    return known.memory_gb if known else None
+
+
+def gcp_gpu_machines(policy: Policy, need: GpuNeed, gpus: int) -> tuple[GcpMachine, ...]:
+    """The GCP machine types for a ``gpus``-GPU job with ``need``: one per family (its cheapest
+    type with exactly that many GPUs, P5: one machine), families in the policy's table order."""
+    best: dict[str, GcpMachine] = {}
+    for m in policy.gcp_machines:
+        if m.gpus != gpus or gpus == 0 or not need.admits(m.gpu_model, gpu_memory_gb(m)):
+            continue
+        fam = family_of(m.name)
+        if fam not in best or m.on_demand_per_hour < best[fam].on_demand_per_hour:
+            best[fam] = m
+    return tuple(best.values())
+
+
+def runpod_gpu_types(policy: Policy, need: GpuNeed, gpus: int) -> tuple[RunpodGpuType, ...]:
+    """RunPod's GPU types that satisfy ``need`` with room for ``gpus`` on one pod (P5),
+    cheapest per GPU first (ties: table order)."""
+    fit = [g for g in policy.runpod_gpu if g.max_count >= gpus and need.admits(g.model, g.memory_gb)]
+    return tuple(sorted(fit, key=lambda g: g.per_gpu_hour))
+
+
+def lanes_have(policy: Policy) -> str:
+    """What GPUs each lane has, in one line: ``fellows: h200 (141 GB); gcp: l4 (24 GB), ...``."""
+    parts = []
+    for c in policy.clusters:
+        known = gpu_model(c.gpu_model)
+        parts.append(f"{c.name}: {known.name} ({known.memory_gb} GB)" if known else f"{c.name}: {c.gpu_model}")
+    gcp = {m.gpu_model: gpu_memory_gb(m) for m in policy.gcp_machines if m.gpus}
+    if gcp:
+        parts.append("gcp: " + ", ".join(f"{k} ({v} GB)" for k, v in gcp.items()))
+    pods = sorted({(g.model or g.id): g.memory_gb for g in policy.runpod_gpu}.items(), key=lambda kv: kv[1])
+    if pods:
+        parts.append("runpod (pin only): " + ", ".join(f"{k} ({v} GB)" for k, v in pods))
+    return "; ".join(parts)
+
+
+def no_such_gpu(job: Job, need: GpuNeed, policy: Policy) -> JobError | None:
+    """The refusal when no lane of the policy has a GPU that satisfies ``need``, else ``None``."""
+    if any(need.admits(c.gpu_model, None) for c in policy.clusters):
+        return None
+    if any(m.gpus and need.admits(m.gpu_model, gpu_memory_gb(m)) for m in policy.gcp_machines):
+        return None
+    if any(need.admits(g.model, g.memory_gb) for g in policy.runpod_gpu):
+        return None
+    return JobError("no_such_gpu", f"no such GPU: no lane has {need.words()} ({lanes_have(policy)})", job)
+
+
+RUNPOD_GPU_TYPES: tuple[RunpodGpuType, ...] = (
+    RunpodGpuType("NVIDIA H100 80GB HBM3", memory_gb=80, per_gpu_hour=2.69, model="h100"),
+    RunpodGpuType("NVIDIA H200", memory_gb=141, per_gpu_hour=3.59, model="h200"),
+    RunpodGpuType("NVIDIA A100-SXM4-80GB", memory_gb=80, per_gpu_hour=1.49, model="a100-80"),
+    RunpodGpuType("NVIDIA H100 PCIe", memory_gb=80, per_gpu_hour=2.39, model="h100"),
+    RunpodGpuType("NVIDIA L40", memory_gb=48, per_gpu_hour=0.99),
+    RunpodGpuType("NVIDIA GeForce RTX 5090", memory_gb=32, per_gpu_hour=0.94),
+    RunpodGpuType("NVIDIA GeForce RTX 4090", memory_gb=24, per_gpu_hour=0.69),
+)
