@@ -116,6 +116,30 @@ def gpu_errors(job: Job) -> tuple[str, str, str] | None:
     return None
 
 
+def parse_gpu_models(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``--gpu l4,a100-80`` (or a list, as a job file or MCP gives it) -> ``("l4", "a100-80")``;
+    ``any`` stays ``any``.  A ``ValueError`` of one line on a word that names no model."""
+    words = text.split(",") if isinstance(text, str) else list(text)
+    out = tuple(w.strip().lower() for w in words if isinstance(w, str) and w.strip())
+    if not out or len(out) != len(words):
+        raise ValueError(f"--gpu takes GPU models separated by commas (known: {_KNOWN}), got {text!r}")
+    bad = gpu_errors(Job("-", gpu_models=out))
+    if bad is not None:
+        raise ValueError(f"{bad[1]} (known: {_KNOWN})")
+    return out
+
+
+def parse_gpu_mem(value: str | int) -> int:
+    """``--gpu-mem 80`` -> 80: a whole number of GB, at least 0; a ``ValueError`` of one line otherwise."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit():
+        raise ValueError(f"--gpu-mem takes a whole number of GB per GPU, got {value!r}")
+    return int(text)
+
+
+_KNOWN = ", ".join([m.name for m in GPU_MODELS] + [ANY_GPU])
+
+
 # --- GCP: the GPU machine families --------------------------------------------------------
 
 

@@ -49,7 +49,8 @@ GOOD = {"--job": ["job.toml", "a b.toml", "x=y"], "--duration": ["3h", "45s", "1
         "--max-restarts": ["0", "5", "1000"], "--sync-every": ["0", " 0 ", "10m"], "--pin": ["gcp", "fellows", "x"],
         "--snapshot": ["s.json"], "--grants": ["g.toml"], "--park": ["high-eur=700", "fellows:low-eur=1h", "x"],
         "--park-reason": ["Priority", "Resources x"], "--stall-after": ["20s", "off", "0", "x"],
-        "--on-stall": ["stop", "notify", "kill"]}  # fmt: skip
+        "--on-stall": ["stop", "notify", "kill"], "--gpu": ["l4", "a100-80,h100", "any", "H200", "x", "l4,,"],
+        "--gpu-mem": ["0", "80", " 24 ", "-1", "8.5"]}  # fmt: skip
 
 
 @st.composite

@@ -256,7 +256,8 @@ def test_plan_shows_the_policy_in_effect(capsys: pytest.CaptureFixture[str], tmp
     assert rc == 0
     assert doc["retry"] == {"on": ["interruption", "error"], "retry_for_s": 21600, "max_restarts": 5,
                             "sync_every_s": 300}  # fmt: skip
-    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "30d", "--json"], env)  # a terminal plan has one too
+    # a terminal plan has one too (H100/H200 only: an A100 80GB on-demand would hold a 30-day job)
+    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "30d", "--gpu", "h100,h200", "--json"], env)
     doc = json.loads(out)
     valid(doc, "plan")
     assert rc == 1 and doc["retry"] == {"on": [], "retry_for_s": HEALING.retry_for_s,

@@ -39,7 +39,8 @@ def test_cpu_small_without_a_duration_plans_gcp_on_demand_first(
 def test_gpu_1_without_a_duration_plans_the_fellows_tiers_then_flex_start(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    rc, out, _ = run(capsys, ["plan", "gpu-1", "--json"], set_up_env(tmp_path))
+    # H100/H200 only (issue 35: without --gpu, a2-ultragpu-1g on-demand comes before the flex-start rungs)
+    rc, out, _ = run(capsys, ["plan", "gpu-1", "--gpu", "h100,h200", "--json"], set_up_env(tmp_path))
     assert rc == 0
     doc = json.loads(out)
     valid(doc, "plan")  # the schema knows flex-start and time_limit_s

@@ -86,11 +86,13 @@ def test_rungs_of_set_up_lanes_are_runnable_and_the_plan_exits_0(
 
 
 def test_a_plan_whose_only_outcome_is_terminal_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "30d", "--json"], set_up_env(tmp_path))
+    # H100/H200 only: an A100 80GB on-demand (a2-ultragpu-1g) would hold a 30-day job (issue 35)
+    h = ["--gpu", "h100,h200"]
+    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "30d", *h, "--json"], set_up_env(tmp_path))
     d = json.loads(out)
     valid(d, "plan")
     assert rc == 1 and d["terminal"]["code"] == "gpu_exhausted" and d["rungs"] == []
-    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "30d"], set_up_env(tmp_path))
+    rc, out, _ = run(capsys, ["plan", "gpu-1", "--duration", "30d", *h], set_up_env(tmp_path))
     assert rc == 1 and "terminal: nothing left to try (gpu_exhausted)" in out
 
 
@@ -107,7 +109,7 @@ def test_a_job_file_gives_the_options_and_flags_override_it(capsys: pytest.Captu
     assert rc == 0, err
     assert d["job"] == {"intent": "cpu-small", "duration_s": 5400, "restartable": True, "footprint_gb": 0.0,
                         "gradient_fit": False, "count": 3, "pin": "gcp", "command": ["python a.py"],
-                        "fall_through": False}  # fmt: skip
+                        "fall_through": False, "gpu_models": [], "gpu_mem_gb": None}  # fmt: skip
     rc, out, err = run(capsys, ["plan", "--job", str(job), "cpu-bigmem", "--duration", "2h", "--no-restartable",
                                 "--count", "1", "--json"], env)  # fmt: skip
     j = json.loads(out)["job"]

@@ -41,6 +41,8 @@ JOBS = [
     ["gpu-2", "--pin", "runpod", "--duration", "30m"],
     ["gpu-1", "--duration", "1h", "--park", "high-eur=700"],
     ["cpu-small"],
+    ["gpu-1", "--duration", "2h", "--gpu", "a100-80"],
+    ["debug", "--duration", "30m", "--gpu-mem", "40"],
 ]
 
 
@@ -55,7 +57,7 @@ def _args(argv: list[str]) -> dict[str, Any]:
             i += 1
             continue
         value: Any = argv[i + 1]
-        args[name] = int(value) if name == "count" else float(value) if name == "footprint_gb" else value
+        args[name] = int(value) if name in ("count", "gpu_mem") else float(value) if name == "footprint_gb" else value
         i += 2
     return args
 

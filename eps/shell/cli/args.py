@@ -127,6 +127,18 @@ def seconds_or_zero(text: str) -> int:
     return duration(text)
 
 
+def gpu(text: str) -> tuple[str, ...]:
+    from eps.core.gpus import parse_gpu_models
+
+    return parse_gpu_models(text)
+
+
+def gpu_mem(text: str) -> int:
+    from eps.core.gpus import parse_gpu_mem
+
+    return parse_gpu_mem(text)
+
+
 def footprint(text: str) -> float:
     try:
         value = float(text)
@@ -147,6 +159,8 @@ PLAN_VALUES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--duration": ("duration", duration),
     "--footprint-gb": ("footprint_gb", footprint),
     "--count": ("count", count),
+    "--gpu": ("gpu", gpu),
+    "--gpu-mem": ("gpu_mem", gpu_mem),
     "--retry": ("retry", retry),
     "--retry-for": ("retry_for", duration),
     "--max-restarts": ("max_restarts", max_restarts),
@@ -174,7 +188,8 @@ PLAN_FLAGS: dict[str, tuple[str, bool]] = {
 #: root's options, the subcommand, then the plan parser's).
 PLAN_DEFAULTS: dict[str, Any] = {
     "version": False, "list_intents": False, "cmd": "plan", "intent": None, "job": None, "duration": None,
-    "restartable": None, "footprint_gb": None, "gradient_fit": None, "fall_through": None, "count": None, "retry": None,
+    "restartable": None, "footprint_gb": None, "gradient_fit": None, "fall_through": None, "count": None, "gpu": None,
+    "gpu_mem": None, "retry": None,
     "retry_for": None, "max_restarts": None, "sync_every": None, "stall_after": None, "on_stall": None,
     "pin": None, "snapshot": None, "grants": None,
     "json": False, "wide": False, "park": None, "park_reason": None,

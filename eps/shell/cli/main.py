@@ -86,6 +86,8 @@ def make_job(ns: Args, command: Sequence[str] = ()) -> Job:
         stall_after_s=pick("stall_after", "stall_after_s"),
         on_stall=pick("on_stall"),
         fall_through=pick("fall_through"),
+        gpu_models=pick("gpu", "gpu_models") or (),
+        gpu_mem_gb=pick("gpu_mem", "gpu_mem_gb"),
     )
 
 

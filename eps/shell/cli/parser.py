@@ -217,6 +217,14 @@ def _on_stall(text: str) -> str:
     return _typed(values.on_stall, text)
 
 
+def _gpu(text: str) -> tuple[str, ...]:
+    return _typed(values.gpu, text)  # type: ignore[no-any-return]
+
+
+def _gpu_mem(text: str) -> int:
+    return _typed(values.gpu_mem, text)  # type: ignore[no-any-return]
+
+
 def _footprint(text: str) -> float:
     return _typed(values.footprint, text)
 
@@ -271,6 +279,14 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
         "instead of ending the dispatch (default: the dispatch ends with the fix; nothing is paid for)",
     )  # fmt: skip
     p.add_argument("--count", type=_count, help="parallel copies (CPU: N machines; GPU: one N-times machine) (1)")
+    p.add_argument(
+        "--gpu", type=_gpu, metavar="TYPE[,TYPE...]",
+        help="the GPU models the job may use: l4, a100-40, a100-80, h100, h200, b200, any (default: any of the "
+        "intent's least memory, see `eps intents`); naming models drops that minimum unless --gpu-mem says",
+    )  # fmt: skip
+    p.add_argument(
+        "--gpu-mem", type=_gpu_mem, metavar="GB", help="least memory per GPU, GB (default: the intent's)"
+    )
     p.add_argument(
         "--retry", type=_retry, metavar="EVENT[,EVENT]",
         help="what eps retries: no-capacity (every rung exhausted: wait, plan again), interruption (a preempted, "

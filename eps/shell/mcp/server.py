@@ -73,6 +73,11 @@ Retry = Annotated[
     Field(description="what eps retries: no-capacity, interruption, error, stalled (a list or a,b)"),
 ]
 Env = Annotated[list[str] | None, Field(description="KEY (its value from the server's environment) or KEY=VALUE")]
+Gpu = Annotated[
+    str | list[str] | None,
+    Field(description="GPU models allowed: l4, a100-40, a100-80, h100, h200, b200, any (default: the intent's)"),
+]
+GpuMem = Annotated[int | None, Field(description="least memory per GPU, GB (default: the intent's)")]
 Dispatches = Annotated[
     str | list[str] | None, Field(description="the dispatch ids to hear of (none: every dispatch of this state dir)")
 ]
@@ -189,11 +194,12 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
     def plan(intent: Intent, duration: Duration = None, restartable: bool = False, footprint_gb: float = 0.0,
              gradient_fit: bool = False, count: int = 1, pin: Lane = None, retry: Retry = None,
              retry_for: Duration = None, max_restarts: int | None = None, sync_every: Duration = None,
-             fall_through: bool = False, snapshot: Doc = None, grants: Doc = None, park: str | None = None,
+             fall_through: bool = False, gpu: Gpu = None, gpu_mem: GpuMem = None, snapshot: Doc = None,
+             grants: Doc = None, park: str | None = None,
              park_reason: str | None = None) -> CallToolResult:  # fmt: skip
         def run() -> dict[str, Any]:
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
-                         max_restarts, sync_every, fall_through=fall_through)  # fmt: skip
+                         max_restarts, sync_every, fall_through=fall_through, gpu=gpu, gpu_mem=gpu_mem)  # fmt: skip
             snap, qos = files_given(snapshot, grants)
             return svc.plan(job.core(), snapshot=snap, grants=qos, park=park_state(park, park_reason, policy)).to_dict()
 
@@ -205,14 +211,14 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
                 workdir: str | None = None, setup: str | None = None, env: Env = None, time_limit: Duration = None,
                 retry: Retry = None, retry_for: Duration = None, max_restarts: int | None = None,
                 sync_every: Duration = None, fall_through: bool = False, storage: str | None = None,
-                stall_after: Duration = None, on_stall: OnStall = None,
+                stall_after: Duration = None, on_stall: OnStall = None, gpu: Gpu = None, gpu_mem: GpuMem = None,
                 inputs: list[str] | None = None, notify: Notify = None, snapshot: Doc = None, grants: Doc = None,
                 dispatch_id: str | None = None) -> CallToolResult:  # fmt: skip
         def run() -> dict[str, Any]:
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
                          max_restarts, sync_every, command=command, workdir=workdir, setup=setup,
                          env=tuple(env or ()), time_limit=time_limit, fall_through=fall_through, storage=storage,
-                         stall_after=stall_after, on_stall=on_stall,
+                         stall_after=stall_after, on_stall=on_stall, gpu=gpu, gpu_mem=gpu_mem,
                          inputs=tuple(inputs or ()))  # fmt: skip
             snap, qos = files_given(snapshot, grants)
             return svc.execute(job.core(), job.shipping(), dispatch_id=dispatch_id, snapshot=snap, grants=qos,

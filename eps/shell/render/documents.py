@@ -67,6 +67,8 @@ def job_dict(job: Job) -> dict[str, Any]:
         "pin": job.pin,
         "command": list(job.command),
         "fall_through": job.fall_through,
+        "gpu_models": list(job.gpu_models),
+        "gpu_mem_gb": job.gpu_mem_gb,
     }
 
 
@@ -114,9 +116,12 @@ def plan_dict(plan: RoutePlan, job: Job, down: Sequence[LaneDown] = (), healing:
 
 
 def intent_dict(it: Intent, policy: Policy) -> dict[str, Any]:
+    from eps.core.gpus import GpuNeed, gcp_gpu_machines, runpod_gpu_types
     from eps.core.tables import BIG_VOLUME_INTENT
 
     gpu = it.resource.value == "gpu"
+    need = GpuNeed(it.gpu_models, it.gpu_mem_gb)
+    pods = [g.id for g in runpod_gpu_types(policy, need, it.gpus)] if gpu else list(it.runpod_cpu)
     return {
         "name": it.name,
         "resource": it.resource.value,
@@ -127,11 +132,14 @@ def intent_dict(it: Intent, policy: Policy) -> dict[str, Any]:
         "lanes": list(policy.gpu_lane_order if gpu else policy.cpu_lane_order),
         "gcp_machine": it.gcp_machine,
         "gcp_spot": it.spot_eligible,
-        "runpod": list(it.runpod_gpu if gpu else it.runpod_cpu),
+        "runpod": pods,
         "runpod_needs_pin": gpu,
         "dev_qos": it.dev_qos_ok,
         "big_volume": it.name == BIG_VOLUME_INTENT,
         "disk_gb": it.disk_gb,
+        "gpu_models": list(it.gpu_models),
+        "gpu_mem_gb": it.gpu_mem_gb,
+        "gcp_gpu_machines": [m.name for m in gcp_gpu_machines(policy, need, it.gpus)] if gpu else [],
     }
 
 

@@ -148,9 +148,11 @@ def print_intents(policy: Policy, out: Out) -> None:
     rows = []
     for it in policy.intents:
         d = intent_dict(it, policy)
-        machine = (d["gcp_machine"] or "-") + ("" if d["gcp_spot"] else " (on-demand)")
+        machine = d["gcp_machine"] or ", ".join(d["gcp_gpu_machines"]) or "-"
+        machine += "" if d["gcp_spot"] else " (on-demand)"
         runpod = ", ".join(d["runpod"]) + (" (pin only)" if d["runpod_needs_pin"] else "")
-        kind = f"{it.gpus} GPU" if it.gpus else f"{it.vcpus} vCPU"
+        least = f" of {it.gpu_mem_gb}+ GB" if it.gpu_mem_gb else ""
+        kind = f"{it.gpus} GPU{least}" if it.gpus else f"{it.vcpus} vCPU"
         if it.disk_gb is not None:
             kind += f", {it.disk_gb} GB disk"
         rows.append([it.name, kind, " -> ".join(d["lanes"]), machine, runpod, it.description])

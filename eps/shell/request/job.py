@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from eps.core.durations import parse_duration
+from eps.core.gpus import parse_gpu_mem, parse_gpu_models
 from eps.core.healing import job_max_restarts, job_retry
 from eps.core.model import CapacitySnapshot, JobError
 from eps.core.model import Job as CoreJob
@@ -71,7 +72,9 @@ class Job:
     sync_every_s``), ``stall_after`` (a duration; 0 or ``"off"``: not watched; ``None``: ``[jobs]
     stall_after_s``) and ``on_stall`` (``"notify"`` or ``"stop"``).
     ``fall_through``: a free cluster that says it is set up wrong is skipped
-    instead of ending the dispatch.  ``storage`` (an ``s3://``/``gs://`` URL, ``"none"``; ``None``: the
+    instead of ending the dispatch.  ``gpu`` (GPU models: ``"l4,a100-80"`` or a list; ``"any"``)
+    and ``gpu_mem`` (least GB per GPU; ``None``: the intent's), as ``--gpu`` and ``--gpu-mem``.
+    ``storage`` (an ``s3://``/``gs://`` URL, ``"none"``; ``None``: the
     config's ``[storage] url``) and ``inputs`` (``URL[:DEST]`` each), for :func:`execute`.  ``notify``: the
     job's own notification targets, each an apprise URL or ``env:NAME`` (the URL in that variable: the
     token-safe form), for :func:`execute`.  ``settings_env``
@@ -100,6 +103,8 @@ class Job:
     fall_through: bool = False
     storage: str | None = None
     inputs: Sequence[str] = ()
+    gpu: str | Sequence[str] | None = None
+    gpu_mem: int | None = None
     notify: Sequence[str] = field(default=(), repr=False)  # URLs carry tokens: not in repr
     settings_env: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
@@ -141,6 +146,8 @@ class Job:
                 "stall_after", parse_stall_after, self.stall_after),
             on_stall=None if self.on_stall is None else _checked("on_stall", check_on_stall, self.on_stall),
             fall_through=bool(self.fall_through),
+            gpu_models=() if self.gpu is None else _checked("gpu", parse_gpu_models, self.gpu),
+            gpu_mem_gb=None if self.gpu_mem is None else _checked("gpu_mem", parse_gpu_mem, self.gpu_mem),
         )
 
     def shipping(self) -> Shipping:
@@ -174,4 +181,6 @@ class Job:
         out += ["--stall-after", str(core.stall_after_s)] if core.stall_after_s is not None else []
         out += ["--on-stall", core.on_stall] if core.on_stall is not None else []
         out += ["--fall-through"] if core.fall_through else []
+        out += ["--gpu", ",".join(core.gpu_models)] if core.gpu_models else []
+        out += ["--gpu-mem", str(core.gpu_mem_gb)] if core.gpu_mem_gb is not None else []
         return [*out, "--", *core.command] if core.command else out

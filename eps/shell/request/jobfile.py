@@ -21,6 +21,8 @@ fall_through = false       # a free cluster that says it is set up wrong: skip i
 storage = "s3://my-bucket/runs"   # outputs, checkpoints, log straight from the machine ("none": not this job)
 inputs = ["s3://my-bucket/data/shards:shards"]   # URL[:DEST] copied into the workdir before setup
 notify = ["env:SLACK_URL"]   # this job's own targets: apprise URLs, or env:NAME (the URL in variable NAME)
+gpu = ["a100-80", "h100"]  # a GPU job's allowed GPU models (l4, a100-40, a100-80, h100, h200, b200, any)
+gpu_mem = 80               # least memory per GPU, GB (default: the intent's)
 
 [retry]                    # the retry policy (see "Jobs that heal" in the README)
 on = ["interruption", "error"]   # a list of events: no-capacity, interruption, error
@@ -83,6 +85,8 @@ class _JobDoc:
     storage: str | None = None
     inputs: list[str] | None = None
     notify: list[str] | None = None
+    gpu: str | list[str] | None = None
+    gpu_mem: int | None = None
     retry: _RetryDoc | None = None
 
 
@@ -112,6 +116,8 @@ class JobFile(NamedTuple):
     storage: str | None = None  # a URL or "none"
     inputs: tuple[str, ...] | None = None  # URL[:DEST] each
     notify: tuple[str, ...] | None = None  # an apprise URL or env:NAME each (resolved at execute)
+    gpu_models: tuple[str, ...] | None = None  # ``gpu``: the GPU models allowed (eps.core.gpus)
+    gpu_mem_gb: int | None = None  # ``gpu_mem``: least memory per GPU, GB
 
 
 def _seconds(path: str, field: str, value: str | int | None, *, positive: bool = False) -> int | None:
@@ -124,6 +130,21 @@ def _seconds(path: str, field: str, value: str | int | None, *, positive: bool =
     if positive and seconds <= 0:
         raise ConfigError(f"{path}: must be positive @ $.{field}")
     return seconds
+
+
+def _gpus(path: str, doc: _JobDoc) -> tuple[tuple[str, ...] | None, int | None]:
+    """The file's ``gpu`` and ``gpu_mem``, checked as ``--gpu`` and ``--gpu-mem`` are."""
+    from eps.core.gpus import parse_gpu_mem, parse_gpu_models
+
+    try:
+        gpus = None if doc.gpu is None else parse_gpu_models(doc.gpu)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc} @ $.gpu") from None
+    try:
+        mem = None if doc.gpu_mem is None else parse_gpu_mem(doc.gpu_mem)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc} @ $.gpu_mem") from None
+    return gpus, mem
 
 
 def load_job_file(path: str) -> JobFile:
@@ -151,6 +172,7 @@ def load_job_file(path: str) -> JobFile:
         if not doc.command:
             raise ConfigError(f"{path}: must not be empty @ $.command")
         command = tuple(doc.command)
+    gpus, gpu_mem = _gpus(path, doc)
     retry = doc.retry or _RetryDoc()
     workdir = doc.workdir
     if workdir is not None:
@@ -173,6 +195,8 @@ def load_job_file(path: str) -> JobFile:
         storage=doc.storage,
         inputs=None if doc.inputs is None else tuple(doc.inputs),
         notify=None if doc.notify is None else tuple(doc.notify),
+        gpu_models=gpus,
+        gpu_mem_gb=gpu_mem,
         retry=_checked(path, "retry.on", job_retry, retry.on),
         retry_for_s=_seconds(path, "retry.for", retry.for_),
         max_restarts=_checked(path, "retry.max_restarts", job_max_restarts, retry.max_restarts),
