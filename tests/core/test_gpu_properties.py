@@ -42,8 +42,15 @@ COMMON: dict[str, Any] = {
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
 }
 
+
+
+def _job(**fields: Any) -> Job:
+    """A job of only these fields, the rest Job's defaults (``st.builds(Job)`` would draw them all)."""
+    return Job(**fields)
+
+
 jobs = st.builds(
-    lambda **fields: Job(**fields),  # only these fields: the rest keep Job's defaults
+    _job,
     intent=st.sampled_from(GPU_INTENTS),
     duration_s=st.one_of(st.none(), st.integers(60, 4 * 3600), st.integers(0, 20 * DAY)),
     restartable=st.booleans(),

@@ -250,15 +250,43 @@ def _label_value_ok(value: str) -> bool:
     return len(value) <= 63 and all(c in "_-" or c.isdigit() or (c.isalpha() and not c.isupper()) for c in value)
 
 
+def gpu_machine_zones() -> dict[str, frozenset[str]]:
+    """GCP's GPU machine types and the zones that offer each: every family's types (g2-standard,
+    a2-highgpu, a2-ultragpu, a3-highgpu, a3-ultragpu, a4-highgpu) in the zones of its
+    accelerator on GCE's "GPU regions and zones availability" page, as ``eps.core.gpus``
+    records them (the one copy of those facts; a test that wants a zone to lose a type
+    changes the fake's ``machine_zones``)."""
+    from eps.core.gpus import GCP_GPU_MACHINES
+
+    return {m.name: frozenset(m.zones) for m in GCP_GPU_MACHINES}
+
+
+#: The machine-type families whose types exist only in the zones ``machine_zones`` lists.
+GPU_FAMILIES = ("g2-standard-", "a2-highgpu-", "a2-ultragpu-", "a3-highgpu-", "a3-ultragpu-", "a4-highgpu-")
+
+
+def _type_in_zone(kind: str, zone: str, machine_zones: dict[str, frozenset[str]] | None) -> bool:
+    """Whether ``kind`` exists in ``zone``: a GPU family's type only where its table says (a
+    type the table lacks, such as ``a3-highgpu-3g``, nowhere); every other type anywhere."""
+    if machine_zones is None or not kind.startswith(GPU_FAMILIES):
+        return True
+    return zone in machine_zones.get(kind, frozenset())
+
+
 def insert_violations(
     zone: str,
     body: Any,
     *,
     machine_types: frozenset[str] | None = None,
+    machine_zones: dict[str, frozenset[str]] | None = None,
     details: bool = True,
     networks: frozenset[str] | None = None,
 ) -> list[SyncError]:
-    """What Compute refuses in an ``instances.insert`` body, in the order it reports them."""
+    """What Compute refuses in an ``instances.insert`` body, in the order it reports them.
+    A machine type that does not exist in the zone (``machine_types``: the types that exist
+    anywhere; ``machine_zones``: a GPU type's zones) is the 400 Compute answers for it,
+    "Invalid value for field 'resource.machineType': '...'. Machine type with name '...'
+    does not exist in zone '...'." (GCE "Troubleshooting VM creation" quotes the same text)."""
     if not isinstance(body, dict):
         return [SyncError(400, "required", "Required field 'resource' not specified")]
     found: list[SyncError] = []
@@ -273,7 +301,11 @@ def insert_violations(
         found.append(SyncError(400, "required", "Required field 'resource.machineType' not specified"))
     elif match is None:
         found.append(invalid_field("resource.machineType", machine, "The URL is malformed.", details=details))
-    elif match["zone"] != zone or (machine_types is not None and match["type"] not in machine_types):
+    elif (
+        match["zone"] != zone
+        or (machine_types is not None and match["type"] not in machine_types)
+        or not _type_in_zone(match["type"], zone, machine_zones)
+    ):
         why = f"Machine type with name '{match['type']}' does not exist in zone '{zone}'."
         found.append(invalid_field("resource.machineType", machine, why, details=details))
     for key, value in (body.get("labels") or {}).items():

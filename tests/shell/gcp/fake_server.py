@@ -103,6 +103,7 @@ not_found = _rules.not_found
 already_exists = _rules.already_exists
 request_id_violation = _rules.request_id_violation
 insert_violations = _rules.insert_violations
+gpu_machine_zones = _rules.gpu_machine_zones
 combined = _rules.combined
 NAME_REGEX = _rules.NAME_REGEX
 ZERO_UUID = _rules.ZERO_UUID
@@ -204,6 +205,9 @@ class FakeCompute:
     reports as ``natIP`` while up; ``network_ip``: the internal ``networkIP`` of every
     VM (None: ``10.128.0.2``, ``.3``, ... in order of creation).  Both are attributes
     a test may change.  ``machine_types``: the types that exist (None: any).
+    ``machine_zones``: each GPU machine type's zones (default: every GPU family's, GCP's
+    own table, :func:`gpu_machine_zones`; None: any zone); a GPU type in a zone that lacks
+    it is refused as Compute refuses it.
     ``error_details``: field validation errors carry an ErrorInfo in ``details`` too.
     ``networks``: the project's VPC networks (a default project has ``default``; None: any).
     ``clock``: the time operations are stamped with."""
@@ -215,6 +219,7 @@ class FakeCompute:
         nat_ip: str = "127.0.0.1",
         network_ip: str | None = None,
         machine_types: frozenset[str] | set[str] | None = None,
+        machine_zones: dict[str, frozenset[str]] | str | None = "gcp",
         error_details: bool = True,
         networks: frozenset[str] | set[str] | None = frozenset({"default"}),
         clock: Callable[[], datetime] = _utc_now,
@@ -223,6 +228,7 @@ class FakeCompute:
         self.nat_ip = nat_ip
         self.network_ip = network_ip
         self.machine_types = frozenset(machine_types) if machine_types is not None else None
+        self.machine_zones = gpu_machine_zones() if machine_zones == "gcp" else machine_zones
         self.error_details = error_details
         self.networks = frozenset(networks) if networks is not None else None
         self.clock = clock
@@ -399,7 +405,12 @@ class FakeCompute:
         if (answered := self._replayed(request_id)) is not None:
             return answered
         violations = insert_violations(
-            zone, body, machine_types=self.machine_types, details=self.error_details, networks=self.networks
+            zone,
+            body,
+            machine_types=self.machine_types,
+            machine_zones=self.machine_zones,  # type: ignore[arg-type]
+            details=self.error_details,
+            networks=self.networks,
         )
         if violations:
             return _error(combined(violations))
