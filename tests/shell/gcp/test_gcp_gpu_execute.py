@@ -1,0 +1,77 @@
+"""``eps execute debug --pin gcp --wait`` for real on the GCP fake (issue 35): the job runs
+on an L4 machine type (``g2-standard-4``, the cheapest GPU of at least 24 GB), shipped over
+ssh to the test sshd, and its exit code comes back; when spot L4s are exhausted in every
+zone, the walk moves to the next family (A100 40GB spot), not to the end of the plan.  eps
+runs as child processes (the fault suite's helpers); nothing it started outlives the test."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "shell" / "faults"))
+faults: Any = importlib.import_module("faults_support")
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Any]:
+    faults.ssh_support.start_sshd()
+    gcp = faults.gcp_fake.FakeCompute(faults.PROJECT).start()
+    runpod = faults.runpod_fake.FakeRunpod(api_key=faults.KEY, gets_to_running=1).start()
+    eps = faults.Eps(tmp_path, gcp, runpod)
+    eps.gcp = gcp
+    yield eps
+    eps.run("cancel", "--all")
+    eps.close()
+    gcp.stop()
+    runpod.stop()
+
+
+def _execute(cloud: Any, line: str) -> tuple[int, str, str]:
+    argv = ("execute", "debug", "--duration", "30m", "--pin", "gcp", "--wait", "--", "bash", "-c", line)
+    return cloud.run(*argv, timeout_s=240)  # type: ignore[no-any-return]
+
+
+def _machines(cloud: Any) -> list[tuple[str, str, str]]:
+    """(machine type, zone, provisioning model) of each insert eps sent, in order."""
+    out = []
+    for body in cloud.gcp.bodies("POST", r"/zones/[^/]+/instances$"):
+        _, zone, _, kind = body["machineType"].rsplit("/", 3)
+        out.append((kind, zone, body["scheduling"].get("provisioningModel", "STANDARD")))
+    return out
+
+
+def test_debug_pinned_to_gcp_runs_on_an_l4(cloud: Any) -> None:
+    rc, out, err = _execute(cloud, 'echo on-an-l4; echo 1 > "$EPS_OUTPUT_DIR/ran"; exit 4')
+    assert rc == 4, (out, err)
+    assert _machines(cloud) == [("g2-standard-4", "us-central1-a", "SPOT")]
+    [d] = cloud.dispatch_ids()
+    assert cloud.dispatch(d)["handle"]["machine"] == "g2-standard-4"
+    assert "on-an-l4" in cloud.run("logs", d)[1]
+    assert cloud.gcp.instances == {}  # pulled and deleted: nothing keeps billing
+
+
+def test_spot_l4s_exhausted_everywhere_move_to_the_next_family(cloud: Any) -> None:
+    for zone in faults.ZONES:  # the next insert in each zone: out of resources
+        cloud.gcp.program(zone, faults.gcp_fake.exhausted(cloud.gcp.project, zone))
+    rc, out, err = _execute(cloud, "echo on-an-a100; exit 0")
+    assert rc == 0, (out, err)
+    assert _machines(cloud) == [
+        ("g2-standard-4", "us-central1-a", "SPOT"),
+        ("g2-standard-4", "us-central1-b", "SPOT"),
+        ("a2-highgpu-1g", "us-central1-a", "SPOT"),
+    ]
+    [d] = cloud.dispatch_ids()
+    outcomes = [(a["rung"], a["outcome"]) for a in cloud.attempts(d)]
+    assert [rung for rung, _ in outcomes] == [
+        "gcp/g2-standard-4/us-central1-a/spot",
+        "gcp/g2-standard-4/us-central1-b/spot",
+        "gcp/a2-highgpu-1g/us-central1-a/spot",
+    ], json.dumps(outcomes)
