@@ -34,6 +34,7 @@ from eps.core.model import (
     SkipCode,
     Stock,
 )
+from eps.core.prices import gcp_price
 from eps.core.tables import FLEX_START_MAX_RUN_S
 
 
@@ -111,7 +112,7 @@ def _gcp_candidates(
     per_prov: dict[Provisioning, list[tuple[float, int, GcpMachine]]] = {p: [] for p in _GCP_ORDER}
     for pos, machine in enumerate(machines):
         for prov in _machine_provs(machine, intent, spot, fits_flex, duration_s, index, skipped):
-            price = _price(machine, prov)
+            price = gcp_price(machine, prov)
             per_prov[prov].append((price / max(1, machine.gpus), pos, machine))
     zones_of = {m.name: _zones(m, index, skipped) for m in machines}
     rungs = []
@@ -131,7 +132,7 @@ def _gcp_candidates(
                         vcpus=machine.vcpus,
                         mem_gb=machine.mem_gb,
                         disk_gb=disk,
-                        price_per_hour=_price(machine, prov),
+                        price_per_hour=gcp_price(machine, prov),
                         why=RungWhy.GCP_GPU if intent.resource is Resource.GPU else RungWhy.GCP_CPU,
                     )
                 )
@@ -141,14 +142,6 @@ def _gcp_candidates(
 #: The order of GCP's provisioning models in a plan (P11): spot first when allowed, then
 #: on-demand, then flex-start (where a long non-restartable job has no on-demand).
 _GCP_ORDER = (Provisioning.SPOT, Provisioning.ON_DEMAND, Provisioning.FLEX_START)
-
-
-def _price(machine: GcpMachine, prov: Provisioning) -> float:
-    if prov is Provisioning.SPOT:
-        return machine.spot_per_hour
-    if prov is Provisioning.FLEX_START:
-        return machine.flex_start_per_hour or machine.on_demand_per_hour
-    return machine.on_demand_per_hour
 
 
 def _gpu_not_wanted(index: PolicyIndex, need: GpuNeed, gpus: int, kept: list[GcpMachine], skipped: list[Skip]) -> None:

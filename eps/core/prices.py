@@ -6,7 +6,7 @@ work; they are the tables' list prices times the runtime, not a bill.  Pure.
 
 from __future__ import annotations
 
-from eps.core.model import LaneKind, Policy, Provisioning
+from eps.core.model import GcpMachine, LaneKind, Policy, Provisioning
 
 
 def list_price_per_hour(
@@ -22,7 +22,7 @@ def list_price_per_hour(
         m = policy.gcp_machine(machine)
         if m is None:
             return None
-        return m.spot_per_hour if provisioning is Provisioning.SPOT else m.on_demand_per_hour
+        return gcp_price(m, provisioning)
     flavor, _, rest = machine.partition("-")  # a RunPod CPU instance id: cpu3g-4-16
     for f in policy.runpod_cpu:
         if f.name == flavor and rest.split("-", 1)[0].isdigit():
@@ -31,6 +31,15 @@ def list_price_per_hour(
         if g.id == machine:
             return round(max(1, gpus) * g.per_gpu_hour, 4)
     return None
+
+
+def gcp_price(machine: GcpMachine, provisioning: Provisioning | None) -> float:
+    """The list price per hour of ``machine`` under ``provisioning`` (on-demand when unknown)."""
+    if provisioning is Provisioning.SPOT:
+        return machine.spot_per_hour
+    if provisioning is Provisioning.FLEX_START:
+        return machine.flex_start_per_hour or machine.on_demand_per_hour
+    return machine.on_demand_per_hour
 
 
 def list_cost(per_hour: float | None, runtime_s: float | None) -> float | None:

@@ -180,3 +180,16 @@ def test_without_a_need_of_its_own_a_job_gets_the_intents_default(job: Job) -> N
             assert gpu_memory_gb(POLICY.gcp_machine(r.machine or "")) >= floor  # type: ignore[arg-type, operator]
     if floor == 80:
         assert not {r.machine for r in p.rungs if r.lane == "gcp"} & {"g2-standard-4", "a2-highgpu-1g"}
+
+
+@settings(**COMMON)
+@given(jobs, policies)
+def test_a_rungs_price_is_the_one_eps_status_shows_for_it(job: Job, pol: Any) -> None:
+    """P12's information is one number: the plan's price per hour of a GCP rung (spot, on-demand
+    or flex-start) is the list price ``eps status`` costs the dispatch by."""
+    from eps.core.prices import list_price_per_hour
+
+    p = _plan(job, CapacitySnapshot(), pol)
+    for r in p.rungs:
+        if r.lane == "gcp":
+            assert list_price_per_hour(pol, LaneKind.GCP, r.machine, r.provisioning, r.gpus) == r.price_per_hour
