@@ -38,6 +38,11 @@ intents and only when the cluster's dev-QoS switch is on (off by default); it
 then comes right after high-eur.  A pin returns the live PENDING handle: no
 ladder walk, no failover.
 
+GPUs (issue 35): a GPU job needs GPUs of some models with some memory each (``Job.gpu_models``,
+``Job.gpu_mem_gb``, else its intent's defaults; :mod:`eps.core.gpus`).  Every lane offers only
+GPUs that satisfy it: fellows when its H200s do, GCP every family that does (``paid_lanes``),
+RunPod (pinned) every type that does; a need no lane meets is a ``no_such_gpu`` refusal.
+
 A job without a duration (``Job.duration_s`` ``None``) is taken as long, never as a
 guessed number: it is never trivial (P2), gets no spot unless restartable (P11), is
 ruled out by no MaxWall (P9), and each of its rungs carries its lane's maximum as its
@@ -330,11 +335,12 @@ def _gpu_need(job: Job, intent: Intent, index: PolicyIndex, notes: list[str]) ->
 def _grown(intent: Intent, job: Job, index: PolicyIndex, notes: list[str]) -> Intent:
     """A GPU intent with ``--count N``: one machine with N x its GPUs, never N machines (P5).
 
-    The machine shape (GPUs, vCPUs, memory, GCP machine type) is that of the
-    ``gpu-<total>`` intent.  A shape intent (``gpu-1``) becomes the bigger shape
-    (``gpu-4``); any other intent keeps its name and its traits and only takes the
-    bigger machine: ``debug --count 2`` is a 2-GPU debug job, still eligible for
-    the dev QoS (P7), whose tier caps then apply to its 2 GPUs (P9)."""
+    The machine shape (GPUs, vCPUs, memory) is that of the ``gpu-<total>`` intent; the
+    GCP machine types follow from the GPU count and the need (:mod:`eps.core.gpus`).  A
+    shape intent (``gpu-1``) becomes the bigger shape (``gpu-4``); any other intent keeps
+    its name and its traits and only takes the bigger machine: ``debug --count 2`` is a
+    2-GPU debug job, still eligible for the dev QoS (P7), whose tier caps then apply to its
+    2 GPUs (P9)."""
     total = intent.gpus * job.count
     shape = index.intents.get(f"gpu-{total}")
     if shape is None or shape.resource is not Resource.GPU or shape.gpus != total:
