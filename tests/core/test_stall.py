@@ -80,9 +80,12 @@ def evolve_cmd(job: Job) -> Job:
 
 
 def test_the_config_fills_in_only_what_the_job_leaves_out() -> None:
-    assert with_stall_watch(Job("gpu-1"), 600, "stop")[-2:] == (600, "stop")
-    assert with_stall_watch(Job("gpu-1", stall_after_s=0), 600, "stop")[-2:] == (0, "stop")
-    assert with_stall_watch(Job("gpu-1", on_stall="notify"), 60, "stop")[-2:] == (60, "notify")
+    def said(job: Job) -> tuple[int | None, str | None]:
+        return job.stall_after_s, job.on_stall
+
+    assert said(with_stall_watch(Job("gpu-1"), 600, "stop")) == (600, "stop")
+    assert said(with_stall_watch(Job("gpu-1", stall_after_s=0), 600, "stop")) == (0, "stop")
+    assert said(with_stall_watch(Job("gpu-1", on_stall="notify"), 60, "stop")) == (60, "notify")
 
 
 def test_the_rule_in_words() -> None:
