@@ -71,6 +71,10 @@ def default_gpus() -> list[dict[str, Any]]:
         _gpu("NVIDIA H200", "H200 SXM", 141, 3.59, None, (8, 0)),
         _gpu("NVIDIA A100-SXM4-80GB", "A100 SXM", 80, 1.49, 1.19, (8, 4)),
         _gpu("NVIDIA GeForce RTX 4090", "RTX 4090", 24, 0.69, 0.34, (8, 4)),
+        # the other types of the API document's examples (issue 35: eps offers every type that fits)
+        _gpu("NVIDIA H100 PCIe", "H100 PCIe", 80, 2.39, 1.99, (8, 4)),
+        _gpu("NVIDIA L40", "L40", 48, 0.99, 0.69, (8, 4)),
+        _gpu("NVIDIA GeForce RTX 5090", "RTX 5090", 32, 0.94, 0.69, (8, 4)),
     ]
 
 
