@@ -37,6 +37,8 @@ information only, P12: no code path limits or refuses work by dollars):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from eps.core.model import GcpMachine, Intent, Job, JobError, Policy, Provisioning, RunpodGpuType
 from eps.core.records import NamedTuple
 
@@ -116,7 +118,7 @@ def gpu_errors(job: Job) -> tuple[str, str, str] | None:
     return None
 
 
-def parse_gpu_models(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+def parse_gpu_models(text: str | Sequence[str]) -> tuple[str, ...]:
     """``--gpu l4,a100-80`` (or a list, as a job file or MCP gives it) -> ``("l4", "a100-80")``;
     ``any`` stays ``any``.  A ``ValueError`` of one line on a word that names no model."""
     words = text.split(",") if isinstance(text, str) else list(text)

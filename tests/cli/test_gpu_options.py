@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eps.core.model import JobError
-from eps.shell.job_input import Job
+from eps.shell.request.job import Job
 from tests.cli.test_usability import run, set_up_env, valid
 
 

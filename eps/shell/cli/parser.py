@@ -218,11 +218,11 @@ def _on_stall(text: str) -> str:
 
 
 def _gpu(text: str) -> tuple[str, ...]:
-    return _typed(values.gpu, text)  # type: ignore[no-any-return]
+    return _typed(values.gpu, text)
 
 
 def _gpu_mem(text: str) -> int:
-    return _typed(values.gpu_mem, text)  # type: ignore[no-any-return]
+    return _typed(values.gpu_mem, text)
 
 
 def _footprint(text: str) -> float:
