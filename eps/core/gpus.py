@@ -7,8 +7,13 @@ each (``--gpu-mem 80``).  Each GPU intent has a default least memory in the inte
 (``debug`` 24 GB, ``gpu-N`` and ``capture-7b`` 80 GB); when the job names its GPU models and
 no memory, the models it named are its choice and no default minimum applies.
 
-Sources (checked 2026-11; prices are list prices in USD per hour in us-central1, shown as
-information only, P12: no code path limits or refuses work by dollars):
+Sources, and how far each fact was confirmed (prices are list prices in USD per hour in
+us-central1, shown as information only, P12: no code path limits or refuses work by dollars).
+The GPU models and memory, the machine shapes and which families are sold without plain
+on-demand match the pages' text as read from this sandbox; the zone lists (the A2 ones from a
+SkyPilot catalog), the spot and flex-start prices and the A3 Ultra / A4 prices could not be
+read from the pages' tables here and are unconfirmed: check them with
+``gcloud compute accelerator-types list`` and the pricing pages before relying on them.
 
 - GPU models and memory: GCE "GPU machine types" (cloud.google.com/compute/docs/gpus):
   L4 24 GB GDDR6; A100 40 GB and 80 GB HBM2e; H100 80 GB HBM3; H200 141 GB HBM3e;
