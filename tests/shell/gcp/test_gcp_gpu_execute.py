@@ -75,3 +75,17 @@ def test_spot_l4s_exhausted_everywhere_move_to_the_next_family(cloud: Any) -> No
         "gcp/g2-standard-4/us-central1-b/spot",
         "gcp/a2-highgpu-1g/us-central1-a/spot",
     ], json.dumps(outcomes)
+
+
+def test_a_zone_the_tables_name_that_does_not_sell_the_type_is_skipped_not_a_stop(cloud: Any) -> None:
+    """The tables say us-central1-a sells g2-standard-4; this Compute says it does not exist
+    there (its 400): that zone is out for the rung, and the job runs in the next one."""
+    zones = dict(cloud.gcp.machine_zones)
+    zones["g2-standard-4"] = zones["g2-standard-4"] - {"us-central1-a"}
+    cloud.gcp.machine_zones = zones
+    rc, out, err = _execute(cloud, "echo in-the-next-zone; exit 0")
+    assert rc == 0, (out, err)
+    [d] = cloud.dispatch_ids()
+    outcomes = [(a["rung"], a["outcome"]) for a in cloud.attempts(d)]
+    assert outcomes[0] == ("gcp/g2-standard-4/us-central1-a/spot", "zone_exhausted"), outcomes
+    assert _machines(cloud)[-1] == ("g2-standard-4", "us-central1-b", "SPOT")

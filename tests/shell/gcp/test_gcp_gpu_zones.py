@@ -89,11 +89,12 @@ def test_every_gpu_rung_the_planner_offers_is_a_request_the_fake_takes(
 
 
 def test_the_lane_says_a_type_missing_in_its_zone_as_computes_refusal(lane: Any, gcp_rung: Any, job: Job) -> None:
-    """Today such a refusal is an invalid request (the tables named a zone GCP does not have):
-    the dispatch stops rather than guess, and the message is Compute's."""
+    """A zone the tables named that does not sell the type (the tables are wrong there) is
+    that zone out for the rung, as a stockout is: the walk goes on to the next rung, never a
+    stop of the dispatch; the message is Compute's."""
     rung = gcp_rung("a2-ultragpu-1g", "us-central1-b", gpus=1)
     result = lane.create(job, rung, "d1", 1)
     assert isinstance(result, Failure)
     failure = result.failure()
-    assert failure.kind is FailureKind.INVALID_REQUEST
+    assert (failure.kind, failure.code) == (FailureKind.ZONE_EXHAUSTED, "not_in_zone")
     assert "does not exist in zone 'us-central1-b'" in failure.message

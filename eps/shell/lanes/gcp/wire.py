@@ -62,6 +62,11 @@ PROVIDER_CODES: dict[str, FailureKind] = {
     "quotaExceeded": FailureKind.QUOTA_REGION,
 }
 
+#: What Compute's 400 says of a machine type the zone does not sell ("Invalid value for
+#: field 'resource.machineType': '...'. Machine type with name '...' does not exist in zone
+#: '...'."; GCE "Troubleshooting VM creation").
+NOT_IN_ZONE = "does not exist in zone"
+
 #: The reason Compute gives an operation on an instance that is still busy (being
 #: created, or another operation on it still running): retried, never "zone exhausted".
 NOT_READY = "resourceNotReady"
@@ -427,6 +432,10 @@ def classify_exception(exc: Exception) -> LaneFailure:
         return LaneFailure(FailureKind.RATE_LIMITED, message, code=code)
     if status >= 500:
         return LaneFailure(FailureKind.TRANSIENT, message, code=code)
+    if status == 400 and NOT_IN_ZONE in f"{text or ''} {exc.message}":
+        # the tables named a zone that does not sell this machine type: that zone is out for
+        # this rung, the walk goes on to the next (never a stop of the whole dispatch)
+        return LaneFailure(FailureKind.ZONE_EXHAUSTED, message, code="not_in_zone")
     return LaneFailure(FailureKind.INVALID_REQUEST, message, code=code)
 
 
