@@ -20,7 +20,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from eps._version import __version__
-from eps.core.model import Job
+from eps.core.model import Job, JobError
 from eps.shell.cli.args import JOB_DEFAULTS, SUBCOMMANDS, glue_negative_values, plan_namespace
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
 from eps.shell.config.load import load_settings
@@ -177,7 +177,8 @@ def _plan(ns: Args, command: list[str], env: Mapping[str, str]) -> int:
 def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_options: LaneOptions | None) -> int:
     plain = plan_namespace(args)  # an ordinary eps plan, read without argparse
     if plain is not None:
-        return _plan(plain, command, env)
+        with _named_in_file(plain):
+            return _plan(plain, command, env)
     ns = _parse(args)
     if ns.version:
         sys.stdout.write(f"eps {__version__}\n")
@@ -190,7 +191,8 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
         sys.stdout.write(script(ns.shell))
         return EXIT_OK
     if ns.cmd == "plan" and not ns.list_intents:
-        return _plan(ns, command, env)
+        with _named_in_file(ns):
+            return _plan(ns, command, env)
     if ns.cmd == "execute" and getattr(ns, "detach", False) and (ns.wait or ns.follow):
         # said before anything is read or opened: --detach returns at once, --wait/--follow stay
         raise UsageError("eps execute: --detach returns at once; --wait and --follow stay with the job (choose one)")
@@ -226,7 +228,35 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
         return run_check(ns, settings, dict(env), lane_options)
     from eps.shell.cli import commands
 
-    return commands.run(ns, settings, command, make_job, env=dict(env), options=lane_options)
+    with _named_in_file(ns):
+        return commands.run(ns, settings, command, make_job, env=dict(env), options=lane_options)
+
+
+#: The job-file value behind a refusal: (the flag's attribute, the job file record's, its key in the file).
+_FILE_FIELDS = {"unknown_intent": ("intent", "intent", "intent"), "unknown_lane": ("pin", "pin", "backend")}
+
+
+class _named_in_file:
+    """A refusal of a value the job file gave (``--job``: its intent, its backend) names the
+    file and the field, as every other bad value of a user file does."""
+
+    def __init__(self, ns: Args) -> None:
+        self.ns = ns
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if not isinstance(exc, JobError):
+            return
+        from_file = getattr(self.ns, "job_file", None)
+        flag, attr, key = _FILE_FIELDS.get(exc.code, ("", "", ""))
+        if from_file is None or not flag or getattr(self.ns, flag, None) is not None:
+            return
+        if getattr(from_file, attr, None) is None:
+            return
+        text = str(exc).replace(" for --pin", "")
+        raise JobError(exc.code, f"{from_file.path}: {text} @ $.{key}", exc.job) from None
 
 
 def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *,
