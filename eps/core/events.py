@@ -118,3 +118,11 @@ REQUIRED: Mapping[Event, frozenset[str]] = {
     Event.HELD: frozenset({"dispatch", "handle"}),
     Event.WAITING: frozenset({"dispatch", "reason", "next_try_at", "seconds", "terminal"}),
 }  # fmt: skip
+
+#: The kinds that say how a dispatch's walk or job ended (what a wait that came after shows).
+ENDS: frozenset[Event] = frozenset({Event.ENDED, Event.TERMINAL, Event.STOPPED})
+#: The kinds that begin a run (so an interruption of the run before is told already, or never).
+RUN_BEGINS: frozenset[Event] = frozenset({Event.STARTED, Event.RELAUNCHED, Event.DISPATCH})
+#: The kinds the supervisor adds the ledger's facts to when it writes them: an end's exit code,
+#: result and outputs; an interruption's or a wedge's lane (:data:`FIELDS` lists them).
+WITH_FACTS: frozenset[Event] = frozenset({Event.ENDED, Event.INTERRUPTED, Event.WEDGED})

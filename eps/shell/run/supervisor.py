@@ -36,7 +36,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from eps.core.events import Event
+from eps.core.events import RUN_BEGINS, WITH_FACTS, Event
 from eps.core.model import CapacitySnapshot, Job, LaneDown, QosGrants, evolve
 from eps.core.states import DispatchState
 from eps.shell.run.ownership import SUPERVISED, lock_path, pid_path, read_inputs, unsettled_roots
@@ -199,16 +199,16 @@ class Supervisor:
         (the notifications): an end's exit code (what ``eps wait`` leaves with), how it ended,
         its lane, whether its outputs came back and where they are; an interruption's lane."""
         d = fields.get("dispatch")
-        if event in ("started", "relaunched", "dispatch") and d:
+        if event in RUN_BEGINS and d:
             self.told_interrupted.discard(str(d))
-        if event not in ("ended", "interrupted", "wedged") or not d:
+        if event not in WITH_FACTS or not d:
             return {}
         row = self.ledger.dispatch(str(d))
         if row is None:
             return {}
         lane = {"lane": row.handle.lane} if row.handle is not None and "lane" not in fields else {}
-        if event != "ended":
-            if event == "interrupted" or fields.get("handle"):
+        if event != Event.ENDED:
+            if event == Event.INTERRUPTED or fields.get("handle"):
                 self.told_interrupted.add(row.id)
             return lane
         from eps.core.lifecycle import exit_status, result_word

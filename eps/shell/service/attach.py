@@ -17,7 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from eps.core.contract import Exit
-from eps.core.events import Event
+from eps.core.events import ENDS, Event
 from eps.core.states import DispatchState
 from eps.shell.run.ownership import landed, settled
 
@@ -59,10 +59,6 @@ class _Stops:
             raise Detached(self.got)
 
 
-#: The events that say how a dispatch's walk or job ended (shown by a wait that came after).
-_ENDS = frozenset({Event.ENDED, Event.TERMINAL, Event.STOPPED})
-
-
 def follow(
     ledger: Ledger,
     reporter: Reporter,
@@ -89,7 +85,7 @@ def follow(
         rows = [r for r in (ledger.dispatch(d) for d in ids_of(ledger, dispatch)) if r is not None]
         if rows and all(done(r) for r in rows):  # it was over before this wait: how it ended, not silence
             for rec in so_far:
-                if rec.get("event") in _ENDS:
+                if rec.get("event") in ENDS:
                     reporter.show(rec)
     end = None if timeout_s is None else time.monotonic() + timeout_s
     checked = time.monotonic()
