@@ -27,16 +27,8 @@ faults: Any = importlib.import_module("faults_support")
 
 @pytest.fixture
 def cloud(tmp_path: Path) -> Iterator[Any]:
-    faults.ssh_support.start_sshd()
-    gcp = faults.gcp_fake.FakeCompute(faults.PROJECT).start()
-    runpod = faults.runpod_fake.FakeRunpod(api_key=faults.KEY, gets_to_running=1).start()
-    eps = faults.Eps(tmp_path, gcp, runpod, detached=True)
-    eps.gcp = gcp
-    yield eps
-    eps.run("cancel", "--all")
-    eps.close()  # ends the supervisor it started, and the jobs on the test sshd
-    gcp.stop()
-    runpod.stop()
+    with faults.cloud(tmp_path, detached=True) as eps:
+        yield eps
 
 
 def test_a_gcp_job_through_mcp(cloud: Any) -> None:
@@ -74,16 +66,8 @@ def test_a_gcp_job_through_mcp(cloud: Any) -> None:
 
 @pytest.fixture
 def slow_cloud(tmp_path: Path) -> Iterator[Any]:
-    faults.ssh_support.start_sshd()
-    gcp = faults.gcp_fake.FakeCompute(faults.PROJECT).start()
-    runpod = faults.runpod_fake.FakeRunpod(api_key=faults.KEY, gets_to_running=1, latency_s=12.0).start()
-    eps = faults.Eps(tmp_path, gcp, runpod, detached=True)
-    yield eps
-    runpod.latency_s = 0.0  # the bounds are proven: clean up at full speed
-    eps.run("cancel", "--all", timeout_s=180.0)
-    eps.close()
-    gcp.stop()
-    runpod.stop()
+    with faults.cloud(tmp_path, detached=True, runpod_latency_s=12.0) as eps:  # cleaned up at full speed
+        yield eps
 
 
 def test_every_tool_returns_within_its_bound_while_the_provider_is_slow(slow_cloud: Any) -> None:

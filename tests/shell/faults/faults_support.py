@@ -310,6 +310,26 @@ class Eps:
 # --- traps on the fake servers -----------------------------------------------------------
 
 
+@contextlib.contextmanager
+def cloud(tmp: Path, *, detached: bool = False, runpod_latency_s: float = 0.0) -> Iterator[Eps]:
+    """:class:`Eps` against a fresh GCP fake (``.gcp``) and RunPod fake (``.runpod``, answering
+    after ``runpod_latency_s``) and the test sshd; at the end everything is cancelled (at full
+    speed), the supervisor and the jobs on the sshd ended, and both fakes stopped."""
+    ssh_support.start_sshd()
+    gcp = gcp_fake.FakeCompute(PROJECT).start()
+    runpod = runpod_fake.FakeRunpod(api_key=KEY, gets_to_running=1, latency_s=runpod_latency_s).start()
+    eps = Eps(tmp, gcp, runpod, detached=detached)
+    eps.gcp, eps.runpod = gcp, runpod
+    try:
+        yield eps
+    finally:
+        runpod.latency_s = 0.0
+        eps.run("cancel", "--all", timeout_s=180.0)
+        eps.close()  # ends the supervisor it started, and the jobs on the test sshd
+        gcp.stop()
+        runpod.stop()
+
+
 class _Trap:
     """Armed rules: when a request matches, SIGKILL the target before or after the server acts."""
 

@@ -22,16 +22,8 @@ faults: Any = importlib.import_module("faults_support")
 
 @pytest.fixture
 def cloud(tmp_path: Path) -> Iterator[Any]:
-    faults.ssh_support.start_sshd()
-    gcp = faults.gcp_fake.FakeCompute(faults.PROJECT).start()
-    runpod = faults.runpod_fake.FakeRunpod(api_key=faults.KEY, gets_to_running=1).start()
-    eps = faults.Eps(tmp_path, gcp, runpod)
-    eps.gcp = gcp
-    yield eps
-    eps.run("cancel", "--all")
-    eps.close()
-    gcp.stop()
-    runpod.stop()
+    with faults.cloud(tmp_path) as eps:
+        yield eps
 
 
 def _execute(cloud: Any, line: str) -> tuple[int, str, str]:
