@@ -8,9 +8,10 @@
     >>> p.to_dict()                    # what `eps plan --json` prints (schema: `eps schema plan`)
 
 Everything reads the user's settings (``$EPS_CONFIG`` or ``~/.config/eps/config.toml``
-and the environment) unless ``env`` replaces the environment.  A :class:`Job` is
-checked when it is made, with the messages the command line gives; a bad one raises
-:class:`JobError` or :class:`ConfigError` (both ``ValueError``).  :func:`execute`,
+and the environment) unless ``env`` replaces the environment.  A :class:`Job`'s values
+are checked when it is made, and whether it can be planned by :func:`plan` and
+:func:`execute` (once, in the service), with the messages the command line gives; a bad
+one raises :class:`JobError` or :class:`ConfigError` (both ``ValueError``).  :func:`execute`,
 :func:`wait` and :func:`status` call the operations the CLI and the MCP server call
 (:mod:`eps.shell.service.operations`) and return their documents: nothing runs the CLI or
 redirects stdout.  ``execute(job, detach=True)`` returns as soon as the supervisor owns
@@ -20,14 +21,18 @@ the dispatch; ``wait(dispatch, timeout=50)`` waits at most ``timeout``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eps.core.contract import Exit
 from eps.core.model import CapacitySnapshot, JobError, ParkState, QosGrants
 from eps.shell.config.settings import ConfigError
-from eps.shell.request.job import Job, seconds
+from eps.shell.request.job import JobRequest
+from eps.shell.request.keywords import Job, seconds
 from eps.shell.service.errors import EXPECTED, NotTaken, failure
 from eps.shell.service.planning import Planned
+
+if TYPE_CHECKING:
+    from eps.shell.service.operations import Service
 
 __all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "execute", "plan", "status", "wait"]
 
@@ -62,7 +67,12 @@ def plan(
     on this machine or not (why, and how to fix it).  Nothing is created or called."""
     from eps.shell.service.operations import Service
 
-    return Plan(*Service(env).plan(job.core(), snapshot=snapshot, grants=grants, park=park))
+    return Plan(*Service(_env(job, env)).plan(JobRequest.of(job), snapshot=snapshot, grants=grants, park=park))
+
+
+def _env(job: Job, env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """The environment the settings are read from: ``env``, else the job's ``settings_env``."""
+    return job.settings_env if env is None else env
 
 
 class Execution(NamedTuple):
@@ -93,15 +103,14 @@ def execute(
     neither: until something started.  A job without a command is refused."""
     from eps.shell.service.operations import Service
 
-    svc = Service(env)
-    shipping = job.shipping()
+    svc = Service(_env(job, env))
     bound = None if timeout is None else seconds(timeout, "timeout")
     try:
         if svc.settings.jobs.supervise != "detached":
             if detach:
                 raise JobError("usage", 'execute(detach=True) needs a supervisor ([jobs] supervise = "detached")')
-            return _inline(svc, job, shipping, dispatch_id, wait=wait)
-        answer = svc.execute(job.core(), shipping, dispatch_id=dispatch_id, notify=tuple(job.notify))
+            return _inline(svc, job, dispatch_id, wait=wait)
+        answer = svc.execute(JobRequest.of(job), dispatch_id=dispatch_id)
         dispatch, state = answer["dispatch"], answer["state"]
     except EXPECTED as exc:
         said = failure(exc)
@@ -123,17 +132,14 @@ def execute(
     return Execution(OK if started else NOTHING_STARTS, (dispatch,), events, None, got["state"])
 
 
-def _inline(svc: Any, job: Job, shipping: Any, dispatch_id: str | None, *, wait: bool) -> Execution:
+def _inline(svc: Service, job: Job, dispatch_id: str | None, *, wait: bool) -> Execution:
     """``[jobs] supervise = "inline"``: the walk (and with ``wait`` the job's end) in this
     process, as ``eps execute`` does there; its events kept, not printed."""
     from eps.shell.service import operations as S
     from eps.shell.service.waits import wait_until
     sink = S.Collect()
-    core = job.core()
-    S.refuse_inline(core)
     with svc.opened(sink) as ctx:
-        dispatch, results = S.run_here(ctx, core, shipping, dispatch_id, None, None, notify=tuple(job.notify),
-                                       notify_where="notify")  # fmt: skip
+        dispatch, results = S.run_here(ctx, JobRequest.of(job), dispatch_id, None, None)
         started = all(r.handle is not None for r in results)
         if not any(r.handle is not None for r in results):
             why = next((r.failure for r in results if r.failure), None)

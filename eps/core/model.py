@@ -556,12 +556,18 @@ class Policy(NamedTuple):
 class JobError(ValueError):
     """The job cannot be planned as asked (unknown intent, impossible pin, bad count).
 
-    Carries a stable ``code`` and the offending ``job``; the message is one line."""
+    Carries a stable ``code`` and the offending ``job``; the message is one line.  A refusal
+    of one value the job gave names its ``field`` (the core record's: ``intent``, ``pin``),
+    and ``plain`` is its line without the command line's name for it (``--pin``): a front
+    door that took the value from elsewhere (a job file's key) says its own name."""
 
-    def __init__(self, code: str, message: str, job: Job | None = None) -> None:
+    def __init__(self, code: str, message: str, job: Job | None = None, *, field: str | None = None,
+                 plain: str | None = None) -> None:  # fmt: skip
         super().__init__(message)
         self.code = code
         self.job = job
+        self.field = field
+        self.plain = message if plain is None else plain
 
 
 def evolve(record: "R", **changes: "Any") -> "R":

@@ -274,7 +274,8 @@ def unknown_intent(name: str, policy: Policy, job: Job | None = None) -> JobErro
     """The error for an intent the policy does not have, with the closest ones and the list."""
     known = [i.name for i in policy.intents]
     return JobError(
-        "unknown_intent", f"unknown intent {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})", job
+        "unknown_intent", f"unknown intent {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})", job,
+        field="intent",
     )
 
 
@@ -415,8 +416,9 @@ def _lanes(
     kind = index.lane_kinds.get(pin)
     if kind is None:
         known = [policy.trivial_lane, *clusters, "gcp", "runpod"]
-        raise JobError("unknown_lane", f"unknown lane {pin!r} for --pin{did_you_mean(pin, known)} (known: "
-                       f"{', '.join(known)})", job)  # fmt: skip
+        rest = f"{did_you_mean(pin, known)} (known: {', '.join(known)})"
+        raise JobError("unknown_lane", f"unknown lane {pin!r} for --pin{rest}", job, field="pin",
+                       plain=f"unknown lane {pin!r}{rest}")  # fmt: skip
     if intent.resource is Resource.GPU and kind is LaneKind.VM:
         raise JobError("impossible_pin", f"{intent.name} needs {intent.gpus} GPU(s); the {pin} lane has none", job)
     if intent.resource is Resource.CPU and kind is LaneKind.SLURM:

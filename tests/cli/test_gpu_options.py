@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eps.core.model import JobError
-from eps.shell.request.job import Job
+from eps.shell.request.keywords import Job
 from tests.cli.test_usability import run, set_up_env, valid
 
 
@@ -97,12 +97,14 @@ def test_intents_say_each_gpu_intents_need(capsys: pytest.CaptureFixture[str], t
     assert by["debug"]["gcp_gpu_machines"][0] == "g2-standard-4"
 
 
-def test_the_python_api_takes_gpu_and_gpu_mem() -> None:
+def test_the_python_api_takes_gpu_and_gpu_mem(tmp_path: Path) -> None:
+    from eps.api import plan
+
     job = Job("gpu-1", duration="2h", gpu=["a100-80"], gpu_mem=40)
     assert job.core().gpu_models == ("a100-80",) and job.core().gpu_mem_gb == 40
     assert job.argv()[-4:] == ["--gpu", "a100-80", "--gpu-mem", "40"]
-    with pytest.raises(JobError) as info:
-        Job("gpu-1", gpu="l4", gpu_mem=80)
+    with pytest.raises(JobError) as info:  # whether it can be planned is plan()'s to say (once, in the service)
+        plan(Job("gpu-1", gpu="l4", gpu_mem=80), env=set_up_env(tmp_path))
     assert info.value.code == "no_such_gpu"
     with pytest.raises(JobError) as info:
         Job("gpu-1", gpu="x")

@@ -16,7 +16,7 @@ from eps import api
 from eps.core.healing import RetryOn, job_max_restarts, job_retry, policy_of
 from eps.core.model import Job
 from eps.core.tables import HEALING
-from eps.shell.cli.main import make_job
+from eps.shell.cli.main import request_of
 from eps.shell.cli.parser import build
 from eps.shell.config.load import load_settings
 from eps.shell.config.settings import ConfigError
@@ -100,7 +100,7 @@ def test_flags_override_the_files_retry_keys_one_by_one(tmp_path: Path) -> None:
     path = str(_job(tmp_path, RETRY_FILE))
 
     def knobs(*flags: str) -> tuple[object, ...]:
-        job = make_job(build().parse_args(["plan", "--job", path, *flags]))
+        job = request_of(build().parse_args(["plan", "--job", path, *flags])).job
         return job.retry, job.retry_for_s, job.max_restarts, job.sync_every_s
 
     assert knobs() == (("interruption", "error"), 21600, 5, 300)
@@ -284,7 +284,7 @@ def test_the_api_takes_the_retry_policy(tmp_path: Path) -> None:
     argv = job.argv()
     assert argv[argv.index("--retry") :][:8] == ["--retry", "interruption,error", "--retry-for", "7200",
                                                  "--max-restarts", "4", "--sync-every", "300"]  # fmt: skip
-    assert make_job(build().parse_args(["execute", *argv[: argv.index("--")]])).retry == core.retry  # same job
+    assert request_of(build().parse_args(["execute", *argv[: argv.index("--")]])).job.retry == core.retry  # same job
     assert api.plan(job, env=env).to_dict()["retry"]["sync_every_s"] == 300
     plain = api.Job("cpu-small", duration="30m", restartable=True, settings_env=env)
     assert "--retry" not in plain.argv() and "--sync-every" not in plain.argv()

@@ -21,16 +21,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-#: What a job option is when neither the command line nor a job file gives it.
-#: No ``duration``: a job without one has an unknown duration (``None``), never a made-up one.
-JOB_DEFAULTS: dict[str, Any] = {
-    "restartable": False,
-    "footprint_gb": 0.0,
-    "gradient_fit": False,
-    "count": 1,
-    "fall_through": False,
-}
-
 #: Each subcommand's examples, shown at the end of its help (and parsed by a test).
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "plan": (

@@ -12,13 +12,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eps.core.model import Job, JobError
+from eps.core.model import JobError
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit
 from eps.shell.config.settings import Settings
 
 if TYPE_CHECKING:
     from eps.core.outcome import Handle
     from eps.shell.render.progress import Reporter
+    from eps.shell.request.job import JobRequest
     from eps.shell.service.check import LaneOptions
     from eps.shell.service.context import Ctx, DispatchRow
 
@@ -37,7 +38,7 @@ def run(
     ns: argparse.Namespace,
     settings: Settings,
     command: Sequence[str],
-    make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    request_of: Callable[[argparse.Namespace, Sequence[str]], JobRequest],
     *,
     env: dict[str, str],
     options: LaneOptions | None = None,
@@ -51,7 +52,7 @@ def run(
     reporter = Reporter(json_lines=bool(getattr(ns, "json", False)))
     try:
         with Service(env, settings=settings, lane_options=options).opened(reporter) as ctx:
-            return _dispatch_command(ns, ctx, command, make_job, reporter)
+            return _dispatch_command(ns, ctx, command, request_of, reporter)
     finally:
         reporter.stop_live()
 
@@ -60,7 +61,7 @@ def _dispatch_command(
     ns: argparse.Namespace,
     ctx: Ctx,
     command: Sequence[str],
-    make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    request_of: Callable[[argparse.Namespace, Sequence[str]], JobRequest],
     reporter: Reporter,
 ) -> int:
     from eps.shell.service import operations
@@ -75,7 +76,8 @@ def _dispatch_command(
     for named in (getattr(ns, "dispatch", None), getattr(ns, "resume", None)):
         if named:
             operations.known(ctx, named)
-    operations.unused(ctx, getattr(ns, "dispatch_id", None) or None)
+    if getattr(ns, "resume", None):  # a new job's --dispatch-id is the execute operation's to check
+        operations.unused(ctx, getattr(ns, "dispatch_id", None) or None)
     if ns.cmd in ("logs", "pull", "wait", "attach") and command:
         raise JobError("usage", f"eps {ns.cmd} takes no command after --", None)
     if ns.cmd == "logs" and ns.follow and _piece(ns):
@@ -118,8 +120,8 @@ def _dispatch_command(
     if ns.cmd in ("logs", "pull", "wait", "ssh"):
         return _lifecycle(ns, ctx, command, reporter)
     if detached:
-        return _hand_over(ns, ctx, command, make_job, reporter)
-    return _execute(ns, ctx, command, make_job, reporter)
+        return _hand_over(ns, ctx, command, request_of, reporter)
+    return _execute(ns, ctx, command, request_of, reporter)
 
 
 def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporter: Reporter) -> int:
@@ -178,10 +180,9 @@ def _execute(
     ns: argparse.Namespace,
     ctx: Ctx,
     command: Sequence[str],
-    make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    request_of: Callable[[argparse.Namespace, Sequence[str]], JobRequest],
     reporter: Reporter,
 ) -> int:
-    from eps.shell.request.shipping import shipping_of
     from eps.shell.service import lifecycle as life
     from eps.shell.service import operations
 
@@ -189,18 +190,17 @@ def _execute(
 
     if getattr(ns, "detach", False):
         raise JobError("usage", 'eps execute --detach needs a supervisor ([jobs] supervise = "detached")', None)
-    job = None if ns.resume else make_job(ns, command)
-    operations.refuse_inline(job)
+    request = None if ns.resume else request_of(ns, command)
     snapshot, grants = operations.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
     given = bool(getattr(ns, "grants", None))
-    if job is None:  # --resume: the recorded dispatch walks again
+    if request is None:  # --resume: the recorded dispatch walks again
         dispatch = ns.resume
         reporter.start_live()
         results = operations.walk_here(ctx, None, dispatch, snapshot, grants, grants_given=given)
     else:  # every input error is found before anything happens (no reconcile, no call)
         dispatch, results = operations.run_here(
-            ctx, job, shipping_of(ns), ns.dispatch_id, snapshot if getattr(ns, "snapshot", None) else None,
-            grants if given else None, **_notify_of(ns), before=reporter.start_live)  # fmt: skip
+            ctx, request, ns.dispatch_id, snapshot if getattr(ns, "snapshot", None) else None,
+            grants if given else None, before=reporter.start_live)  # fmt: skip
     reporter.stop_live()
     if not reporter.json_lines:
         for r in results:
@@ -217,17 +217,6 @@ def _execute(
     return EXIT_OK if started else EXIT_FAILED
 
 
-def _notify_of(ns: argparse.Namespace) -> dict[str, Any]:
-    """The job's own notification targets (``--notify``, else the job file's ``notify``) and
-    where they were given (for the one line a bad one gets)."""
-    from_file = getattr(ns, "job_file", None)
-    if getattr(ns, "notify", None) is not None:
-        return {"notify": tuple(ns.notify), "notify_where": "--notify"}
-    if from_file is not None and from_file.notify:
-        return {"notify": from_file.notify, "notify_where": f"{from_file.path}: notify"}
-    return {}
-
-
 def _result_line(dispatch: str, h: Handle | None, failure: str | None, terminal: str | None) -> None:
     if h is not None:
         where = h.qos or h.zone or ""
@@ -242,13 +231,12 @@ def _hand_over(
     ns: argparse.Namespace,
     ctx: Ctx,
     command: Sequence[str],
-    make_job: Callable[[argparse.Namespace, Sequence[str]], Job],
+    request_of: Callable[[argparse.Namespace, Sequence[str]], JobRequest],
     reporter: Reporter,
 ) -> int:
     """``eps execute`` under a supervisor: every input error first (nothing recorded), then
     record the dispatch, hand it to the state directory's supervisor and follow it (until it
     landed; with --wait/--follow until it ended; with --detach not at all)."""
-    from eps.shell.request.shipping import shipping_of
     from eps.shell.service import operations
 
     settings = ctx.settings
@@ -262,10 +250,10 @@ def _hand_over(
                 sys.stdout.write(f"{dispatch} failed: {why}\n")
                 return EXIT_FAILED
         else:
-            job = make_job(ns, command)
+            request = request_of(ns, command)
             snapshot, grants = operations.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
-            dispatch = operations.submit(ctx, job, shipping_of(ns), ns.dispatch_id, snapshot if ns.snapshot else None,
-                                         grants if ns.grants else None, **_notify_of(ns))  # fmt: skip
+            dispatch = operations.submit(ctx, request, ns.dispatch_id, snapshot if ns.snapshot else None,
+                                         grants if ns.grants else None)  # fmt: skip
     except operations.NotTaken as exc:
         sys.stderr.write(f"eps: error: {exc.dispatch}: {exc.said}\n")
         return EXIT_FAILED

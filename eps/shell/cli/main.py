@@ -20,8 +20,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from eps._version import __version__
-from eps.core.model import Job, JobError
-from eps.shell.cli.args import JOB_DEFAULTS, SUBCOMMANDS, glue_negative_values, plan_namespace
+from eps.shell.cli.args import SUBCOMMANDS, glue_negative_values, plan_namespace
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
 from eps.shell.config.load import load_settings
 from eps.shell.config.settings import Settings
@@ -31,8 +30,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from types import SimpleNamespace
-    from typing import Any, NoReturn
+    from typing import NoReturn
 
+    from eps.shell.request.job import JobRequest
     from eps.shell.service.check import LaneOptions  # the service's re-export: a front door imports no lane
 
     #: What the command line was read into: argparse's namespace, or ``plan_namespace``'s.
@@ -42,62 +42,24 @@ EXIT_OK = Exit.OK
 EXIT_FAILED = Exit.NOTHING_STARTS
 EXIT_USAGE = Exit.BAD_INPUT
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "entry", "main", "make_job"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "entry", "main", "request_of"]
 
 
-def make_job(ns: Args, command: Sequence[str] = ()) -> Job:
-    """The job of ``ns``: the job file's values (``--job``), overridden by the flags given,
-    then the defaults; the command after ``--`` wins over the file's."""
-    from_file = None
-    if getattr(ns, "job", None):
-        from eps.shell.request.jobfile import load_job_file
+def request_of(ns: Args, command: Sequence[str] = ()) -> JobRequest:
+    """The job of the command line: :meth:`JobRequest.from_flags`."""
+    from eps.shell.request.job import JobRequest
 
-        from_file = load_job_file(ns.job)
-    ns.job_file = from_file
-
-    def pick(flag: str, field: str | None = None) -> Any:
-        given = getattr(ns, flag, None)
-        if given is not None:
-            return given
-        if from_file is not None:
-            value = getattr(from_file, field or flag)
-            if value is not None:
-                return value
-        return JOB_DEFAULTS.get(flag)
-
-    intent = pick("intent")
-    if not intent:
-        raise UsageError("eps: an intent is needed (see `eps intents`), or a job file with one (--job)")
-    if not command and from_file is not None and from_file.command:
-        command = from_file.command
-    return Job(
-        intent=intent,
-        duration_s=pick("duration", "duration_s"),
-        restartable=pick("restartable"),
-        footprint_gb=pick("footprint_gb"),
-        gradient_fit=pick("gradient_fit"),
-        count=pick("count"),
-        pin=pick("pin"),
-        command=tuple(command),
-        retry=pick("retry"),
-        retry_for_s=pick("retry_for", "retry_for_s"),
-        max_restarts=pick("max_restarts"),
-        sync_every_s=pick("sync_every", "sync_every_s"),
-        stall_after_s=pick("stall_after", "stall_after_s"),
-        on_stall=pick("on_stall"),
-        fall_through=pick("fall_through"),
-        gpu_models=pick("gpu", "gpu_models") or (),
-        gpu_mem_gb=pick("gpu_mem", "gpu_mem_gb"),
-    )
+    return JobRequest.from_flags(ns, command)
 
 
 def cmd_plan(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
     from eps.shell.service.planning import given, park_state, plan
 
-    job = make_job(ns)
+    request = request_of(ns)
     snap, grants = given(ns.snapshot, ns.grants)
     park = park_state(ns.park, ns.park_reason, settings.policy)
-    result = plan(settings, env, job, snap, grants if ns.grants else None, park)  # None: the config's, else built-in
+    result = plan(settings, env, request, snap, grants if ns.grants else None, park)  # None: the config's grants
+    job = result.job
     if ns.json:
         emit(result.to_dict())
     else:
@@ -177,8 +139,7 @@ def _plan(ns: Args, command: list[str], env: Mapping[str, str]) -> int:
 def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_options: LaneOptions | None) -> int:
     plain = plan_namespace(args)  # an ordinary eps plan, read without argparse
     if plain is not None:
-        with _named_in_file(plain):
-            return _plan(plain, command, env)
+        return _plan(plain, command, env)
     ns = _parse(args)
     if ns.version:
         sys.stdout.write(f"eps {__version__}\n")
@@ -191,8 +152,7 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
         sys.stdout.write(script(ns.shell))
         return EXIT_OK
     if ns.cmd == "plan" and not ns.list_intents:
-        with _named_in_file(ns):
-            return _plan(ns, command, env)
+        return _plan(ns, command, env)
     if ns.cmd == "execute" and getattr(ns, "detach", False) and (ns.wait or ns.follow):
         # said before anything is read or opened: --detach returns at once, --wait/--follow stay
         raise UsageError("eps execute: --detach returns at once; --wait and --follow stay with the job (choose one)")
@@ -228,35 +188,7 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
         return run_check(ns, settings, dict(env), lane_options)
     from eps.shell.cli import commands
 
-    with _named_in_file(ns):
-        return commands.run(ns, settings, command, make_job, env=dict(env), options=lane_options)
-
-
-#: The job-file value behind a refusal: (the flag's attribute, the job file record's, its key in the file).
-_FILE_FIELDS = {"unknown_intent": ("intent", "intent", "intent"), "unknown_lane": ("pin", "pin", "backend")}
-
-
-class _named_in_file:
-    """A refusal of a value the job file gave (``--job``: its intent, its backend) names the
-    file and the field, as every other bad value of a user file does."""
-
-    def __init__(self, ns: Args) -> None:
-        self.ns = ns
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if not isinstance(exc, JobError):
-            return
-        from_file = getattr(self.ns, "job_file", None)
-        flag, attr, key = _FILE_FIELDS.get(exc.code, ("", "", ""))
-        if from_file is None or not flag or getattr(self.ns, flag, None) is not None:
-            return
-        if getattr(from_file, attr, None) is None:
-            return
-        text = str(exc).replace(" for --pin", "")
-        raise JobError(exc.code, f"{from_file.path}: {text} @ $.{key}", exc.job) from None
+    return commands.run(ns, settings, command, request_of, env=dict(env), options=lane_options)
 
 
 def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *,

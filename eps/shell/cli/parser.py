@@ -3,7 +3,7 @@ subcommand's help ending with real examples (a test parses every example).
 
 Job options default to ``None`` so that a job file (``--job``) can fill what the
 command line leaves out: flags override the file, the file overrides the defaults
-(:data:`JOB_DEFAULTS`).  Cheap to build: argparse only.  The tables (the subcommands,
+(:data:`eps.shell.request.job.DEFAULTS`).  Cheap to build: argparse only.  The tables (the subcommands,
 their examples, the defaults) and the checks of the values live in :mod:`eps.shell.cli.args`,
 which reads an ordinary ``eps plan`` without any of this.
 """
@@ -18,7 +18,6 @@ from eps.shell.cli.args import (
     EXAMPLES as _EXAMPLES,
 )
 from eps.shell.cli.args import (
-    JOB_DEFAULTS,
     VALUE_OPTIONS,
     glue_negative_values,
 )
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-__all__ = ["EXAMPLES", "JOB_DEFAULTS", "SUBCOMMANDS", "VALUE_OPTIONS", "UsageError", "add_execute_options",
+__all__ = ["EXAMPLES", "SUBCOMMANDS", "VALUE_OPTIONS", "UsageError", "add_execute_options",
            "add_job_options", "build", "glue_negative_values"]  # fmt: skip
 
 #: Every subcommand's examples: args' table, and ``notify`` until that table has it (args

@@ -128,7 +128,7 @@ def _next_events(svc: Service, ctx: Context, dispatches: str | list[str] | None,
                  timeout: str | int | None, max_events: int) -> dict[str, Any]:  # fmt: skip
     """The ``next_events`` tool: the service's bounded call, in slices of at most
     :data:`PROGRESS_EVERY_S` with a progress notification between two of them."""
-    from eps.shell.request.job import seconds
+    from eps.shell.request.keywords import seconds
 
     bound = min(float(seconds(NEXT_DEFAULT_S if timeout is None else timeout, "timeout")), NEXT_MAX_S)
     named = [dispatches] if isinstance(dispatches, str) else dispatches
@@ -153,7 +153,8 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
 
     from eps._version import __version__
     from eps.shell.config.availability import lane_names
-    from eps.shell.request.job import Job, seconds
+    from eps.shell.request.job import JobRequest
+    from eps.shell.request.keywords import seconds
     from eps.shell.service.planning import park_state
 
     policy = svc.settings.policy
@@ -162,10 +163,11 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
 
     def job_of(intent: str, duration: str | int | None, restartable: bool, footprint_gb: float, gradient_fit: bool,
                count: int, pin: str | None, retry: str | list[str] | None, retry_for: str | int | None,
-               max_restarts: int | None, sync_every: str | int | None, **more: Any) -> Job:  # fmt: skip
-        return Job(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry=retry,
-                   retry_for=retry_for, max_restarts=max_restarts, sync_every=sync_every, settings_env=svc.env,
-                   **more)  # fmt: skip
+               max_restarts: int | None, sync_every: str | int | None, **more: object) -> JobRequest:  # fmt: skip
+        return JobRequest.from_mapping({
+            "intent": intent, "duration": duration, "restartable": restartable, "footprint_gb": footprint_gb,
+            "gradient_fit": gradient_fit, "count": count, "backend": pin, "retry": retry, "retry_for": retry_for,
+            "max_restarts": max_restarts, "sync_every": sync_every, **more})  # fmt: skip
 
     def files_given(
         snapshot: dict[str, Any] | str | None, grants: dict[str, Any] | str | None
@@ -201,7 +203,7 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
                          max_restarts, sync_every, fall_through=fall_through, gpu=gpu, gpu_mem=gpu_mem)  # fmt: skip
             snap, qos = files_given(snapshot, grants)
-            return svc.plan(job.core(), snapshot=snap, grants=qos, park=park_state(park, park_reason, policy)).to_dict()
+            return svc.plan(job, snapshot=snap, grants=qos, park=park_state(park, park_reason, policy)).to_dict()
 
         return _answer(run)
 
@@ -219,10 +221,9 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
                          max_restarts, sync_every, command=command, workdir=workdir, setup=setup,
                          env=tuple(env or ()), time_limit=time_limit, fall_through=fall_through, storage=storage,
                          stall_after=stall_after, on_stall=on_stall, gpu=gpu, gpu_mem=gpu_mem,
-                         inputs=tuple(inputs or ()))  # fmt: skip
+                         inputs=tuple(inputs or ()), notify=tuple(notify or ()))  # fmt: skip
             snap, qos = files_given(snapshot, grants)
-            return svc.execute(job.core(), job.shipping(), dispatch_id=dispatch_id, snapshot=snap, grants=qos,
-                               notify=tuple(notify or ()))  # fmt: skip
+            return svc.execute(job, dispatch_id=dispatch_id, snapshot=snap, grants=qos)
 
         return _answer(run)
 

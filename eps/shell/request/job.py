@@ -1,186 +1,137 @@
-"""A job as the front doors that take keyword arguments give it (the Python API, the MCP
-server): durations as ``"2h"`` or seconds, the retry policy as words, the command as a
-shell line or an argv.  :class:`Job` is checked when it is made, with the messages the
-command line gives (:class:`~eps.core.model.JobError`, a ``ValueError``), and
-:meth:`Job.core` is the core's record of it.
+"""One job request, whichever door it came in by.
+
+:class:`JobRequest` is the record every operation of the service takes: the core's job
+(what ``plan()`` reads), how it ships (:class:`~eps.shell.request.shipping.Shipping`), its
+own notification targets, and where a job file gave its values.  It is made by one of three
+constructors, each checking what its door gives with that door's messages:
+
+- :meth:`JobRequest.from_flags`: the command line's options (already read by argparse), over
+  a job file's (``--job``), over the defaults;
+- :meth:`JobRequest.from_file`: a job file alone;
+- :meth:`JobRequest.from_mapping`: keyword values as the Python API and the MCP server take
+  them (durations as ``"2h"`` or seconds, the retry policy as words, the command as a shell
+  line or an argv).
+
+None of them plans: whether the job can be planned (its intent, its pin, its GPUs) is the
+service's check, made once (:meth:`JobRequest.named` says a refused value by the name its
+door gave it).  :class:`eps.shell.request.keywords.Job` is the Python API's spelling of
+:meth:`JobRequest.from_mapping`.  Cheap to import: ``eps plan`` builds one (no ``typing``,
+no ``dataclasses``).
 """
 
 from __future__ import annotations
 
-import math
-import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
-
-from eps.core.durations import parse_duration
-from eps.core.gpus import parse_gpu_mem, parse_gpu_models
-from eps.core.healing import job_max_restarts, job_retry
-from eps.core.model import CapacitySnapshot, JobError
 from eps.core.model import Job as CoreJob
-from eps.core.stall import check_on_stall, parse_stall_after
-from eps.shell.config.settings import Settings
+from eps.core.model import JobError
+from eps.core.records import NamedTuple
+from eps.shell.request.shipping import Shipping
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from eps.shell.request.shipping import Shipping
+    import argparse
+    from collections.abc import Mapping, Sequence
+    from types import SimpleNamespace
+    from typing import Any
 
-__all__ = ["Job", "seconds"]
+    from eps.shell.request.keywords import Job
 
-V = TypeVar("V")
-T = TypeVar("T")
-
-
-def _settings(env: Mapping[str, str] | None) -> Settings:
-    from eps.shell.config.load import load_settings
-
-    return load_settings(os.environ if env is None else env)
+__all__ = ["CORE_FIELDS", "DEFAULTS", "FILE_KEYS", "FLAGS", "JobRequest"]
 
 
-def seconds(value: str | float, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise JobError(f"bad_{what}", f"{what} must be a duration such as '2h' or a number of seconds, got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise JobError(f"bad_{what}", f"bad {what} {value!r}: a finite number of seconds")
-    try:
-        return parse_duration(str(value))
-    except ValueError as exc:
-        raise JobError(f"bad_{what}", str(exc)) from None
+#: A job file's key for a field of the core's job (where it differs from the field's name).
+FILE_KEYS = {"pin": "backend", "duration_s": "duration", "time_limit_s": "time_limit", "retry": "retry.on",
+             "retry_for_s": "retry.for", "max_restarts": "retry.max_restarts", "sync_every_s": "sync_every",
+             "stall_after_s": "stall_after", "gpu_models": "gpu", "gpu_mem_gb": "gpu_mem"}  # fmt: skip
+#: The core job's fields a request carries (the rest are set at execute: workdir, env names, ...).
+CORE_FIELDS = ("intent", "duration_s", "restartable", "footprint_gb", "gradient_fit", "count", "pin", "command",
+               "retry", "retry_for_s", "max_restarts", "sync_every_s", "stall_after_s", "on_stall", "fall_through",
+               "gpu_models", "gpu_mem_gb")  # fmt: skip
+#: The command line's flags (their ``argparse`` names) and the core job's field each gives.
+FLAGS = {"intent": "intent", "duration": "duration_s", "restartable": "restartable", "footprint_gb": "footprint_gb",
+         "gradient_fit": "gradient_fit", "count": "count", "pin": "pin", "retry": "retry",
+         "retry_for": "retry_for_s", "max_restarts": "max_restarts", "sync_every": "sync_every_s",
+         "stall_after": "stall_after_s", "on_stall": "on_stall", "fall_through": "fall_through",
+         "gpu": "gpu_models", "gpu_mem": "gpu_mem_gb"}  # fmt: skip
+#: What a job is when nothing gives a value (argparse leaves every job option ``None``).
+DEFAULTS: dict[str, object] = {"restartable": False, "footprint_gb": 0.0, "gradient_fit": False, "count": 1,
+                               "fall_through": False, "command": (), "gpu_models": ()}  # fmt: skip
 
 
-def _checked(what: str, check: Callable[[V], T], value: V) -> T:
-    """``check(value)``; its ValueError as :class:`JobError` ``bad_<what>``."""
-    try:
-        return check(value)
-    except ValueError as exc:
-        raise JobError(f"bad_{what}", str(exc)) from None
+class JobRequest(NamedTuple):
+    """A job as asked for: ``job``, the core's record (what ``plan()`` reads); ``shipping``,
+    its execute-only parts; ``notify``, its own notification targets (URLs carry tokens: not
+    in ``repr``) and ``notify_where``, where they were given (the one line a bad one gets
+    names it); ``file``, the job file it was read from (``--job``) and ``file_gave``, the
+    core fields whose value that file gave."""
 
+    job: CoreJob
+    shipping: Shipping = Shipping()
+    notify: tuple[str, ...] = ()
+    notify_where: str = "notify"
+    file: str | None = None
+    file_gave: frozenset[str] = frozenset()
 
-@dataclass(frozen=True)
-class Job:
-    """A job, checked on construction (same rules and messages as ``eps plan``/``execute``).
+    @classmethod
+    def from_flags(cls, ns: argparse.Namespace | SimpleNamespace, command: Sequence[str] = ()) -> JobRequest:
+        """The command line's job: each flag given, else the job file's value (``--job``), else
+        the default; the command after ``--`` wins over the file's."""
+        path = getattr(ns, "job", None) or None
+        given = {name: value for flag, name in FLAGS.items() if (value := getattr(ns, flag, None)) is not None}
+        if command:
+            given["command"] = tuple(command)
+        for flag, name in (("workdir", "workdir"), ("setup", "setup"), ("env", "env"), ("time_limit", "time_limit"),
+                           ("storage", "storage"), ("input", "inputs"), ("notify", "notify")):  # fmt: skip
+            if (value := getattr(ns, flag, None)) is not None:
+                given[name] = tuple(value) if isinstance(value, list) else value
+        if path is None:
+            return cls._built(given, None, "--notify")
+        from eps.shell.request.jobfile import load_job_file
 
-    ``intent`` (see ``eps intents``), ``duration`` (``"1h30m"``, ``"90min"``,
-    ``"01:30:00"`` or seconds; ``None``, the default: unknown, taken as long: never the
-    shared VM, no spot unless restartable, the time limit the lane's maximum),
-    ``restartable``, ``footprint_gb``, ``gradient_fit``, ``count`` (parallel copies),
-    ``backend`` (pin a lane: ``"fellows"``, ``"gcp"``, ...), and for :func:`execute`:
-    ``command`` (one string is a shell line, a list an argv), ``workdir``, ``setup``,
-    ``env`` (``"KEY"`` or ``"KEY=VALUE"``), ``time_limit``.  The retry policy (README,
-    "Jobs that heal"): ``retry`` (events: ``("interruption", "error")`` or
-    ``"interruption,error"``; ``None``: the default), ``retry_for`` (a duration),
-    ``max_restarts`` (0..1000), ``sync_every`` (a duration; 0: never; ``None``: ``[jobs]
-    sync_every_s``), ``stall_after`` (a duration; 0 or ``"off"``: not watched; ``None``: ``[jobs]
-    stall_after_s``) and ``on_stall`` (``"notify"`` or ``"stop"``).
-    ``fall_through``: a free cluster that says it is set up wrong is skipped
-    instead of ending the dispatch.  ``gpu`` (GPU models: ``"l4,a100-80"`` or a list; ``"any"``)
-    and ``gpu_mem`` (least GB per GPU; ``None``: the intent's), as ``--gpu`` and ``--gpu-mem``.
-    ``storage`` (an ``s3://``/``gs://`` URL, ``"none"``; ``None``: the
-    config's ``[storage] url``) and ``inputs`` (``URL[:DEST]`` each), for :func:`execute`.  ``notify``: the
-    job's own notification targets, each an apprise URL or ``env:NAME`` (the URL in that variable: the
-    token-safe form), for :func:`execute`.  ``settings_env``
-    replaces ``os.environ`` when the settings are read
-    for the check.
-    """
+        in_file = {k: v for k, v in load_job_file(path)._asdict().items() if v is not None and k != "path"}
+        if "time_limit_s" in in_file:
+            in_file["time_limit"] = in_file.pop("time_limit_s")
+        where = "--notify" if "notify" in given or "notify" not in in_file else f"{path}: notify"
+        return cls._built({**in_file, **given}, path, where, frozenset(in_file) - frozenset(given))
 
-    intent: str
-    duration: str | int | float | None = None  # None: unknown, taken as long (see ``eps plan --help``)
-    restartable: bool = False
-    footprint_gb: float = 0.0
-    gradient_fit: bool = False
-    count: int = 1
-    backend: str | None = None
-    command: str | Sequence[str] = ()
-    workdir: str | None = None
-    setup: str | None = None
-    env: Sequence[str] = ()
-    time_limit: str | int | None = None
-    retry: str | Sequence[str] | None = None
-    retry_for: str | int | float | None = None
-    max_restarts: int | None = None
-    sync_every: str | int | float | None = None
-    stall_after: str | int | None = None
-    on_stall: str | None = None
-    fall_through: bool = False
-    storage: str | None = None
-    inputs: Sequence[str] = ()
-    gpu: str | Sequence[str] | None = None
-    gpu_mem: int | None = None
-    notify: Sequence[str] = field(default=(), repr=False)  # URLs carry tokens: not in repr
-    settings_env: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
+    @classmethod
+    def from_file(cls, path: str) -> JobRequest:
+        """A job file's job (``ConfigError``, one line naming the file and the key, if anything in it is wrong)."""
+        from types import SimpleNamespace
 
-    def __post_init__(self) -> None:
-        from eps.core.router import plan as route
-        from eps.core.tables import DEFAULT_GRANTS
+        return cls.from_flags(SimpleNamespace(job=path))
 
-        if isinstance(self.count, bool) or not isinstance(self.count, int):
-            raise JobError("bad_count", f"count must be a whole number, got {self.count!r}")
-        if self.count < 1:
-            raise JobError("bad_count", f"count must be at least 1, got {self.count}")
-        fp = self.footprint_gb
-        if isinstance(fp, bool) or not isinstance(fp, int | float) or fp < 0 or not math.isfinite(fp):
-            raise JobError("bad_footprint", f"footprint must be a finite number >= 0, got {fp!r}")
-        if self.time_limit is not None and seconds(self.time_limit, "time_limit") <= 0:
-            raise JobError("time_limit", "--time-limit must be positive")
-        if self.max_restarts is not None:
-            _checked("max_restarts", job_max_restarts, self.max_restarts)
-        core = self.core()
-        route(core, CapacitySnapshot(), DEFAULT_GRANTS, None, policy=_settings(self.settings_env).policy)
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> JobRequest:
+        """The job of keyword values as :class:`Job` names them (the Python API's and the MCP
+        server's): each checked, with the command line's messages (:class:`JobError`)."""
+        from eps.shell.request.keywords import Job
 
-    def core(self) -> CoreJob:
-        """The core's record of this job (what ``plan()`` reads)."""
-        command = (self.command,) if isinstance(self.command, str) else tuple(self.command)
-        return CoreJob(
-            intent=self.intent,
-            duration_s=None if self.duration is None else seconds(self.duration, "duration"),
-            restartable=bool(self.restartable),
-            footprint_gb=float(self.footprint_gb),
-            gradient_fit=bool(self.gradient_fit),
-            count=self.count,
-            pin=self.backend,
-            command=command,
-            retry=None if self.retry is None else _checked("retry", job_retry, self.retry),
-            retry_for_s=None if self.retry_for is None else seconds(self.retry_for, "retry_for"),
-            max_restarts=self.max_restarts,
-            sync_every_s=None if self.sync_every is None else seconds(self.sync_every, "sync_every"),
-            stall_after_s=None if self.stall_after is None else _checked(
-                "stall_after", parse_stall_after, self.stall_after),
-            on_stall=None if self.on_stall is None else _checked("on_stall", check_on_stall, self.on_stall),
-            fall_through=bool(self.fall_through),
-            gpu_models=() if self.gpu is None else _checked("gpu", parse_gpu_models, self.gpu),
-            gpu_mem_gb=None if self.gpu_mem is None else _checked("gpu_mem", parse_gpu_mem, self.gpu_mem),
-        )
+        return cls.of(Job(**values))  # type: ignore[arg-type]  # each value is checked by Job
 
-    def shipping(self) -> Shipping:
-        """Its execute-only parts (workdir, setup, env, time limit) as the service takes them."""
-        from eps.shell.request.shipping import Shipping
+    @classmethod
+    def of(cls, job: Job) -> JobRequest:
+        """The request of the Python API's :class:`~eps.shell.request.keywords.Job` (checked when it was made)."""
+        return cls(job.core(), job.shipping(), tuple(job.notify))
 
-        limit = None if self.time_limit is None else seconds(self.time_limit, "time_limit")
-        return Shipping(self.workdir, self.setup, tuple(self.env), limit, self.storage, tuple(self.inputs))
+    @classmethod
+    def _built(cls, values: Mapping[str, object], file: str | None, notify_where: str,
+               file_gave: frozenset[str] = frozenset()) -> JobRequest:  # fmt: skip
+        """The request of checked ``values`` (the core's field names, and the shipping's)."""
+        if not values.get("intent"):
+            raise JobError("usage", "eps: an intent is needed (see `eps intents`), or a job file with one (--job)")
+        core: dict[str, Any] = {name: values.get(name, DEFAULTS.get(name)) for name in CORE_FIELDS}
+        got: dict[str, Any] = dict(values)
+        shipping = Shipping(got.get("workdir"), got.get("setup"), tuple(got.get("env") or ()), got.get("time_limit"),
+                            got.get("storage"), tuple(got.get("inputs") or ()))  # fmt: skip
+        return cls(CoreJob(**core), shipping, tuple(got.get("notify") or ()), notify_where, file, file_gave)
 
-    def argv(self) -> list[str]:
-        """The same job as ``eps`` job options (and ``-- COMMAND``)."""
-        core = self.core()
-        out = [core.intent, *([] if core.duration_s is None else ["--duration", str(core.duration_s)]),
-               "--footprint-gb", repr(core.footprint_gb), "--count", str(core.count)]  # fmt: skip
-        out += ["--restartable"] if core.restartable else []
-        out += ["--gradient-fit"] if core.gradient_fit else []
-        out += ["--pin", core.pin] if core.pin else []
-        out += ["--workdir", self.workdir] if self.workdir else []
-        out += ["--setup", self.setup] if self.setup else []
-        for item in self.env:
-            out += ["--env", item]
-        out += ["--storage", self.storage] if self.storage else []
-        for item in self.inputs:
-            out += ["--input", item]
-        if self.time_limit is not None:
-            out += ["--time-limit", str(seconds(self.time_limit, "time_limit"))]
-        out += ["--retry", ",".join(core.retry)] if core.retry is not None else []
-        out += ["--retry-for", str(core.retry_for_s)] if core.retry_for_s is not None else []
-        out += ["--max-restarts", str(core.max_restarts)] if core.max_restarts is not None else []
-        out += ["--sync-every", str(core.sync_every_s)] if core.sync_every_s is not None else []
-        out += ["--stall-after", str(core.stall_after_s)] if core.stall_after_s is not None else []
-        out += ["--on-stall", core.on_stall] if core.on_stall is not None else []
-        out += ["--fall-through"] if core.fall_through else []
-        out += ["--gpu", ",".join(core.gpu_models)] if core.gpu_models else []
-        out += ["--gpu-mem", str(core.gpu_mem_gb)] if core.gpu_mem_gb is not None else []
-        return [*out, "--", *core.command] if core.command else out
+    def __repr__(self) -> str:  # the notification URLs carry tokens: never in a repr
+        return (f"JobRequest(job={self.job!r}, shipping={self.shipping!r}, notify=<{len(self.notify)}>, "
+                f"notify_where={self.notify_where!r}, file={self.file!r}, file_gave={self.file_gave!r})")
+
+    def named(self, exc: JobError) -> JobError:
+        """``exc`` as this request's door names the value it refused: a job file's value is
+        ``FILE: ... @ $.KEY``, as every other bad value of a user file is; else ``exc``."""
+        if self.file is None or exc.field is None or exc.field not in self.file_gave:
+            return exc
+        return JobError(exc.code, f"{self.file}: {exc.plain} @ $.{FILE_KEYS.get(exc.field, exc.field)}", exc.job)

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, NamedTuple
-
-from returns.result import Failure
 
 from eps.core.model import Job, JobError, evolve
+from eps.core.records import NamedTuple
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
-    from types import SimpleNamespace
+    from collections.abc import Callable, Mapping
 
     from eps.shell.lanes.jobs import JobFiles
 
@@ -117,6 +114,8 @@ def check_files(job: Job, values: Mapping[str, str], err: Callable[[str], object
     """The files the job ships, listed now: a workdir over the size limit, or with a file eps
     cannot read, is one line; what was left out besides the ignore rules' choice (links out
     of the tree, special files, eps state directories) is said in one line on stderr."""
+    from returns.result import Failure
+
     from eps.shell.lanes.jobs import select_files
 
     selected = select_files(job, values)
@@ -126,16 +125,3 @@ def check_files(job: Job, values: Mapping[str, str], err: Callable[[str], object
     if files.workdir is not None and (note := files.workdir.left_out()) is not None:
         (err or sys.stderr.write)(f"eps: note: {note}\n")
     return files
-
-
-def shipping_of(ns: argparse.Namespace | SimpleNamespace) -> Shipping:
-    """The execute-only options of the parsed flags ``ns`` (an ``argparse.Namespace``), else the
-    job file's (``--job``)."""
-    from_file = getattr(ns, "job_file", None)
-    workdir = ns.workdir if ns.workdir is not None else (from_file.workdir if from_file else None)
-    setup = ns.setup if ns.setup is not None else (from_file.setup if from_file else None)
-    env_items = ns.env if ns.env is not None else list(from_file.env or ()) if from_file else []
-    limit = ns.time_limit if ns.time_limit is not None else (from_file.time_limit_s if from_file else None)
-    storage = ns.storage if ns.storage is not None else (from_file.storage if from_file else None)
-    inputs = ns.input if ns.input is not None else list(from_file.inputs or ()) if from_file else []
-    return Shipping(workdir, setup, tuple(env_items), limit, storage, tuple(inputs))

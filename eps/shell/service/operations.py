@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from eps.shell.config.settings import Settings
     from eps.shell.lanes import LaneOptions, Lanes
     from eps.shell.lanes.jobs import JobFiles
-    from eps.shell.request.shipping import Shipping
+    from eps.shell.request.job import JobRequest
     from eps.shell.run.walker import WalkResult
     from eps.shell.state.events import Events
     from eps.shell.state.ledger import DispatchRow
@@ -88,33 +88,36 @@ class Collect:
         self.records.append(record(event, **fields))
 
 
-def _no_shipping() -> Shipping:
-    from eps.shell.request.shipping import Shipping
-
-    return Shipping()
-
-
 # --- the operations ---------------------------------------------------------------------------
 
 
-def prepare(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, snapshot: CapacitySnapshot,
-            grants: QosGrants, *, notify: Sequence[str] = (), notify_where: str = "--notify") -> Prepared:  # fmt: skip
+def prepare(ctx: Ctx, request: JobRequest, dispatch_id: str | None, snapshot: CapacitySnapshot,
+            grants: QosGrants) -> Prepared:  # fmt: skip
     """Every input error of an execute, found before anything happens (no reconcile, no call,
     nothing recorded): the shipping options, the plan, the dispatch id, the files, the job's
-    own notification targets (``notify``: URLs or ``env:NAME``)."""
+    own notification targets (URLs or ``env:NAME``).  A refused value is named as the
+    request's door gave it."""
+    try:
+        return _prepare(ctx, request, dispatch_id, snapshot, grants)
+    except JobError as exc:
+        raise request.named(exc) from None
+
+
+def _prepare(ctx: Ctx, request: JobRequest, dispatch_id: str | None, snapshot: CapacitySnapshot,
+             grants: QosGrants) -> Prepared:  # fmt: skip
     from eps.shell.request.shipping import check_files, job_options
     from eps.shell.run.walker import Walker
 
     targets: tuple[str, ...] = ()
-    if notify:
+    if request.notify:
         from eps.shell.notify.own import resolve
 
         if ctx.settings.jobs.supervise != "detached":
-            raise JobError("usage", f'{notify_where} needs a supervisor to send them ([jobs] supervise = "detached")',
-                           None)  # fmt: skip
-        targets = resolve(notify, ctx.lanes.env, notify_where)
+            raise JobError("usage", f'{request.notify_where} needs a supervisor to send them ([jobs] supervise = '
+                           '"detached")', None)  # fmt: skip
+        targets = resolve(request.notify, ctx.lanes.env, request.notify_where)
 
-    job, values = job_options(job, shipping, ctx.lanes.env)
+    job, values = job_options(request.job, request.shipping, ctx.lanes.env)
     if job.storage or job.inputs or ctx.settings.storage is not None:
         from eps.shell.run.storage import with_storage
 
@@ -198,33 +201,32 @@ def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapsh
     take_over(ctx, dispatch)
 
 
-def submit(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
-           grants: QosGrants | None, *, notify: Sequence[str] = (), notify_where: str = "--notify") -> str:  # fmt: skip
+def submit(ctx: Ctx, request: JobRequest, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
+           grants: QosGrants | None) -> str:  # fmt: skip
     """``execute`` under a supervisor, for every door: every input error first (nothing
     recorded), then the dispatch recorded and handed over; its id.  ``snapshot``/``grants``:
     what the caller gave (``None``: none; the walk gathers them)."""
     from eps.core.tables import DEFAULT_GRANTS
 
     unused(ctx, dispatch_id)
-    ready = prepare(ctx, job, shipping, dispatch_id, snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS,
-                    notify=notify, notify_where=notify_where)  # fmt: skip
+    ready = prepare(ctx, request, dispatch_id, snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS)
     dispatch = dispatch_id or new_dispatch_id()
     hand_over(ctx, ready, dispatch, snapshot, grants)
     return dispatch
 
 
-def run_here(ctx: Ctx, job: Job, shipping: Shipping, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
-             grants: QosGrants | None, *, notify: Sequence[str] = (), notify_where: str = "--notify",
-             before: Callable[[], object] | None = None) -> tuple[str, list[WalkResult]]:  # fmt: skip
+def run_here(ctx: Ctx, request: JobRequest, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
+             grants: QosGrants | None, *, before: Callable[[], object] | None = None,
+             ) -> tuple[str, list[WalkResult]]:  # fmt: skip
     """``execute`` in this process (``[jobs] supervise = "inline"``), for every door: every
     input error first, then the walk; the dispatch id and each job's result.  ``before`` runs
     once the inputs are checked, just before the walk (the CLI's live view)."""
     from eps.core.tables import DEFAULT_GRANTS
 
-    refuse_inline(job)
+    refuse_inline(request.job)
     unused(ctx, dispatch_id)
     snap, granted = snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS
-    ready = prepare(ctx, job, shipping, dispatch_id, snap, granted, notify=notify, notify_where=notify_where)
+    ready = prepare(ctx, request, dispatch_id, snap, granted)
     dispatch = dispatch_id or new_dispatch_id()
     if before is not None:
         before()
@@ -458,8 +460,8 @@ class Service:
 
         return gather(self.settings, self.env, self.lane_options, float(timeout_s))
 
-    def plan(self, job: Job, *, snapshot: CapacitySnapshot | None = None, grants: QosGrants | None = None,
-             park: ParkState | None = None) -> Planned:  # fmt: skip
+    def plan(self, job: JobRequest | Job, *, snapshot: CapacitySnapshot | None = None,
+             grants: QosGrants | None = None, park: ParkState | None = None) -> Planned:  # fmt: skip
         return plan(self.settings, self.env, job, snapshot, grants, park)
 
     @contextmanager
@@ -491,25 +493,14 @@ class Service:
             lanes.close()
             ledger.close()
 
-    def execute(
-        self,
-        job: Job,
-        shipping: Shipping | None = None,
-        *,
-        dispatch_id: str | None = None,
-        snapshot: CapacitySnapshot | None = None,
-        grants: QosGrants | None = None,
-        notify: Sequence[str] = (),
-    ) -> dict[str, Any]:
-        """Record ``job`` and hand it to the supervisor; return at once (detached) with the
-        dispatch id and its state.  Needs ``[jobs] supervise = "detached"`` (the default).
-        ``notify``: the job's own notification targets (apprise URLs or ``env:NAME``)."""
+    def execute(self, request: JobRequest, *, dispatch_id: str | None = None, snapshot: CapacitySnapshot | None = None,
+                grants: QosGrants | None = None) -> dict[str, Any]:  # fmt: skip
+        """Record the job and hand it to the supervisor; return at once (detached) with the
+        dispatch id and its state.  Needs ``[jobs] supervise = "detached"`` (the default)."""
         if self.settings.jobs.supervise != "detached":
             raise JobError("usage", 'a detached execute needs a supervisor ([jobs] supervise = "detached")', None)
         with self.opened() as ctx:
-            dispatch = submit(ctx, job, shipping or _no_shipping(), dispatch_id, snapshot, grants, notify=notify,
-                              notify_where="notify")  # fmt: skip
-            return execute_doc(ctx, dispatch)
+            return execute_doc(ctx, submit(ctx, request, dispatch_id, snapshot, grants))
 
     def status(self, dispatch: str | None = None, **filters: Any) -> dict[str, Any]:
         """:func:`status`: ``limit``, ``active``, ``since_s``, ``intent``, ``timeout_s``."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from eps.core.usable import RungStatus
     from eps.shell.config.settings import Settings
+    from eps.shell.request.job import JobRequest
 
 __all__ = ["Planned", "given", "park_state", "plan"]
 
@@ -57,10 +58,21 @@ class Planned(NamedTuple):
         return plan_dict(self.route, self.job, self.down, self.healing)
 
 
-def plan(settings: Settings, env: Mapping[str, str], job: Job, snapshot: CapacitySnapshot | None = None,
+def plan(settings: Settings, env: Mapping[str, str], job: Job | JobRequest, snapshot: CapacitySnapshot | None = None,
          grants: QosGrants | None = None, park: ParkState | None = None) -> Planned:  # fmt: skip
-    """The route plan for ``job``, each rung marked runnable here or not (why, and the fix).
-    Nothing is created or called; boot loops are remembered as ``execute`` sees them."""
+    """The route plan for ``job`` (a request, or the core's job), each rung marked runnable
+    here or not (why, and the fix).  Nothing is created or called; boot loops are remembered
+    as ``execute`` sees them.  A refused value is named as the request's door gave it."""
+    if isinstance(job, Job):
+        return _plan(settings, env, job, snapshot, grants, park)
+    try:
+        return _plan(settings, env, job.job, snapshot, grants, park)
+    except JobError as exc:
+        raise job.named(exc) from None
+
+
+def _plan(settings: Settings, env: Mapping[str, str], job: Job, snapshot: CapacitySnapshot | None,
+          grants: QosGrants | None, park: ParkState | None) -> Planned:  # fmt: skip
     from eps.core.router import plan as route
     from eps.core.tables import DEFAULT_GRANTS
     from eps.shell.config.availability import down_here
