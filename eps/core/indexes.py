@@ -37,6 +37,7 @@ from eps.core.model import (
     Stock,
     TierFault,
 )
+from eps.core.runpod_supply import failed_here
 
 #: Candidate rungs of one lane for one job shape, and the skips found on the way.
 Candidates = tuple[tuple[Rung, ...], tuple[Skip, ...]]
@@ -124,6 +125,7 @@ class Facts:
 
     __slots__ = (
         "_down", "_exact", "_faults", "_queues", "_stock", "_unreachable", "_wild", "_wild_lengths", "attempted",
+        "runpod_lost",
     )  # fmt: skip
 
     def __init__(self, snap: CapacitySnapshot) -> None:
@@ -150,6 +152,7 @@ class Facts:
                 self._exact.setdefault((g.machine, g.zone), []).append(fact)
         self._wild_lengths = tuple(sorted(lengths))
         self._stock: dict[str, tuple[int, Stock]] = {st.id: (i, st.stock) for i, st in enumerate(snap.runpod)}
+        self.runpod_lost = failed_here(snap.runpod)  # GPU pods made and lost this dispatch (eps.core.runpod_supply)
 
     @classmethod
     def of(cls, snap: CapacitySnapshot) -> Facts:

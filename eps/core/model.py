@@ -101,6 +101,7 @@ class SkipCode(StrEnum):
     GCP_QUOTA_EXCEEDED = "gcp_quota_exceeded"
     RUNPOD_OUT_OF_STOCK = "runpod_out_of_stock"
     RUNPOD_DISK_TOO_SMALL = "runpod_disk_too_small"
+    RUNPOD_ROTATION_SPENT = "runpod_rotation_spent"  # MAX_POD_CREATES GPU pods made this dispatch, none came up
     ATTEMPTED = "attempted"  # the executor already tried it and it failed
     LADDER_PASSED = "ladder_passed"  # P7: above a tier this dispatch already reached; never walks back up
     BOOT_LOOP = "boot_loop"  # its machines died soon after coming up, twice within a day (eps.core.healing)
@@ -521,6 +522,11 @@ class Policy(NamedTuple):
     #: The time limit of a job of unknown length on a spot/on-demand VM, a pod, the shared VM
     #: or a SLURM tier without a MaxWall (``[jobs] max_time_limit``; default 7 days).
     max_time_limit_s: int = 7 * 86_400
+    #: ``[runpod] data_centers``: where GPU pods are asked for, in order (empty: RunPod chooses,
+    #: then any other data centre; :mod:`eps.core.runpod_supply`).
+    runpod_data_centers: tuple[str, ...] = ()
+    #: ``[runpod] supply``: the clouds GPU pods may come from, in order (``secure``, ``community``).
+    runpod_supply: tuple[str, ...] = ("secure",)
 
     def intent(self, name: str) -> Intent | None:
         for it in self.intents:

@@ -28,6 +28,7 @@ from eps.core.model import (
     TierFault,
     evolve,
 )
+from eps.core.runpod_supply import lost_pod
 from eps.core.states import HandleState, Outcome
 
 
@@ -131,6 +132,9 @@ class LaneFailure:
     message: str
     code: str | None = None  # the provider's own code, e.g. ZONE_RESOURCE_POOL_EXHAUSTED
     retry_after_s: float | None = None
+    #: Where a machine was made that did not come up and is gone again (a RunPod pod's data
+    #: centre): the place is learned, not the whole rung (:mod:`eps.core.runpod_supply`).
+    made_in: str | None = None
 
 
 @frozen
@@ -180,7 +184,11 @@ def absorb(
         if kind is FailureKind.QUOTA_GLOBAL:
             fact = GcpState(rung.machine, "*", Capacity.QUOTA_EXCEEDED, None)
             return evolve(snap, gcp=(*snap.gcp, fact))
+    if rung.kind is LaneKind.RUNPOD and rung.machine is not None and failure.made_in is not None:
+        return evolve(snap, runpod=(*snap.runpod, lost_pod(rung.machine, failure.made_in)))
     if rung.kind is LaneKind.RUNPOD and rung.machine is not None and kind is FailureKind.NO_CAPACITY:
+        if rung.gpus > 0:  # none in this cloud / data centre: the next place of the type is tried
+            return snap
         return evolve(snap, runpod=(*snap.runpod, RunpodState(rung.machine, Stock.NONE)))
     if rung.kind is LaneKind.SLURM and kind is FailureKind.PARK_TIMEOUT:
         # What the queue taught: jobs pend there (with this reason).  P8

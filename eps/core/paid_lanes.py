@@ -35,6 +35,7 @@ from eps.core.model import (
     Stock,
 )
 from eps.core.prices import gcp_price
+from eps.core.runpod_supply import MAX_POD_CREATES, places, zone_of
 from eps.core.tables import FLEX_START_MAX_RUN_S
 
 
@@ -333,22 +334,35 @@ def runpod_gpu_rungs(
     """Append one GPU pod rung per RunPod GPU type that satisfies the job's need (a pinned job
     only, P6), cheapest per GPU first, all GPUs on one pod (P5)."""
     need = job_gpu_need(job, intent)
-    cand = []
-    for gpu in runpod_gpu_types(index.policy, need, intent.gpus):
-        gid = gpu.id
-        cand.append(
-            Rung(
-                "runpod",
-                LaneKind.RUNPOD,
-                Provisioning.ON_DEMAND,
-                f"P10: pinned to runpod; one pod with {intent.gpus} x {gid} ({gpu.memory_gb} GB) (P5)",
-                machine=gid,
-                gpus=intent.gpus,
-                vcpus=intent.vcpus,
-                mem_gb=intent.mem_gb,
-                disk_gb=disk_gb(job, index, intent),
-                price_per_hour=round(intent.gpus * gpu.per_gpu_hour, 4),
-                why=RungWhy.PINNED,
-            )
+    policy = index.policy
+    lost = facts.runpod_lost
+    if len(lost) >= MAX_POD_CREATES:
+        where = ", ".join(f"{dc} ({g})" for g, dc in lost)
+        detail = (
+            f"{len(lost)} RunPod pods were made in this dispatch and none came up (at most {MAX_POD_CREATES}"
+            f" per dispatch; each was terminated): {where}"
         )
+        skipped.append(Skip("runpod", SkipCode.RUNPOD_ROTATION_SPENT, detail))
+        return
+    cand = []
+    for gpu in runpod_gpu_types(policy, need, intent.gpus):
+        gid = gpu.id
+        for place in places(gid, policy.runpod_supply, policy.runpod_data_centers, lost):
+            cand.append(
+                Rung(
+                    "runpod",
+                    LaneKind.RUNPOD,
+                    Provisioning.ON_DEMAND,
+                    f"P10: pinned to runpod; one pod with {intent.gpus} x {gid} ({gpu.memory_gb} GB) (P5);"
+                    f" {place.words()}",
+                    machine=gid,
+                    zone=zone_of(place),
+                    gpus=intent.gpus,
+                    vcpus=intent.vcpus,
+                    mem_gb=intent.mem_gb,
+                    disk_gb=disk_gb(job, index, intent),
+                    price_per_hour=round(intent.gpus * gpu.per_gpu_hour, 4),
+                    why=RungWhy.PINNED,
+                )
+            )
     _runpod_filter(tuple(cand), facts, rungs, skipped)
