@@ -101,7 +101,9 @@ def lost_pod(gpu: str, data_center: str) -> RunpodState:
     return RunpodState(f"{gpu}@{data_center}", Stock.NONE)
 
 
-def places(gpu: str, supply: tuple[str, ...], data_centers: tuple[str, ...], lost: tuple[tuple[str, str], ...]) -> list[Placement]:
+def places(
+    gpu: str, supply: tuple[str, ...], data_centers: tuple[str, ...], lost: tuple[tuple[str, str], ...]
+) -> list[Placement]:
     """Where to ask for a pod of ``gpu``, in order, given the pods already ``lost``."""
     bad = tuple(dc for g, dc in lost if g == gpu)
     out: list[Placement] = []

@@ -35,6 +35,7 @@ from eps.shell.config import lane_settings
 from eps.shell.config.errors import ConfigError, duration_setting
 from eps.shell.config.lane_settings import ClusterDoc
 from eps.shell.config.notify import NotifyDoc, NotifySettings, notify_settings
+from eps.shell.config.runpod_section import RunpodDoc, runpod_policy, runpod_settings
 from eps.shell.config.settings import ClusterAccess, GcpSettings, JobsSettings, RunpodSettings, Settings
 from eps.shell.config.ssh import SshDoc, key_exchange
 from eps.shell.config.storage import StorageDoc, StorageSettings, storage_settings
@@ -94,7 +95,7 @@ def _is_sequence(t: object) -> bool:
 def _converter() -> cattrs.Converter:
     # The records are written with postponed annotations; resolve them so cattrs
     # sees real types instead of strings.
-    for cls in (_ThresholdsDoc, ClusterDoc, _GcpDoc, _RunpodDoc, _VmDoc, _FanoutDoc, _JobsDoc, _LanesDoc, _ConfigDoc):
+    for cls in (_ThresholdsDoc, ClusterDoc, _GcpDoc, RunpodDoc, _VmDoc, _FanoutDoc, _JobsDoc, _LanesDoc, _ConfigDoc):
         attrs.resolve_types(cls)
     conv = cattrs.Converter(forbid_extra_keys=True)
     # The core's records are NamedTuples (eps.core.records'): structure them from dicts, strictly, too.
@@ -348,17 +349,6 @@ class _GcpDoc:
 
 
 @frozen
-class _RunpodDoc:
-    base_url: str | None = None
-    image: str | None = None
-    gpu_image: str | None = None
-    data_centers: list[str] | None = None
-    concurrency: int | None = None
-    poll_interval_s: float | None = None
-    work_root: str | None = None
-
-
-@frozen
 class _JobsDoc:
     keeper: bool | None = None  # retired: a supervisor owns each dispatch (a note says so)
     supervise: str | None = None
@@ -385,7 +375,7 @@ class _ConfigDoc:
     jobs: _JobsDoc | None = None
     thresholds: _ThresholdsDoc | None = None
     gcp: _GcpDoc | None = None
-    runpod: _RunpodDoc | None = None
+    runpod: RunpodDoc | None = None
     vm: _VmDoc | None = None
     clusters: list[ClusterDoc] | None = None
     lanes: _LanesDoc | None = None
@@ -466,22 +456,12 @@ def _gcp(base: GcpSettings, g: _GcpDoc, source: str) -> GcpSettings:
                 poll_interval_s=g.poll_interval_s, work_root=g.work_root)  # fmt: skip
 
 
-def _runpod(base: RunpodSettings, r: _RunpodDoc, source: str) -> RunpodSettings:
+def _runpod(base: RunpodSettings, r: RunpodDoc, source: str) -> RunpodSettings:
     _section(r, "runpod", source)
     _base_url(source, "runpod.base_url", r.base_url)
     _listed(source, "runpod.data_centers", r.data_centers)
     _work_root(source, "runpod.work_root", r.work_root)
-    runpod: RunpodSettings = _set(
-        base,
-        base_url=r.base_url,
-        image=r.image,
-        gpu_image=r.gpu_image,
-        data_centers=r.data_centers,
-        concurrency=r.concurrency,
-        poll_interval_s=r.poll_interval_s,
-        work_root=r.work_root,
-    )
-    return runpod
+    return runpod_settings(base, r)
 
 
 def _clusters(
@@ -532,8 +512,16 @@ def _clusters(
         access = [a for a in access if a.name != c.name]
         master = c.login_master if c.login_master is not None else before.master if before else None
         login = tuple(c.login or ())
-        access.append(ClusterAccess(c.name, login, c.user, c.work_root, lane_settings.master(
-            login, master, f"clusters[{i}]", source), lane_settings.grants_file(c.grants, f"clusters[{i}]", source)))
+        access.append(
+            ClusterAccess(
+                c.name,
+                login,
+                c.user,
+                c.work_root,
+                lane_settings.master(login, master, f"clusters[{i}]", source),
+                lane_settings.grants_file(c.grants, f"clusters[{i}]", source),
+            )
+        )
     return evolve(policy, clusters=tuple(clusters)), access
 
 
@@ -567,7 +555,10 @@ def settings_from_config(data: object, base: Settings, source: str) -> Settings:
         if doc.gcp.zones is not None:
             policy = evolve(policy, gcp_zones=tuple(doc.gcp.zones))
         gcp = _gcp(gcp, doc.gcp, source)
-    runpod = _runpod(base.runpod, doc.runpod, source) if doc.runpod is not None else base.runpod
+    runpod = base.runpod
+    if doc.runpod is not None:
+        runpod = _runpod(runpod, doc.runpod, source)
+        policy = runpod_policy(policy, doc.runpod, source)
     fanout = base.fanout_concurrency
     if doc.fanout is not None:
         _section(doc.fanout, "fanout", source)
