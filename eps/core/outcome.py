@@ -73,15 +73,15 @@ def outcome_of(text: str | None) -> AttemptOutcome | None:
 #: (``LaneFailure.code`` of a MISCONFIGURED failure).  ``{c}`` is the cluster.
 MISCONFIGURED_FIXES: dict[str, str] = {
     "partition": (
-        "set the tier's partition in the config ([[clusters]] name = \"{c}\": partition, or "
+        'set the tier\'s partition in the config ([[clusters]] name = "{c}": partition, or '
         "tier_partition for one tier); `sinfo -s` on the cluster lists its partitions"
     ),
     "account": (
-        "fix or remove the account in the config ([[clusters]] name = \"{c}\": account / tier_account; "
+        'fix or remove the account in the config ([[clusters]] name = "{c}": account / tier_account; '
         "without one the user's default account applies); `sacctmgr show assoc user=$USER` lists yours"
     ),
     "qos": (
-        "fix the QoS names in the config ([[clusters]] name = \"{c}\": qos_ladder); "
+        'fix the QoS names in the config ([[clusters]] name = "{c}": qos_ladder); '
         "`sacctmgr show qos` lists the cluster's"
     ),
 }
@@ -184,7 +184,7 @@ def absorb(
         if kind is FailureKind.QUOTA_GLOBAL:
             fact = GcpState(rung.machine, "*", Capacity.QUOTA_EXCEEDED, None)
             return evolve(snap, gcp=(*snap.gcp, fact))
-    if rung.kind is LaneKind.RUNPOD and rung.machine is not None and failure.made_in is not None:
+    if rung.kind is LaneKind.RUNPOD and rung.machine and rung.gpus > 0 and failure.made_in is not None:
         return evolve(snap, runpod=(*snap.runpod, lost_pod(rung.machine, failure.made_in)))
     if rung.kind is LaneKind.RUNPOD and rung.machine is not None and kind is FailureKind.NO_CAPACITY:
         if rung.gpus > 0:  # none in this cloud / data centre: the next place of the type is tried

@@ -167,6 +167,9 @@ class FakeRunpod:
     public_ip: str = "127.0.0.1"  # the pods' public address (ssh.direct.host, runtime.ports[].ip)
     ssh_port: int | None = None  # the public port of 22/tcp (None: 40000 + n per pod)
     ssh_keys: list[str] = field(default_factory=list)  # the account's registered public keys
+    #: data centres whose pods never get a public port for 22/tcp (``ssh.direct`` stays null)
+    no_port_in: set[str] = field(default_factory=set)
+    peak_live: int = 0  # the most pods that existed at once
     retry_after_s: int = 1  # Retry-After of a 429 fault that names none
     pods: dict[str, _Pod] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
@@ -337,20 +340,34 @@ class FakeRunpod:
                     return _problem(400, self.rule_violation[k])
             if self.insufficient_balance:
                 return _problem(402, "insufficient balance to deploy this pod")
-            limited = [k for k in keys if k in self.stock]
+            where = self._place(body, keys)
+            if where is None:
+                return _problem(400, NO_CAPACITY)
+            limited = [k for k in (*keys, f"{keys[0]}@{where}", f"{keys[0]}@{body.get('cloud', 'SECURE')}")
+                       if k in self.stock]  # fmt: skip
             if any(self.stock[k] <= 0 for k in limited):
                 return _problem(400, NO_CAPACITY)
             for k in limited:
                 self.stock[k] -= 1
             pod_id = secrets.token_hex(7)
             doc = _pod_doc(pod_id, body, machine, cost, self._env(body))
+            doc["dataCenterId"] = where
             self.pods[pod_id] = _Pod(
                 doc,
                 fail=any(k in self.fail_start for k in keys),
                 stuck=any(k in self.stuck for k in keys),
-                network=self._network(body),
+                network=self._network(body, where),
             )
+            self.peak_live = max(self.peak_live, len(self.pods))
             return 201, {}, dict(doc)
+
+    def _place(self, body: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+        """The data centre RunPod's scheduler puts the pod in: the first of ``dataCenterIds``
+        (else of all it has) with stock of the type there (``stock["<type>@<dc>"]``)."""
+        for dc in body.get("dataCenterIds") or (["EU-RO-1"] if "EU-RO-1" in self.data_centers else self.data_centers):
+            if self.stock.get(f"{keys[0]}@{dc}", 1) > 0:
+                return dc
+        return None
 
     def _create_rule(self, body: dict[str, Any]) -> str | tuple[tuple[str, ...], dict[str, Any], float]:
         """The handler rules: a 400 detail, or (stock keys, machine block, cost per hour)."""
@@ -394,7 +411,9 @@ class FakeRunpod:
             env["PUBLIC_KEY"] = "\n".join(self.ssh_keys)  # what startSsh injects (CreatePodRequest)
         return env
 
-    def _network(self, body: dict[str, Any]) -> tuple[str, dict[int, tuple[str, int | None]]] | None:
+    def _network(
+        self, body: dict[str, Any], where: str | None = None
+    ) -> tuple[str, dict[int, tuple[str, int | None]]] | None:
         """The public side of the pod's ``ports`` once it runs: TCP ports get a public port."""
         mapping: dict[int, tuple[str, int | None]] = {}
         for entry in body.get("ports") or []:
@@ -402,7 +421,9 @@ class FakeRunpod:
             if not number.isdigit():
                 continue
             public = None
-            if kind == "tcp":
+            if kind == "tcp" and int(number) == 22 and where in self.no_port_in:
+                public = None  # this host never maps the port: no ssh.direct
+            elif kind == "tcp":
                 if int(number) == 22 and self.ssh_port is not None:
                     public = self.ssh_port
                 else:
@@ -521,7 +542,20 @@ class FakeRunpod:
             cloud = values.get("cloud", "SECURE").lower()
             if values.get("count", 1) > doc["maxCount"][cloud] or not doc[cloud]:
                 left = 0
-        return catalog.with_availability(doc, left, values, gpu=kind == "gpus", listing=listing)
+        out = catalog.with_availability(doc, left, values, gpu=kind == "gpus", listing=listing)
+        if out is not None and kind == "gpus" and out.get("dataCenters"):
+            tier = values.get("cloud", "SECURE")
+            shown = []
+            for d in out["dataCenters"]:
+                counts = (self.stock.get(f"{doc['id']}@{d['id']}"), left, self.stock.get(f"{doc['id']}@{tier}"))
+                here = min((x for x in counts if x is not None), default=10**6)
+                if d["id"] in self.data_centers and here > 0:
+                    shown.append({**d, "availability": catalog.level(here)})
+            if shown:
+                out["dataCenters"] = shown
+            else:
+                del out["dataCenters"]  # "omitted entirely when the configuration is unavailable everywhere"
+        return out
 
     # -- account --
 

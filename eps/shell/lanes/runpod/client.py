@@ -25,6 +25,7 @@ import ssl
 import time
 from collections.abc import Callable
 from typing import Any, Self
+from urllib.parse import quote
 
 import certifi
 import httpx
@@ -35,11 +36,13 @@ from returns.result import Failure, Result, Success
 from eps.core.model import Job, LaneKind, Rung, evolve
 from eps.core.names import PREFIX
 from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.runpod_supply import placement
 from eps.core.states import HandleState
 from eps.shell.lanes.runpod.wire import (
     DEAD,
     POD_STATES,
     ApiKey,
+    GpuStockDoc,
     ListDoc,
     PodDoc,
     PodInfo,
@@ -337,7 +340,12 @@ class RunpodClient:
     ) -> Result[Handle, LaneFailure]:
         """POST /v2/pods for ``rung``.  The handle's state is the pod's status (starting).
         ``public_key``: ssh into the pod with it (see :func:`pod_request`, :meth:`address`)."""
-        body = pod_request(rung, name, self.settings, job=job, dispatch_id=dispatch_id, public_key=public_key)
+        others = self._elsewhere(rung)
+        if isinstance(others, LaneFailure):
+            return Failure(others)
+        body = pod_request(
+            rung, name, self.settings, job=job, dispatch_id=dispatch_id, public_key=public_key, data_centers=others
+        )
         if isinstance(body, LaneFailure):
             return Failure(body)
         reply = self._post(body, name)
@@ -359,6 +367,31 @@ class RunpodClient:
                 state=POD_STATES[doc.status],
             )
         )
+
+    def _elsewhere(self, rung: Rung) -> tuple[str, ...] | LaneFailure | None:
+        """For a rung that asks for "any data centre but these": the others that stock its GPU
+        type in its cloud now (``GET /v2/catalog/gpus/{id}?include=AVAILABILITY&product=POD``),
+        or NO_CAPACITY when there are none; ``None`` for every other rung."""
+        place = placement(rung.zone) if rung.gpus > 0 and rung.machine else None
+        if place is None or not place.avoid:
+            return None
+        query = f"include=AVAILABILITY&product=POD&cloud={place.api_cloud}&count={rung.gpus}"
+        reply = self._call("GET", f"/v2/catalog/gpus/{quote(rung.machine or '', safe='')}?{query}")
+        if isinstance(reply, LaneFailure):
+            return reply
+        if reply.status != 200:
+            return self._classify(reply, f"catalog of {rung.machine}")
+        doc = structure(reply.body, GpuStockDoc)
+        if isinstance(doc, LaneFailure):
+            return doc
+        others = tuple(d for d in doc.stocked() if d not in place.avoid)
+        if others:
+            return others
+        message = (
+            f"no capacity: no data centre but {', '.join(place.avoid)} has {rung.machine} on {place.cloud} cloud"
+            " now (RunPod's catalog), and a pod there did not come up"
+        )
+        return self._failure(FailureKind.NO_CAPACITY, message, "no_other_data_centre")
 
     def get_pod(self, pod_id: str) -> Result[PodInfo, LaneFailure]:
         reply = self._call("GET", f"/v2/pods/{pod_id}")
@@ -440,6 +473,29 @@ class RunpodClient:
             return Success(None)
         return Failure(self._classify(reply, f"terminate pod {pod_id}"))
 
+    def terminate_confirmed(self, pod_id: str) -> Result[None, LaneFailure]:
+        """DELETE the pod, then read it until RunPod says it is gone (404 or TERMINATED): a
+        dispatch makes its next pod only once its last one is surely gone."""
+        done = self.terminate(pod_id)
+        if isinstance(done, Failure):
+            return done
+        s = self.settings
+        last = "no answer"
+        for n in range(max(1, math.ceil(s.poll_timeout_s / s.poll_interval_s))):
+            if n:
+                self._sleep(s.poll_interval_s)
+            match self.get_pod(pod_id):
+                case Failure(f) if f.code == "404":
+                    return Success(None)
+                case Success(pod) if pod.status is PodStatus.TERMINATED:
+                    return Success(None)
+                case Success(pod):
+                    last = pod.status.value
+                case Failure(f):
+                    last = f.message
+        return Failure(self._failure(FailureKind.TRANSIENT, f"pod {pod_id} is still there after its DELETE ({last})",
+                                     "not_terminated"))  # fmt: skip
+
     def pod_action(self, pod_id: str, action: str) -> Result[None, LaneFailure]:
         """POST /v2/pods/{id}/action ``{"action": ...}``: ``start`` boots an EXITED pod again
         (its persistent mount kept, its container disk made anew), ``stop`` releases its
@@ -483,8 +539,9 @@ class RunpodClient:
         if isinstance(waited, Success):
             return RungAttempt(rung, name, waited)
         failure = waited.failure()
-        if isinstance(self.terminate(handle.id), Success):
-            return RungAttempt(rung, name, Failure(evolve(failure, message=f"{failure.message}; pod terminated")))
+        if isinstance(self.terminate_confirmed(handle.id), Success):
+            message = f"{failure.message}; pod terminated"
+            return RungAttempt(rung, name, Failure(evolve(failure, message=message, made_in=handle.zone or "unknown")))
         leftover = evolve(handle, state=HandleState.UNRELEASED)
         message = f"{failure.message}; pod {handle.id} could not be terminated and is left for reconcile"
         return RungAttempt(rung, name, Failure(evolve(failure, message=message)), leftover)

@@ -55,6 +55,17 @@ def runpod_park(pod_id: str, gpu: bool) -> str:
     return runpod_halt(pod_id, "stop") if gpu else ""
 
 
+def _still_there(pod: Handle, failure: LaneFailure) -> LaneFailure:
+    """A pod that did not come up and could not be terminated: the dispatch stops here (a next
+    pod could be a second live one); the attempt stays on record by name for reconcile."""
+    return LaneFailure(
+        FailureKind.UNKNOWN_FATE,
+        f"{failure.message}; pod {pod.id} could not be confirmed terminated, so no other pod is made for this"
+        " dispatch (the rotation stops here); eps reconcile releases it",
+        code="not_terminated",
+    )
+
+
 class RunpodLane:
     """RunPod as a :class:`~eps.shell.lanes.base.Lane`."""
 
@@ -147,13 +158,29 @@ class RunpodLane:
             case Success(key):
                 pass
         attempt: RungAttempt = client.start(rung, name, job=job, dispatch_id=dispatch, public_key=key.public_key)
+        if attempt.leftover is not None:
+            return Failure(_still_there(attempt.leftover, attempt.result.failure()))
         if isinstance(attempt.result, Failure):
             return attempt.result
         handle = attempt.result.unwrap()
-        return start_on(
-            self._access(rung.gpus > 0), key, handle, lambda: client.address(handle.id), lambda: self.release(handle),
+        gone: list[Result[None, LaneFailure]] = []
+
+        def release() -> Result[Handle, LaneFailure]:  # and wait until RunPod says the pod is gone
+            gone.append(client.terminate_confirmed(handle.id))
+            if isinstance(gone[-1], Success):
+                self.access.forget(handle.id)
+            return gone[-1].map(lambda _: evolve(handle, state=HandleState.RELEASED))
+
+        started = start_on(
+            self._access(rung.gpus > 0), key, handle, lambda: client.address(handle.id), release,
             job, dispatch, files, halt=runpod_halt(handle.id), park=runpod_park(handle.id, rung.gpus > 0), what="pod",
         )  # fmt: skip
+        if isinstance(started, Success) or not gone:
+            return started
+        if isinstance(gone[-1], Failure):
+            return Failure(_still_there(handle, started.failure()))
+        # Gone for sure: what is learned is this data centre, and the walk may make the next pod.
+        return Failure(evolve(started.failure(), made_in=handle.zone or "unknown"))
 
     def poll(self, handle: Handle) -> Result[Handle, LaneFailure]:
         got = self.client().bind(lambda c: c.get_pod(handle.id))

@@ -44,6 +44,7 @@ from returns.result import Failure, Result, Success
 
 from eps.core.model import Job, LaneKind, Rung, RunpodCpuFlavor
 from eps.core.outcome import FailureKind, LaneFailure
+from eps.core.runpod_supply import placement
 from eps.core.states import HandleState
 from eps.core.tables import RUNPOD_CPU_FLAVORS, runpod_cuda_versions
 from eps.shell.config.secrets import secret_problem
@@ -233,8 +234,14 @@ def pod_request(
     job: Job | None = None,
     dispatch_id: str | None = None,
     public_key: str | None = None,
+    data_centers: tuple[str, ...] | None = None,
 ) -> dict[str, Any] | LaneFailure:
     """The ``CreatePodRequest`` body for ``rung``, or why eps must not send one.
+
+    A GPU rung's ``zone`` names its place (:mod:`eps.core.runpod_supply`): ``cloud`` is sent
+    for community supply (``SECURE`` is the API's default), ``dataCenterIds`` is the rung's one
+    data centre, else ``data_centers`` (the caller's list of the others that stock the type),
+    else ``[runpod] data_centers``.
 
     CPU rung (``gpus == 0``): ``cpu: {id: flavor, vcpuCount}``; RAM follows from the flavor.
     GPU rung: one pod with ``gpu: {id, count: rung.gpus}`` (P5: never many single-GPU pods),
@@ -275,7 +282,14 @@ def pod_request(
         if rung.disk_gb < 1:
             return invalid(f"{rung.key}: container disk must be at least 1 GB")
         body["disk"] = rung.disk_gb
-    if settings.data_center_ids:
+    place = placement(rung.zone) if rung.gpus > 0 else None
+    if place is not None and place.cloud != "secure":
+        body["cloud"] = place.api_cloud
+    if place is not None and place.data_center is not None:
+        body["dataCenterIds"] = [place.data_center]
+    elif data_centers:
+        body["dataCenterIds"] = list(data_centers)
+    elif settings.data_center_ids:
         body["dataCenterIds"] = list(settings.data_center_ids)
     # No ``args``: the image starts as its authors meant (its sshd among it); eps ships and
     # launches the job over ssh (eps.shell.lanes.machines).
@@ -334,6 +348,23 @@ class PodDoc:
 @frozen
 class ListDoc:
     pods: list[PodDoc]
+
+
+@frozen
+class _PlaceDoc:
+    id: str
+    availability: str = "NONE"
+
+
+@frozen
+class GpuStockDoc:
+    """``GpuType`` with ``include=AVAILABILITY``: the data centres that offer it now."""
+
+    id: str
+    dataCenters: list[_PlaceDoc] = field(factory=list)
+
+    def stocked(self) -> tuple[str, ...]:
+        return tuple(d.id for d in self.dataCenters if d.availability != "NONE")
 
 
 # Responses carry many fields eps does not read, and RunPod adds fields over time; the
