@@ -54,11 +54,8 @@ WAIT_CODES: tuple[tuple[int, str], ...] = (
     (124, "the job's time limit stopped it"),
     (125, "the job's stall watch stopped it (--on-stall stop)"),
     (130, "the job was cancelled (by eps cancel)"),
-    (
-        1,
-        "nothing started, the job's exit code is unknown, or its outputs could not be pulled "
-        "(eps notify test: a target did not answer)",
-    ),
+    (1, "nothing started, the job's exit code is unknown, or its outputs could not be pulled "
+        "(eps notify test: a target did not answer)"),
 )
 
 
@@ -72,11 +69,8 @@ TOOLS: tuple[tuple[str, str], ...] = (
     ("status", "what is running where, from the ledger; each provider within `timeout` (5 s)"),
     ("wait", "wait at most `timeout` (50 s, at most 600 s): ended, state, and once ended the exit code and outputs"),
     ("logs", "at most `max_bytes` (64 KiB, at most 1 MiB) of the log from `offset`, or its last `lines`"),
-    (
-        "next_events",
-        "the next events of your dispatches (all, or those named) after `cursor`: at most `max_events` "
-        "(100), waiting at most `timeout` (30 s, at most 600 s) for one; pass `next_cursor` back",
-    ),
+    ("next_events", "the next events of your dispatches (all, or those named) after `cursor`: at most `max_events` "
+     "(100), waiting at most `timeout` (30 s, at most 600 s) for one; pass `next_cursor` back"),
     ("pull", "copy the job's $EPS_OUTPUT_DIR back"),
     ("cancel", "stop a dispatch (or all) and release every resource"),
 )

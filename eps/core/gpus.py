@@ -242,14 +242,7 @@ GCP_GPU_MACHINES: tuple[GcpMachine, ...] = (
     # A3 High: H100 80 GB, 26 vCPUs and 234 GB per GPU; 1g/2g/4g spot or flex-start only.
     *(
         _machine(
-            _A3,
-            f"{n}g",
-            n,
-            26 * n,
-            234 * n,
-            round(11.06 * n, 2),
-            round(2.75 * n, 2),
-            round(5.30 * n, 2),
+            _A3, f"{n}g", n, 26 * n, 234 * n, round(11.06 * n, 2), round(2.75 * n, 2), round(5.30 * n, 2),
             sold_as=_ALL if n == 8 else _NO_ON_DEMAND,
         )
         for n in (1, 2, 4, 8)

@@ -222,12 +222,7 @@ def after_no_capacity(job: Job, *, waits: int, elapsed_s: float, table: Healing 
 
 
 def after_run(
-    job: Job,
-    state: "DispatchState",
-    job_status: str | None,
-    exit_code: int | None,
-    *,
-    elapsed_s: float,
+    job: Job, state: "DispatchState", job_status: str | None, exit_code: int | None, *, elapsed_s: float,
     table: Healing = HEALING,
 ) -> Decision | None:
     """What the retry policy says once a run is over: an interrupted dispatch (``preempted``:
@@ -244,7 +239,9 @@ def after_run(
     return None
 
 
-def _relaunch(job: Job, event: RetryOn, what: str, *, restarts: int, elapsed_s: float, table: Healing) -> Decision:
+def _relaunch(
+    job: Job, event: RetryOn, what: str, *, restarts: int, elapsed_s: float, table: Healing
+) -> Decision:
     p = policy_of(job, table)
     if event not in p.on:
         if event is RetryOn.INTERRUPTION and not job.restartable:

@@ -340,11 +340,8 @@ def render_jobscript(spec: JobSpec) -> str:
         '    _eps_end "$_eps_how" "$_eps_rc"',
         f"  elif [ -e {q(lay.cancel)} ]; then",
         f'    _eps_end {JobEnd.CANCELLED} "$_eps_rc"',
-        *(
-            [f"  elif [ -e {q(lay.stall_stop)} ]; then", f"    _eps_end {JobEnd.STALLED} {STALL_EXIT}"]
-            if spec.stall
-            else []
-        ),
+        *([f"  elif [ -e {q(lay.stall_stop)} ]; then", f"    _eps_end {JobEnd.STALLED} {STALL_EXIT}"]
+          if spec.stall else []),
         '  elif [ "$_eps_timed" = 1 ]; then',
         f'    echo "eps: time limit of {limit} s reached: the job was stopped"',
         f'    _eps_end {JobEnd.TIMED_OUT} "$_eps_rc"',

@@ -73,15 +73,15 @@ def outcome_of(text: str | None) -> AttemptOutcome | None:
 #: (``LaneFailure.code`` of a MISCONFIGURED failure).  ``{c}`` is the cluster.
 MISCONFIGURED_FIXES: dict[str, str] = {
     "partition": (
-        'set the tier\'s partition in the config ([[clusters]] name = "{c}": partition, or '
+        "set the tier's partition in the config ([[clusters]] name = \"{c}\": partition, or "
         "tier_partition for one tier); `sinfo -s` on the cluster lists its partitions"
     ),
     "account": (
-        'fix or remove the account in the config ([[clusters]] name = "{c}": account / tier_account; '
+        "fix or remove the account in the config ([[clusters]] name = \"{c}\": account / tier_account; "
         "without one the user's default account applies); `sacctmgr show assoc user=$USER` lists yours"
     ),
     "qos": (
-        'fix the QoS names in the config ([[clusters]] name = "{c}": qos_ladder); '
+        "fix the QoS names in the config ([[clusters]] name = \"{c}\": qos_ladder); "
         "`sacctmgr show qos` lists the cluster's"
     ),
 }

@@ -92,12 +92,7 @@ class _SpotMode:
 
 
 def _gcp_candidates(
-    index: PolicyIndex,
-    intent: Intent,
-    spot: str,
-    disk: int | None,
-    fits_flex: bool,
-    duration_s: int | None,
+    index: PolicyIndex, intent: Intent, spot: str, disk: int | None, fits_flex: bool, duration_s: int | None,
     need: GpuNeed,
 ) -> Candidates:
     """GCP rungs before capacity is consulted.  The machines: the intent's own (CPU work), or

@@ -440,11 +440,8 @@ def _out_of_order(natural: list[str], skipped: list[Skip], intent: Intent, index
     order, key = (policy.gpu_lane_order, "gpu") if intent.resource is Resource.GPU else (policy.cpu_lane_order, "cpu")
     lanes = [c.name for c in policy.clusters] + ["gcp"] if key == "gpu" else ["gcp", "runpod"]
     return [
-        Skip(
-            lane,
-            SkipCode.NOT_IN_LANE_ORDER,
-            f"{lane} is in no {key.upper()} lane order ({', '.join(order)}): add it to [lanes] {key}, or --pin {lane}",
-        )
+        Skip(lane, SkipCode.NOT_IN_LANE_ORDER, f"{lane} is in no {key.upper()} lane order ({', '.join(order)}): "
+             f"add it to [lanes] {key}, or --pin {lane}")
         for lane in lanes
         if lane not in natural and lane not in said and _applies(lane, intent, index)
     ]

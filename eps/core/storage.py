@@ -184,7 +184,7 @@ def storage_lines(plan: StoragePlan) -> tuple[list[str], list[str], list[str]]:
         f'  _eps_store() {{ env -u AWS_CA_BUNDLE "$_eps_rcl" --config "$_eps_root/{RCLONE_CONF}" {flags} \\',
         f'      --user-agent {MACHINE_AGENT} ${{AWS_CA_BUNDLE:+--ca-cert "$AWS_CA_BUNDLE"}} "$@"; }}',
         "  _eps_upper=",
-        '  if ! command -v "$_eps_rcl" >/dev/null 2>&1; then',
+        "  if ! command -v \"$_eps_rcl\" >/dev/null 2>&1; then",
         '    echo "eps: rclone is not on this machine: outputs cannot go to storage"',
         "  fi",
     ]
@@ -201,7 +201,7 @@ def storage_lines(plan: StoragePlan) -> tuple[list[str], list[str], list[str]]:
             "  fi",
             "  _eps_n=0 _eps_k=0; while read -r _eps_x; do _eps_n=$((_eps_n + _eps_x)) _eps_k=$((_eps_k + 1)); done \\",
             f"    < <(find {dest} -type f -printf '%s\\n' 2>/dev/null)",
-            f'  printf \'eps: input %s: %s bytes in %s files in %s\\n\' {src_url} "$_eps_n" "$_eps_k" {q(item.dest)}',
+            f"  printf 'eps: input %s: %s bytes in %s files in %s\\n' {src_url} \"$_eps_n\" \"$_eps_k\" {q(item.dest)}",
         ]
     # the credentials leave the machine as soon as its last transfer is done (success or not):
     # with inputs only, once they are in; else once the last upload is confirmed or given up
@@ -214,13 +214,13 @@ def storage_lines(plan: StoragePlan) -> tuple[list[str], list[str], list[str]]:
         before += [
             f"  printf 'eps: restoring $EPS_OUTPUT_DIR from %s\\n' {q(plan.place.outputs_url)}",
             f"  _eps_store copy {q(plan.place.outputs)} out ||",
-            '    echo "eps: restore from storage failed: out/ starts empty"',
+        '    echo "eps: restore from storage failed: out/ starts empty"',
         ]
     if plan.every_s > 0:
         before += [
             "  # the uploader: every sync_every, out/ and the log; a TERM ends it after its upload in flight",
             "  ( _eps_q=; _eps_s=; trap '_eps_q=1; kill \"$_eps_s\" 2>/dev/null' TERM",
-            '    while [ -z "$_eps_q" ]; do',
+            "    while [ -z \"$_eps_q\" ]; do",
             f'      sleep {plan.every_s} & _eps_s=$!; wait "$_eps_s"',
             '      [ -n "$_eps_q" ] || _eps_upload || echo "eps: upload to storage failed; trying again"',
             "    done ) &",

@@ -193,6 +193,7 @@ RUNPOD_CPU_FLAVORS: tuple[RunpodCpuFlavor, ...] = (
 )
 
 
+
 #: Default disks of the GPU intents, GB: a model's weights and the Hugging Face cache that
 #: holds them, with room to write (the original project sized GPU machines at 200 GB "to hold a
 #: 7B+ model + cache"; a 70B model is about 140 GB in bf16, so the 8-GPU shape gets 1 TB).

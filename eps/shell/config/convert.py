@@ -512,16 +512,8 @@ def _clusters(
         access = [a for a in access if a.name != c.name]
         master = c.login_master if c.login_master is not None else before.master if before else None
         login = tuple(c.login or ())
-        access.append(
-            ClusterAccess(
-                c.name,
-                login,
-                c.user,
-                c.work_root,
-                lane_settings.master(login, master, f"clusters[{i}]", source),
-                lane_settings.grants_file(c.grants, f"clusters[{i}]", source),
-            )
-        )
+        access.append(ClusterAccess(c.name, login, c.user, c.work_root, lane_settings.master(
+            login, master, f"clusters[{i}]", source), lane_settings.grants_file(c.grants, f"clusters[{i}]", source)))
     return evolve(policy, clusters=tuple(clusters)), access
 
 
