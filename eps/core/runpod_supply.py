@@ -30,9 +30,8 @@ zone                            asked for
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from eps.core.model import RunpodState, Stock
+from eps.core.records import NamedTuple
 
 #: At most this many RunPod GPU pods are made per dispatch (a pod that does not come up is
 #: terminated, confirmed gone, and the next place is tried; the original lane's #2184).
