@@ -209,3 +209,15 @@ def test_a_bad_supply_is_one_line_with_its_path(tmp_path: Path, capsys: pytest.C
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "@ $.runpod.supply" in err, err
     assert not (tmp_path / "cli-state" / "ledger.sqlite").exists()
+
+
+def test_no_other_data_centre_in_stock_makes_no_second_pod(fake: FakeRunpod, tmp_path: Path) -> None:
+    fake.no_port_in.add("EU-RO-1")
+    fake.stock.update({f"{A100}@US-KS-2": 0, f"{A100}@US-TX-3": 0})
+    h = Harness(tmp_path, fake, _policy())
+    result = h.run()
+    assert result.handle is None and result.terminal == "pin_exhausted"
+    assert h.attempts(result.dispatch) == [(None, "transient"), ("!EU-RO-1", "no_capacity")]
+    assert "no data centre but EU-RO-1" in (h.ledger.attempts(result.dispatch)[1].reason or "")
+    assert len(_bodies(fake)) == 1 and fake.live_pods() == []
+    h.close()
