@@ -27,8 +27,8 @@ from collections.abc import Iterator
 
 import pytest
 
-# the S3 server object storage is tested against: fixtures `s3` (session) and `bucket`
-pytest_plugins = ["storage_support"]
+# the S3 and GCS servers object storage is tested against: fixtures `s3`, `bucket`, `gcs`, `gcs_bucket`
+pytest_plugins = ["storage_support", "gcs_support"]
 
 MARK = b"from eps.shell.run.supervisor import main"
 os.environ.setdefault("PYENV_REHASH_TIMEOUT", "1")

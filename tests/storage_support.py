@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -74,6 +74,21 @@ with os.fdopen(int(sys.argv[2]), "w") as fh:
     fh.write(f"{server.server_address[1]}\n")
 server.serve_forever()
 """
+
+
+def read_port(read: int, proc: subprocess.Popen[bytes], tail: Callable[[], str], name: str) -> int:
+    """The port a server process writes on the pipe ``read`` once it listens."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    text = b""
+    while not text.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([read], [], [], left)[0]:
+            raise RuntimeError(f"{name} did not start in {START_TIMEOUT_S:.0f} s: {tail()}")
+        piece = os.read(read, 64)
+        if not piece:
+            raise RuntimeError(f"{name} ended at start (exit {proc.wait()}): {tail()}")
+        text += piece
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -121,6 +136,24 @@ class _Proxy(http.server.ThreadingHTTPServer):
                 self.records.append(record)
             self.busy -= 1
             self.cond.notify_all()
+
+    def taken(self) -> list[Request]:
+        """The records, once no request is in flight (or after 2 s)."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.busy == 0, timeout=2)
+            return list(self.records)
+
+    def close_all(self, thread: threading.Thread | None) -> None:
+        """Stop serving, cut every client's connection, wait for the serving thread."""
+        self.shutdown()
+        with self.cond:
+            clients = list(self.clients)
+        for sock in clients:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self.server_close()
+        if thread is not None:
+            thread.join(10)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -208,11 +241,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.rfile.readline()
             total += size
 
+    def _rewrite(self, status: int, reason: str,
+                 headers: list[tuple[str, str]]) -> tuple[int, str, list[tuple[str, str]]]:  # fmt: skip
+        """What the proxy changes in the server's answer: moto's ``x-amz-version-id: null``."""
+        return status, reason, [(k, v) for k, v in headers if (k.lower(), v) != ("x-amz-version-id", "null")]
+
     def _relay_response(self, response: http.client.HTTPResponse) -> int:
-        self.send_response_only(response.status, response.reason)
+        status, reason, headers = self._rewrite(response.status, response.reason, response.getheaders())
+        self.send_response_only(status, reason)
         self._replied = True
-        for name, value in response.getheaders():
-            if name.lower() not in HOP and (name.lower(), value) != ("x-amz-version-id", "null"):
+        for name, value in headers:
+            if name.lower() not in HOP:
                 self.send_header(name, value)
         length = response.getheader("Content-Length")
         bodiless = self.command == "HEAD" or response.status in (204, 304) or response.status < 200
@@ -270,17 +309,7 @@ class S3Server:
             )  # fmt: skip
             os.close(write)
             write = -1
-            deadline = time.monotonic() + START_TIMEOUT_S
-            text = b""
-            while not text.endswith(b"\n"):
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([read], [], [], left)[0]:
-                    raise RuntimeError(f"moto did not start in {START_TIMEOUT_S:.0f} s: {self._moto_tail()}")
-                piece = os.read(read, 64)
-                if not piece:
-                    raise RuntimeError(f"moto ended at start (exit {self._proc.wait()}): {self._moto_tail()}")
-                text += piece
-            self.moto_port = int(text)
+            self.moto_port = read_port(read, self._proc, self._moto_tail, "moto")
             self.moto_url = f"http://127.0.0.1:{self.moto_port}"
         finally:
             os.close(read)
@@ -326,15 +355,7 @@ class S3Server:
         """End the proxy and moto; waits until moto's process is gone.  Idempotent."""
         atexit.unregister(self.stop)
         if self._proxy is not None:
-            self._proxy.shutdown()
-            with self._proxy.cond:
-                clients = list(self._proxy.clients)
-            for sock in clients:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-            self._proxy.server_close()
-            if self._thread is not None:
-                self._thread.join(10)
+            self._proxy.close_all(self._thread)
             self._proxy = None
         if self._proc is not None:
             if self._proc.poll() is None:
@@ -373,11 +394,8 @@ class S3Server:
         """The requests the proxy forwarded and answered, oldest first (a copy).  Taken once no
         request is in flight (a client that has its answer may exit a moment before the proxy
         logs it), or after 2 s (a long transfer still going is not in it)."""
-        proxy = self._proxy
-        assert proxy is not None, "stopped"
-        with proxy.cond:
-            proxy.cond.wait_for(lambda: proxy.busy == 0, timeout=2)
-            return list(proxy.records)
+        assert self._proxy is not None, "stopped"
+        return self._proxy.taken()
 
     def clear_log(self) -> None:
         assert self._proxy is not None, "stopped"

@@ -38,6 +38,7 @@ def test_the_section_is_read(tmp_path: Path) -> None:
         ('url = "ftp://b0b/x"', "$.storage.url"),
         ('url = "s3://B/x"', "not a bucket name"),
         ('endpoint = "localhost:9000"', "$.storage.endpoint"),
+        ('gs_endpoint = "storage.example/v1"', "$.storage.gs_endpoint"),
         ('region = "EU WEST"', "$.storage.region"),
         ('provider = "Dropbox"', "$.storage.provider"),
         ('machine_credentials = "key"', "$.storage.machine_credentials"),
@@ -92,7 +93,14 @@ def test_gs_takes_a_service_account_key_or_the_vms_own_account(tmp_path: Path) -
                                "client_email": "a@b"}))  # fmt: skip
     st = StorageSettings("gs://b0b/x")
     gs = remotes(["gs"], st, {"GOOGLE_APPLICATION_CREDENTIALS": str(key)}, machine=True)["gs"]
-    assert json.loads(gs["service_account_credentials"])["client_email"] == "a@b"
+    assert json.loads(gs["service_account_credentials"])["client_email"] == "a@b" and "endpoint" not in gs
+    own = _settings(tmp_path, '[storage]\nurl = "gs://b0b/x"\ngs_endpoint = "http://127.0.0.1:9/storage/v1/"\n')
+    private = own.storage  # type: ignore[attr-defined]
+    assert private.gs_endpoint == "http://127.0.0.1:9/storage/v1/" and private.endpoint is None
+    for machine in (True, False):  # the job's machine and eps's own reads
+        got = remotes(["gs", "s3"], private, {"GOOGLE_APPLICATION_CREDENTIALS": str(key), "AWS_ACCESS_KEY_ID": "A",
+                                              "AWS_SECRET_ACCESS_KEY": SECRET}, machine=machine)  # fmt: skip
+        assert got["gs"]["endpoint"] == "http://127.0.0.1:9/storage/v1/" and "endpoint" not in got["s3"]
     assert "\n" not in gs["service_account_credentials"]
     vm = remotes(["gs"], st._replace(machine_credentials="service-account"), {}, machine=True)["gs"]
     assert vm["env_auth"] == "true" and "service_account_credentials" not in vm

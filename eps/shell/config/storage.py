@@ -15,7 +15,9 @@ profile ``AWS_PROFILE`` or ``profile`` or ``default``).
 For ``gs://``: a service account key file (``GOOGLE_APPLICATION_CREDENTIALS``), or, with
 ``machine_credentials = "service-account"``, the GCP VM's own service account (``[gcp]
 service_account``) with the storage scope ``scope`` (``read_write``, ``full_control``),
-and no key leaves this machine at all.
+and no key leaves this machine at all.  ``gs_endpoint``: the JSON API's base URL when it is
+not Google's (a private endpoint, ``https://storage-NAME.p.googleapis.com/storage/v1/``, or
+an emulator); unset: Google's.
 """
 
 import re
@@ -43,6 +45,7 @@ class StorageDoc:
     profile: str | None = None
     machine_credentials: str | None = None
     scope: str | None = None
+    gs_endpoint: str | None = None
 
 
 class StorageSettings(NamedTuple):
@@ -53,6 +56,7 @@ class StorageSettings(NamedTuple):
     profile: str | None = None  # s3: the shared credentials file's profile (None: AWS_PROFILE, else default)
     machine_credentials: str = "file"  # "file": a 0600 file on the machine; "service-account": the GCP VM's own
     scope: str = "read_write"  # with "service-account": the storage scope the VM gets
+    gs_endpoint: str | None = None  # gs: the JSON API's base URL (None: Google's)
 
 
 def storage_settings(base: StorageSettings, doc: StorageDoc, source: str) -> StorageSettings:
@@ -65,8 +69,9 @@ def storage_settings(base: StorageSettings, doc: StorageDoc, source: str) -> Sto
             parse_url(doc.url)
         except StorageError as exc:
             raise ConfigError(f"{source}: {exc} @ {where}.url") from None
-    if doc.endpoint is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", doc.endpoint):
-        raise ConfigError(f"{source}: endpoint must be an http(s) URL @ {where}.endpoint (got {doc.endpoint!r})")
+    for name, value in (("endpoint", doc.endpoint), ("gs_endpoint", doc.gs_endpoint)):
+        if value is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
+            raise ConfigError(f"{source}: {name} must be an http(s) URL @ {where}.{name} (got {value!r})")
     if doc.region is not None and not _REGION.fullmatch(doc.region):
         raise ConfigError(f"{source}: {doc.region!r} is not a region name @ {where}.region")
     if doc.provider is not None and doc.provider not in PROVIDERS:
@@ -79,6 +84,7 @@ def storage_settings(base: StorageSettings, doc: StorageDoc, source: str) -> Sto
         raise ConfigError(f"{source}: scope is one of {', '.join(SCOPES)} @ {where}.scope")
     changes = {k: v for k, v in (("url", doc.url), ("endpoint", doc.endpoint), ("region", doc.region),
                                  ("provider", doc.provider), ("profile", doc.profile),
-                                 ("machine_credentials", doc.machine_credentials), ("scope", doc.scope))
+                                 ("machine_credentials", doc.machine_credentials), ("scope", doc.scope),
+                                 ("gs_endpoint", doc.gs_endpoint))
                if v is not None}  # fmt: skip
     return base._replace(**changes)

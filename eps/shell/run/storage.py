@@ -123,6 +123,8 @@ def _shared_file(settings: StorageSettings, env: Mapping[str, str]) -> tuple[str
 
 def _gs(settings: StorageSettings, env: Mapping[str, str], *, machine: bool) -> dict[str, str]:
     keys = {"type": "google cloud storage", "bucket_policy_only": "true"}
+    if settings.gs_endpoint:
+        keys["endpoint"] = settings.gs_endpoint
     if machine and settings.machine_credentials == "service-account":
         return {**keys, "env_auth": "true"}
     path = env.get("GOOGLE_APPLICATION_CREDENTIALS")
