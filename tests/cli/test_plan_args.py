@@ -101,5 +101,5 @@ def test_it_leaves_the_rest_to_argparse() -> None:
 def test_it_knows_every_option_of_eps_plan() -> None:
     [sub] = [a for a in build("plan")._actions if a.dest == "cmd"]
     options = {o for a in sub.choices["plan"]._actions for o in a.option_strings}  # type: ignore[attr-defined]
-    assert options == {*plain.PLAN_VALUES, *plain.PLAN_FLAGS, "-h", "--help", "--list-intents"}
+    assert options == {*plain.PLAN_VALUES, *plain.PLAN_FLAGS, *plain.PLAN_LISTS, "-h", "--help", "--list-intents"}
     assert list(_argparse(["plan"]).items()) == list(plain.PLAN_DEFAULTS.items())

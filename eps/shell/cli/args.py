@@ -5,10 +5,11 @@ examples, the job options' defaults, the checks of the option values (one-line
 import and its parser cost about 4 ms of every ``eps plan``, a tenth of it).
 
 :func:`plan_namespace` reads only ``plan [INTENT] OPTION...`` where every option is one of
-``eps plan``'s own, spelled out, given once, with a value that does not start with ``-``, and
-every value passes its check; then it returns what argparse would (a test holds the two to
-each other).  Anything else (help, an abbreviation, a misspelt or repeated option, a second
-positional, a bad value) is argparse's to read, and to refuse in its own words.
+``eps plan``'s own, spelled out, given once (``--input``: any number of times), with a value
+that does not start with ``-``, and every value passes its check; then it returns what
+argparse would (a test holds the two to each other).  Anything else (help, an abbreviation,
+a misspelt or repeated option, a second positional, a bad value) is argparse's to read, and
+to refuse in its own words.
 """
 
 from __future__ import annotations
@@ -163,6 +164,8 @@ PLAN_VALUES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--park": ("park", str),
     "--park-reason": ("park_reason", str),
 }
+#: ``eps plan``'s repeatable options with a value (argparse's ``append``): option -> its dest.
+PLAN_LISTS: dict[str, str] = {"--input": "input"}
 #: ``eps plan``'s flags: option -> (its dest, its value).
 PLAN_FLAGS: dict[str, tuple[str, bool]] = {
     "--restartable": ("restartable", True),
@@ -182,7 +185,7 @@ PLAN_DEFAULTS: dict[str, Any] = {
     "gpu_mem": None, "retry": None,
     "retry_for": None, "max_restarts": None, "sync_every": None, "stall_after": None, "on_stall": None,
     "pin": None, "snapshot": None, "grants": None,
-    "json": False, "wide": False, "park": None, "park_reason": None,
+    "json": False, "wide": False, "park": None, "park_reason": None, "input": None,
 }  # fmt: skip
 
 
@@ -204,8 +207,8 @@ def plan_namespace(args: list[str]) -> SimpleNamespace | None:
             dest, flag = PLAN_FLAGS[arg]
             value: Any = flag
             i += 1
-        elif option in PLAN_VALUES:
-            dest, check = PLAN_VALUES[option]
+        elif option in PLAN_VALUES or option in PLAN_LISTS:
+            dest, check = PLAN_VALUES[option] if option in PLAN_VALUES else (PLAN_LISTS[option], str)
             if eq:
                 text = explicit
                 i += 1
@@ -222,6 +225,9 @@ def plan_namespace(args: list[str]) -> SimpleNamespace | None:
                 return None
         else:
             return None
+        if option in PLAN_LISTS:
+            given[dest] = [*(given[dest] or ()), value]
+            continue
         if dest in seen:
             return None
         seen.add(dest)

@@ -335,10 +335,7 @@ def add_execute_options(e: argparse.ArgumentParser) -> None:
         help="outputs, checkpoints and log go to s3://BUCKET/PREFIX or gs://BUCKET/PREFIX from the machine itself"
         " (default: [storage] url; none: not for this job)",
     )  # fmt: skip
-    e.add_argument(
-        "--input", metavar="URL[:DEST]", action="append", default=None,
-        help="copy a storage prefix into the workdir (DEST) on the machine, before --setup; repeatable",
-    )  # fmt: skip
+    _input(e)
     e.add_argument(
         "--notify", metavar="URL|env:NAME", action="append", default=None,
         help="also tell this target (an apprise URL) what [notify] events says, besides [notify] urls; repeatable;"
@@ -353,6 +350,14 @@ def add_execute_options(e: argparse.ArgumentParser) -> None:
     a = e.add_argument("--resume", metavar="DISPATCH", help="continue the walk of a dispatch after a crash")
     a.complete = _COMPLETE["dispatches"]  # type: ignore[attr-defined]
     e.add_argument("--dispatch-id", metavar="ID", help="use this dispatch id (default: a new one)")
+
+
+def _input(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--input", metavar="URL[:DEST]", action="append", default=None,
+        help="copy a storage prefix into the workdir (DEST) on the machine, before --setup; repeatable"
+        " (eps plan names it; eps execute lists and sizes it)",
+    )  # fmt: skip
 
 
 def _timeout(p: argparse.ArgumentParser) -> None:
@@ -387,6 +392,7 @@ def build(only: str | None = None) -> _Parser:  # noqa: PLR0915  (one statement 
         "--park", metavar="[CLUSTER:]QOS=DURATION", help="the job is parked (PENDING) on that tier for that long"
     )
     p.add_argument("--park-reason", metavar="REASON", help="its SLURM pending reason (e.g. Priority)")
+    _input(p)
     p.add_argument("--list-intents", action="store_true", help="list the intents and exit")
 
     i = _sub(sub, "intents", "the intent table")

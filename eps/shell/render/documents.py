@@ -72,6 +72,20 @@ def job_dict(job: Job) -> dict[str, Any]:
     }
 
 
+#: What a plan says of an input's size: it is listed when the dispatch is submitted, not here.
+UNSIZED = "sized at submission"
+
+
+def inputs_list(job: Job) -> list[dict[str, Any]]:
+    """The plan's ``inputs``: each ``--input`` with where it goes, not sized (no network here)."""
+    if not job.inputs:
+        return []
+    from eps.core.storage import inputs_of
+
+    return [{"url": str(i.source), "dest": i.dest, "objects": None, "bytes": None, "size": UNSIZED}
+            for i in inputs_of(job.inputs)]  # fmt: skip
+
+
 def retry_dict(p: RetryPolicy) -> dict[str, Any]:
     return {
         "on": [e.value for e in RetryOn if e in p.on],
@@ -112,6 +126,7 @@ def plan_dict(plan: RoutePlan, job: Job, down: Sequence[LaneDown] = (), healing:
         "stall": {"after_s": policy_of(job, healing).stall_after_s, "on_stall": policy_of(job, healing).on_stall},
         "notes": list(plan.notes),
         "park": park,
+        "inputs": inputs_list(job),
     }
 
 

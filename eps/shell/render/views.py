@@ -12,7 +12,7 @@ from eps.core.healing import policy_of
 from eps.core.model import Job, LaneDown, Policy, RoutePlan, Rung
 from eps.core.tables import HEALING, Healing
 from eps.core.usable import can_start, mark, terminal_text, unusable_lanes
-from eps.shell.render.documents import intent_dict
+from eps.shell.render.documents import inputs_list, intent_dict
 from eps.shell.render.table import Column, render
 
 TYPE_CHECKING = False
@@ -107,8 +107,7 @@ def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = (
         out.line(f"worst-case wait before a paid lane: {wait}")
     elif queued:
         out.line(f"worst-case queue wait: {wait}; no paid lane follows (see skipped)")
-    out.line(policy_of(job, healing).describe())
-    out.line(policy_of(job, healing).describe_stall())
+    _print_job_lines(job, healing, out)
     if plan.skipped:
         out.line("skipped:")
         for sk in plan.skipped:
@@ -132,6 +131,18 @@ def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = (
     elif not can_start(plan, down):
         out.line("nothing here can start this job now: eps execute would end with no_usable_lane")
     out.line("prices are list prices, information only; eps never limits work by dollars (P12)")
+
+
+def _print_job_lines(job: Job, healing: Healing, out: Out) -> None:
+    """The job's retry and stall policies, and what its machine copies from storage before
+    setup, and where (not sized here)."""
+    out.line(policy_of(job, healing).describe())
+    out.line(policy_of(job, healing).describe_stall())
+    inputs = inputs_list(job)
+    if inputs:
+        out.line(f"inputs (copied on the machine before setup; {inputs[0]['size']}):")
+        for item in inputs:
+            out.line(f"  {item['url']} -> {item['dest']}")
 
 
 _INTENT_COLS = (

@@ -8,7 +8,7 @@ supervisor) nor what they import; :mod:`eps.shell.service.operations` re-exports
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from eps.core.model import CapacitySnapshot, Job, JobError, LaneDown, ParkState, Policy, QosGrants, RoutePlan
 from eps.core.records import NamedTuple
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from eps.shell.config.settings import Settings
     from eps.shell.request.job import JobRequest
 
-__all__ = ["Planned", "given", "park_state", "plan"]
+__all__ = ["Planned", "given", "park_state", "plan", "with_inputs"]
 
 
 class Planned(NamedTuple):
@@ -66,7 +66,7 @@ def plan(settings: Settings, env: Mapping[str, str], job: Job | JobRequest, snap
     if isinstance(job, Job):
         return _plan(settings, env, job, snapshot, grants, park)
     try:
-        return _plan(settings, env, job.job, snapshot, grants, park)
+        return _plan(settings, env, with_inputs(job.job, job.shipping.inputs), snapshot, grants, park)
     except JobError as exc:
         raise job.named(exc) from None
 
@@ -134,6 +134,22 @@ def park_state(text: str | None, reason: str | None, policy: Policy) -> ParkStat
             raise JobError("usage", f"eps plan: --park: no cluster has a QoS {qos!r}")
     q: str | None = None if qos == cluster.name and not cluster.qos_ladder else qos
     return ParkState(cluster.name, q, elapsed, reason)
+
+
+def with_inputs(job: Job, texts: Sequence[str]) -> Job:
+    """``job`` with its ``--input`` (``texts``: the flags', else the job file's ``inputs``), each
+    checked as ``eps execute`` checks it before it lists them (a bad one: :class:`JobError`, one
+    line).  Nothing is listed or sized here: no network, no storage client."""
+    if not texts:
+        return job
+    from eps.core.model import evolve
+    from eps.core.storage import StorageError, inputs_of
+
+    try:
+        inputs_of(texts)
+    except StorageError as exc:
+        raise JobError("storage", str(exc), job) from None
+    return evolve(job, inputs=tuple(texts))
 
 
 def given(snapshot: str | None, grants: str | None) -> tuple[CapacitySnapshot, QosGrants]:
