@@ -32,7 +32,6 @@ Registered for the whole suite by ``pytest_plugins`` in tests/conftest.py: fixtu
 
 from __future__ import annotations
 
-import atexit
 import base64
 import contextlib
 import hashlib
@@ -40,10 +39,6 @@ import http.client
 import json
 import os
 import secrets
-import subprocess
-import sys
-import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -51,7 +46,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote
 
 import pytest
-from storage_support import Request, _Handler, _Proxy, _zombie, read_port
+from storage_support import Request, ServerProcess, _Handler, _Proxy, serve_session
 
 TOKEN_PATH = "/token"  # noqa: S105 (a path, not a password)
 JWT_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -172,83 +167,37 @@ class _GcsHandler(_Handler):
         return None
 
 
-class GcsServer:
+class GcsServer(ServerProcess):
     """gcp-storage-emulator on loopback, behind the logging, credential-checking proxy.
     Started by the constructor."""
+
+    name = "gcp-storage-emulator"
 
     def __init__(self) -> None:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
 
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._proxy: _GcsProxy | None = None
-        self._thread: threading.Thread | None = None
-        self._out = tempfile.TemporaryFile()  # noqa: SIM115 (the emulator's output; closed by stop())
-        atexit.register(self.stop)
+        super().__init__()
         private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.private_key_pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                      serialization.NoEncryption()).decode()  # fmt: skip
         try:
-            self._start()
-            self._proxy = _GcsProxy(self.port, private.public_key())
-            self._thread = threading.Thread(target=self._proxy.serve_forever, name="gcs-proxy", daemon=True)
-            self._thread.start()
+            self.port = self._spawn(LAUNCH, dict(os.environ))
+            self._gcs = _GcsProxy(self.port, private.public_key())
+            self.url = self._serve(self._gcs)
         except BaseException:
             self.stop()
             raise
-        self.url = f"http://127.0.0.1:{self._proxy.server_address[1]}"
         self.endpoint = f"{self.url}/storage/v1/"
-
-    def _start(self) -> None:
-        read, write = os.pipe()
-        try:
-            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-            self._proc = subprocess.Popen(
-                [sys.executable, "-c", LAUNCH, str(os.getpid()), str(write)], pass_fds=(write,),
-                stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._out, env=env,
-            )  # fmt: skip
-            os.close(write)
-            write = -1
-            self.port = read_port(read, self._proc, self._tail, "gcp-storage-emulator")
-        finally:
-            os.close(read)
-            if write >= 0:
-                os.close(write)
-
-    def _tail(self) -> str:
-        self._out.seek(0)
-        return self._out.read().decode(errors="replace")[-2000:]
-
-    def stop(self) -> None:
-        """End the proxy and the emulator; waits until its process is gone.  Idempotent."""
-        atexit.unregister(self.stop)
-        if self._proxy is not None:
-            self._proxy.close_all(self._thread)
-            self._proxy = None
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.terminate()
-                try:
-                    self._proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    self._proc.kill()
-                    self._proc.wait()
-            self._proc = None
-        self._out.close()
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
 
     # -- for clients ---------------------------------------------------------------------
 
     def key(self, private_key_pem: str | None = None) -> dict[str, str]:
         """A service account key for this server (``private_key_pem``: another key, which its
         token server refuses)."""
-        assert self._proxy is not None, "stopped"
         return {"type": "service_account", "project_id": "eps-test-project", "private_key_id": "k" + "0" * 39,
                 "private_key": private_key_pem or self.private_key_pem, "client_email": EMAIL,
-                "client_id": "100000000000000000001", "token_uri": self._proxy.token_uri,
+                "client_id": "100000000000000000001", "token_uri": self._gcs.token_uri,
                 "auth_uri": "https://accounts.google.com/o/oauth2/auth"}  # fmt: skip
 
     def key_file(self, directory: str | os.PathLike[str], **kw: str) -> str:
@@ -262,19 +211,6 @@ class GcsServer:
     def secret(self) -> str:
         """A line of the private key that nothing but the key file may hold."""
         return self.private_key_pem.splitlines()[5]
-
-    # -- the log -------------------------------------------------------------------------
-
-    @property
-    def log(self) -> list[Request]:
-        """The requests the proxy answered, oldest first (as :attr:`S3Server.log`)."""
-        assert self._proxy is not None, "stopped"
-        return self._proxy.taken()
-
-    def clear_log(self) -> None:
-        assert self._proxy is not None, "stopped"
-        with self._proxy.cond:
-            self._proxy.records.clear()
 
     # -- helpers (straight to the emulator: never in the log) -----------------------------
 
@@ -327,14 +263,7 @@ _buckets = iter(range(1, 1 << 30))
 def gcs() -> Iterator[GcsServer]:
     """gcp-storage-emulator behind the checking proxy, for the whole session; its process is
     gone when the session ends."""
-    server = GcsServer()
-    try:
-        yield server
-    finally:
-        pid = server.pid
-        server.stop()
-        if pid is not None:
-            assert not os.path.exists(f"/proc/{pid}") or _zombie(pid), f"the GCS emulator {pid} outlived the session"
+    yield from serve_session(GcsServer())
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pytest
@@ -274,51 +274,114 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return sent
 
 
-class S3Server:
-    """moto's S3 on loopback, behind the logging proxy.  Started by the constructor."""
+class ServerProcess:
+    """A server in a process of its own (``python -c LAUNCH PID FD``: it dies with this process,
+    PR_SET_PDEATHSIG, and tells its port on the pipe FD), behind a proxy served by a thread of
+    this process.  :meth:`stop` ends both (``atexit`` too) and waits until the process is gone."""
 
-    region = REGION
+    name = "server"
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._proxy: _Proxy | None = None
         self._thread: threading.Thread | None = None
-        self._moto_out = tempfile.TemporaryFile()  # noqa: SIM115 (moto's output; closed by stop())
+        self._out = tempfile.TemporaryFile()  # noqa: SIM115 (the server's output; closed by stop())
         atexit.register(self.stop)
-        try:
-            self._start_moto()
-            self._start_auth()
-            self._proxy = _Proxy(self.moto_port)
-            self._thread = threading.Thread(target=self._proxy.serve_forever, name="s3-proxy", daemon=True)
-            self._thread.start()
-        except BaseException:
-            self.stop()
-            raise
-        self.endpoint = f"http://127.0.0.1:{self._proxy.server_address[1]}"
 
-    # -- the server ---------------------------------------------------------------------
-
-    def _start_moto(self) -> None:
+    def _spawn(self, launch: str, env: dict[str, str]) -> int:
+        """Start the server's process; its port."""
         read, write = os.pipe()
         try:
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOTO_"))}
-            env["PYTHONUNBUFFERED"] = "1"
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", LAUNCH, str(os.getpid()), str(write)], pass_fds=(write,),
-                stdin=subprocess.DEVNULL, stdout=self._moto_out, stderr=self._moto_out, env=env,
+                [sys.executable, "-c", launch, str(os.getpid()), str(write)], pass_fds=(write,),
+                stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._out, env={**env, "PYTHONUNBUFFERED": "1"},
             )  # fmt: skip
             os.close(write)
             write = -1
-            self.moto_port = read_port(read, self._proc, self._moto_tail, "moto")
-            self.moto_url = f"http://127.0.0.1:{self.moto_port}"
+            return read_port(read, self._proc, self._tail, self.name)
         finally:
             os.close(read)
             if write >= 0:
                 os.close(write)
 
-    def _moto_tail(self) -> str:
-        self._moto_out.seek(0)
-        return self._moto_out.read().decode(errors="replace")[-2000:]
+    def _serve(self, proxy: _Proxy) -> str:
+        """Serve ``proxy`` on a thread; its URL."""
+        self._proxy = proxy
+        self._thread = threading.Thread(target=proxy.serve_forever, name=f"{self.name}-proxy", daemon=True)
+        self._thread.start()
+        return f"http://127.0.0.1:{proxy.server_address[1]}"
+
+    def _tail(self) -> str:
+        self._out.seek(0)
+        return self._out.read().decode(errors="replace")[-2000:]
+
+    def stop(self) -> None:
+        """End the proxy and the server; waits until its process is gone.  Idempotent."""
+        atexit.unregister(self.stop)
+        if self._proxy is not None:
+            self._proxy.close_all(self._thread)
+            self._proxy = None
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.terminate()
+                try:
+                    self._proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+            self._proc = None
+        self._out.close()
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process (None once stopped)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def log(self) -> list[Request]:
+        """The requests the proxy forwarded and answered, oldest first (a copy).  Taken once no
+        request is in flight (a client that has its answer may exit a moment before the proxy
+        logs it), or after 2 s (a long transfer still going is not in it)."""
+        assert self._proxy is not None, "stopped"
+        return self._proxy.taken()
+
+    def clear_log(self) -> None:
+        assert self._proxy is not None, "stopped"
+        with self._proxy.cond:
+            self._proxy.records.clear()
+
+
+Served = TypeVar("Served", bound=ServerProcess)
+
+
+def serve_session(server: Served) -> Iterator[Served]:
+    """A session fixture's body: ``server``, then its process gone when the session ends."""
+    try:
+        yield server
+    finally:
+        pid = server.pid
+        server.stop()
+        if pid is not None:
+            assert not os.path.exists(f"/proc/{pid}") or _zombie(pid), f"{server.name}'s process {pid} outlived it"
+
+
+class S3Server(ServerProcess):
+    """moto's S3 on loopback, behind the logging proxy.  Started by the constructor."""
+
+    region = REGION
+    name = "moto"
+
+    def __init__(self) -> None:
+        super().__init__()
+        try:
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOTO_"))}
+            self.moto_port = self._spawn(LAUNCH, env)
+            self.moto_url = f"http://127.0.0.1:{self.moto_port}"
+            self._start_auth()
+            self.endpoint = self._serve(_Proxy(self.moto_port))
+        except BaseException:
+            self.stop()
+            raise
 
     def _start_auth(self) -> None:
         """An IAM user with an allow-all policy and an access key; then moto's auth on."""
@@ -351,28 +414,6 @@ class S3Server:
             aws_access_key_id=key, aws_secret_access_key=secret, config=config,
         )  # fmt: skip
 
-    def stop(self) -> None:
-        """End the proxy and moto; waits until moto's process is gone.  Idempotent."""
-        atexit.unregister(self.stop)
-        if self._proxy is not None:
-            self._proxy.close_all(self._thread)
-            self._proxy = None
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.terminate()
-                try:
-                    self._proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    self._proc.kill()
-                    self._proc.wait()
-            self._proc = None
-        self._moto_out.close()
-
-    @property
-    def pid(self) -> int | None:
-        """moto's process (None once stopped)."""
-        return self._proc.pid if self._proc is not None else None
-
     # -- for clients ---------------------------------------------------------------------
 
     def env(self) -> dict[str, str]:
@@ -386,21 +427,6 @@ class S3Server:
         keys = {"type": "s3", "provider": "Other", "endpoint": self.endpoint, "access_key_id": self.access_key,
                 "secret_access_key": self.secret_key, "region": REGION, **overrides}  # fmt: skip
         return f"[{remote}]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
-
-    # -- the log -------------------------------------------------------------------------
-
-    @property
-    def log(self) -> list[Request]:
-        """The requests the proxy forwarded and answered, oldest first (a copy).  Taken once no
-        request is in flight (a client that has its answer may exit a moment before the proxy
-        logs it), or after 2 s (a long transfer still going is not in it)."""
-        assert self._proxy is not None, "stopped"
-        return self._proxy.taken()
-
-    def clear_log(self) -> None:
-        assert self._proxy is not None, "stopped"
-        with self._proxy.cond:
-            self._proxy.records.clear()
 
     # -- helpers (boto3 straight to moto: never in the log) -------------------------------
 
@@ -471,14 +497,7 @@ _buckets = iter(range(1, 1 << 30))
 def s3() -> Iterator[S3Server]:
     """moto's S3 on loopback behind the logging proxy, for the whole session; its process is
     gone when the session ends."""
-    server = S3Server()
-    try:
-        yield server
-    finally:
-        pid = server.pid
-        server.stop()
-        if pid is not None:
-            assert not os.path.exists(f"/proc/{pid}") or _zombie(pid), f"moto's process {pid} outlived the session"
+    yield from serve_session(S3Server())
 
 
 def _zombie(pid: int) -> bool:
