@@ -77,8 +77,11 @@ def test_gs_outputs_go_to_storage_from_the_machine_and_come_back_by_eps_pull(
     assert all(r.status != 401 for r in log), [r for r in log if r.status == 401][:3]
 
     # the machine is gone and nothing is pulled: the log comes from storage
+    gcs.clear_log()
     rc, text, lerr = eps.run("logs", d)
     assert rc == 0 and "wrote-all" in text and f"eps: outputs in gs://{bucket}/runs/{d}/0/out" in text, (text, lerr)
+    read = [r for r in gcs.log if r.method == "GET" and r.path.endswith(f"/o/runs/{d}/0/job.log") and r.status == 200]
+    assert read and {r.agent.split("/")[0] for r in read} == {"eps"}, gcs.log
     rc, out, err = eps.run("status", d, "--json")
     assert json.loads(out)["dispatches"][0]["outputs"] == {"where": "storage", "at": f"gs://{bucket}/runs/{d}/0/out"}
     rc, pulled, perr = eps.run("pull", d, timeout_s=300)
