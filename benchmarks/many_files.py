@@ -9,8 +9,8 @@ with ``EPS_MANY_FILES`` files (100,000 by default) on each path, its figures pri
 - ``storage``: the same job with storage on moto's S3 behind the logging proxy: the machine's
   rclone uploads them (``execute --wait`` seconds), ``eps pull`` brings them from the bucket
   (``pull`` seconds).
-- Memory: the peak (VmHWM, MB) of eps's own processes (``eps``: the command and the supervisor)
-  and of each tool they ran (rsync, ssh, rclone), sampled every 0.1 s.
+- Memory: the peak (VmHWM, MB) of eps's own processes (``eps``: the command, ``supervisor``: the
+  dispatch's supervisor) and of each tool they ran (rsync, ssh, rclone), sampled every 0.1 s.
 
 The test itself asserts every file back, no event or output line per file, and eps's peak
 memory under its bound.  Prints figures; the run takes minutes (moto takes a few hundred PUTs
