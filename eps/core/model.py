@@ -39,6 +39,14 @@ class Resource(StrEnum):
     GPU = "gpu"
 
 
+class IntentSource(StrEnum):
+    """Where an intent comes from (``eps intents`` shows it): the tables, or the config's ``[intents.NAME]``."""
+
+    BUILT_IN = "built-in"
+    CONFIG = "config"  # a team's own intent
+    OVERRIDE = "override"  # a built-in one whose numbers the config changes
+
+
 class Provisioning(StrEnum):
     """How a rung obtains its machine: run here, wait in a queue, or buy one.
 
@@ -176,6 +184,9 @@ class Intent(NamedTuple):
     #: (empty: any model) with at least this much memory, GB.  A job's ``--gpu``/``--gpu-mem`` win.
     gpu_models: tuple[str, ...] = ()
     gpu_mem_gb: int = 0
+    #: The duration of a job of this intent that gives none (``--duration`` wins); ``None``: unknown.
+    duration_s: int | None = None
+    source: IntentSource = IntentSource.BUILT_IN
 
 
 class GcpMachine(NamedTuple):

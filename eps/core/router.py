@@ -100,7 +100,8 @@ from eps.core.tables import (
     lane_time_limit_s,
 )
 
-__all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "did_you_mean", "lane_runs", "plan", "unknown_intent"]
+__all__ = ["NEVER_RUNS_REASONS", "SELF_CAP_REASONS", "did_you_mean", "lane_runs", "plan", "unknown_intent",
+           "with_intent_duration"]
 
 
 def plan(
@@ -277,6 +278,15 @@ def unknown_intent(name: str, policy: Policy, job: Job | None = None) -> JobErro
         "unknown_intent", f"unknown intent {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})", job,
         field="intent",
     )
+
+
+def with_intent_duration(job: Job, policy: Policy) -> Job:
+    """``job`` with its intent's default duration (``[intents.NAME] duration``) when it gives
+    none; the front doors' job as planned and executed (every lane's time limit follows it)."""
+    intent = policy.intent(job.intent) if job.duration_s is None else None
+    if intent is None or intent.duration_s is None:
+        return job
+    return evolve(job, duration_s=intent.duration_s)
 
 
 def _resolve(job: Job, index: PolicyIndex) -> tuple[Intent, list[str]]:

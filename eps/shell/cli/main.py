@@ -65,7 +65,7 @@ def cmd_plan(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
     else:
         from eps.shell.render.views import out_for, print_plan
 
-        print_plan(result.route, job, out_for(sys.stdout, env, wide=ns.wide), result.down, result.healing)
+        print_plan(result.route, result.job, out_for(sys.stdout, env, wide=ns.wide), result.down, result.healing)
     # The exit status is the policy's answer (1: a terminal, no rung at all); whether this
     # machine can run the rungs is the `here` column / `can_start`, and `eps check`'s status.
     return EXIT_OK if result.route.terminal is None else EXIT_FAILED

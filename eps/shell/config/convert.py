@@ -31,7 +31,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from eps.core.model import ClusterConfig, Policy, Stock, Thresholds, VmCapacity, evolve
 from eps.core.records import is_record
-from eps.shell.config import lane_settings
+from eps.shell.config import intents, lane_settings
 from eps.shell.config.errors import ConfigError, duration_setting
 from eps.shell.config.lane_settings import ClusterDoc
 from eps.shell.config.notify import NotifyDoc, NotifySettings, notify_settings
@@ -186,6 +186,7 @@ def _structure(data: object, cls: type[T], source: str) -> T:
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
         msgs = cattrs.transform_error(exc) if isinstance(exc, cattrs.BaseValidationError) else [str(exc)]
         first = re.sub(r"\.([a-z]+)_\b", _keyword_key, msgs[0] if msgs else str(exc))  # $.retry.for_ -> .for
+        first = re.sub(r"\['([a-z][a-z0-9-]*)'\]", r".\1", first)  # $.intents['lora-7b'] -> $.intents.lora-7b
         more = f" (+{len(msgs) - 1} more)" if len(msgs) > 1 else ""
         raise ConfigError(f"{source}: {first}{more}") from None
 
@@ -381,6 +382,7 @@ class _ConfigDoc:
     lanes: _LanesDoc | None = None
     storage: StorageDoc | None = None
     notify: NotifyDoc | None = None
+    intents: dict[str, intents.IntentDoc] | None = None
 
 
 def _set(obj: T, **changes: object) -> T:
@@ -565,6 +567,8 @@ def settings_from_config(data: object, base: Settings, source: str) -> Settings:
     access = list(base.access)
     if doc.clusters is not None:
         policy, access = _clusters(policy, access, doc.clusters, source)
+    if doc.intents is not None:
+        policy = intents.apply(policy, doc.intents, source)
     if doc.lanes is not None:  # after the clusters: the orders name them
         policy = lane_settings.apply(policy, doc.lanes.gpu, doc.lanes.cpu, source)
     kex = base.ssh_kex if doc.ssh is None else key_exchange(doc.ssh.key_exchange, source)

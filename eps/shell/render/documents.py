@@ -155,6 +155,8 @@ def intent_dict(it: Intent, policy: Policy) -> dict[str, Any]:
         "gpu_models": list(it.gpu_models),
         "gpu_mem_gb": it.gpu_mem_gb,
         "gcp_gpu_machines": [m.name for m in gcp_gpu_machines(policy, need, it.gpus)] if gpu else [],
+        "duration_s": it.duration_s,
+        "source": it.source.value,
     }
 
 

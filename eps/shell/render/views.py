@@ -151,8 +151,11 @@ _INTENT_COLS = (
     Column("lanes (auto)"),
     Column("GCP machine"),
     Column("RunPod", flex=True),
+    Column("from", flex=True),
     Column("what for", flex=True),
 )
+#: Where an intent comes from, in words (``eps intents``; the JSON's ``source`` is the word in brackets).
+_SOURCE_WORDS = {"built-in": "built-in", "config": "config", "override": "config (overrides built-in)"}
 
 
 def print_intents(policy: Policy, out: Out) -> None:
@@ -166,7 +169,10 @@ def print_intents(policy: Policy, out: Out) -> None:
         kind = f"{it.gpus} GPU{least}" if it.gpus else f"{it.vcpus} vCPU"
         if it.disk_gb is not None:
             kind += f", {it.disk_gb} GB disk"
-        rows.append([it.name, kind, " -> ".join(d["lanes"]), machine, runpod, it.description])
+        source = _SOURCE_WORDS[d["source"]]
+        if it.duration_s is not None:
+            source += f"; {human(it.duration_s)} when a job gives no --duration"
+        rows.append([it.name, kind, " -> ".join(d["lanes"]), machine, runpod, source, it.description])
     out.table(_INTENT_COLS, rows)
 
 

@@ -105,6 +105,7 @@ def prepare(ctx: Ctx, request: JobRequest, dispatch_id: str | None, snapshot: Ca
 
 def _prepare(ctx: Ctx, request: JobRequest, dispatch_id: str | None, snapshot: CapacitySnapshot,
              grants: QosGrants) -> Prepared:  # fmt: skip
+    from eps.core.router import with_intent_duration
     from eps.shell.request.shipping import check_files, job_options
     from eps.shell.run.walker import Walker
 
@@ -117,7 +118,8 @@ def _prepare(ctx: Ctx, request: JobRequest, dispatch_id: str | None, snapshot: C
                            '"detached")', None)  # fmt: skip
         targets = resolve(request.notify, ctx.lanes.env, request.notify_where)
 
-    job, values = job_options(request.job, request.shipping, ctx.lanes.env)
+    job = with_intent_duration(request.job, ctx.settings.policy)  # [intents.NAME] duration, as eps plan shows it
+    job, values = job_options(job, request.shipping, ctx.lanes.env)
     if job.storage or job.inputs or ctx.settings.storage is not None:
         from eps.shell.run.storage import with_storage
 

@@ -74,11 +74,13 @@ def plan(settings: Settings, env: Mapping[str, str], job: Job | JobRequest, snap
 def _plan(settings: Settings, env: Mapping[str, str], job: Job, snapshot: CapacitySnapshot | None,
           grants: QosGrants | None, park: ParkState | None) -> Planned:  # fmt: skip
     from eps.core.router import plan as route
+    from eps.core.router import with_intent_duration
     from eps.core.tables import DEFAULT_GRANTS
     from eps.shell.config.availability import down_here
     from eps.shell.run.cluster_faults import known
     from eps.shell.state.lives import remembered_here
 
+    job = with_intent_duration(job, settings.policy)  # as execute runs it (prepare)
     snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir)
     snap = known(snap, settings.state_dir, settings.policy)
     granted = grants or configured_grants(settings, DEFAULT_GRANTS)
