@@ -31,7 +31,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from eps.core.model import ClusterConfig, Policy, Stock, Thresholds, VmCapacity, evolve
 from eps.core.records import is_record
-from eps.shell.config import intents, lane_settings
+from eps.shell.config import lane_settings
 from eps.shell.config.errors import ConfigError, duration_setting
 from eps.shell.config.lane_settings import ClusterDoc
 from eps.shell.config.notify import NotifyDoc, NotifySettings, notify_settings
@@ -382,7 +382,7 @@ class _ConfigDoc:
     lanes: _LanesDoc | None = None
     storage: StorageDoc | None = None
     notify: NotifyDoc | None = None
-    intents: dict[str, intents.IntentDoc] | None = None
+    intents: dict[str, Any] | None = None  # each structured by eps.shell.config.intents
 
 
 def _set(obj: T, **changes: object) -> T:
@@ -567,8 +567,10 @@ def settings_from_config(data: object, base: Settings, source: str) -> Settings:
     access = list(base.access)
     if doc.clusters is not None:
         policy, access = _clusters(policy, access, doc.clusters, source)
-    if doc.intents is not None:
-        policy = intents.apply(policy, doc.intents, source)
+    if doc.intents is not None:  # its module only for a file that has [intents]
+        from eps.shell.config.intents import apply
+
+        policy = apply(policy, doc.intents, source)
     if doc.lanes is not None:  # after the clusters: the orders name them
         policy = lane_settings.apply(policy, doc.lanes.gpu, doc.lanes.cpu, source)
     kex = base.ssh_kex if doc.ssh is None else key_exchange(doc.ssh.key_exchange, source)
