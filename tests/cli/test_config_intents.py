@@ -52,7 +52,8 @@ BAD: list[tuple[str, str, str]] = [
     ('resource = "gpu"\ngpus = 0', "$.intents.lora-7b.gpus", "at least 1"),
     ('resource = "gpu"\ngpus = -2', "$.intents.lora-7b.gpus", "at least 1"),
     ('resource = "gpu"', "$.intents.lora-7b.gpus", "how many GPUs"),
-    ('resource = "gpu"\ngpus = 1\ngpu_models = ["h100", "a100"]', "$.intents.lora-7b.gpu_models[1]", "unknown GPU 'a100'"),
+    ('resource = "gpu"\ngpus = 1\ngpu_models = ["h100", "a100"]', "$.intents.lora-7b.gpu_models[1]",
+     "unknown GPU 'a100'"),
     ('resource = "gpu"\ngpus = 1\ngpu_models = "h100"', "$.intents.lora-7b.gpu_models", "expected list[str]"),
     ('resource = "gpu"\ngpus = 1\ngpu_mem_gb = 5000', "$.intents.lora-7b.gpu_mem_gb", "at most 1024"),
     ('resource = "gpu"\ngpus = 1\ngcp_machine = "e2-standard-4"', "$.intents.lora-7b.gcp_machine", "for a CPU intent"),
@@ -132,7 +133,7 @@ def test_a_config_intent_plans_with_its_numbers_and_default_duration(
     rc, out, _ = run(capsys, ["plan", "lora-7b", "--duration", "1h", "--json"], env)
     doc = json.loads(out)
     assert doc["job"]["duration_s"] == 3600  # --duration wins
-    assert [p for _, p in _gcp(doc)][0] == "spot"  # short: spot first (P11)
+    assert next(p for _, p in _gcp(doc)) == "spot"  # short: spot first (P11)
     rc, out, _ = run(capsys, ["plan", "lora-7b"], env)
     assert rc == 0 and out.startswith("lora-7b  (gpu, 6h)")
 
@@ -156,6 +157,7 @@ def test_a_job_file_and_the_python_api_plan_a_config_intent_as_the_cli_does(
 def test_eps_intents_says_where_each_intent_comes_from(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     env = _env(tmp_path, LORA + "\n[intents.cpu-small]\nvcpus = 8\n")
     rc, out, _ = run(capsys, ["intents", "--json"], env)
+    assert rc == 0
     doc = json.loads(out)
     valid(doc, "intents")
     source = {i["name"]: i["source"] for i in doc["intents"]}
@@ -166,13 +168,13 @@ def test_eps_intents_says_where_each_intent_comes_from(capsys: pytest.CaptureFix
     lora = next(i for i in doc["intents"] if i["name"] == "lora-7b")
     assert (lora["gpus"], lora["gpu_models"], lora["gcp_gpu_machines"], lora["duration_s"]) == (
         1, ["a100-80"], ["a2-ultragpu-1g"], 21600)  # fmt: skip
-    rc, out, _ = run(capsys, ["intents", "--wide"], env)
+    _, out, _ = run(capsys, ["intents", "--wide"], env)
     rows = {line.split()[0]: line for line in out.splitlines()[1:]}
     assert "config (overrides built-in)" in rows["cpu-small"]
     assert "config; 6h when a job gives no --duration" in rows["lora-7b"]
     assert "built-in" in rows["gpu-1"] and "config" not in rows["gpu-1"]
     (tmp_path / "fresh").mkdir()
-    rc, out, _ = run(capsys, ["intents", "--json"], bare_env(tmp_path / "fresh"))
+    _rc, out, _ = run(capsys, ["intents", "--json"], bare_env(tmp_path / "fresh"))
     assert {i["source"] for i in json.loads(out)["intents"]} == {"built-in"}  # no config: the tables
 
 
@@ -182,7 +184,7 @@ def test_a_new_cpu_intent_gets_the_cheapest_machine_that_holds_it(tmp_path: Path
     assert it is not None and it.source is IntentSource.CONFIG and it.resource is Resource.CPU
     assert (it.gcp_machine, it.runpod_cpu, it.gpus) == ("e2-standard-16", ("cpu3m", "cpu5m"), 0)
     route = plan(Job(intent="sort-big", duration_s=1800), CapacitySnapshot(), DEFAULT_GRANTS, None, policy=policy)
-    assert [r.machine for r in route.rungs if r.lane == "gcp"][0] == "e2-standard-16"
+    assert next(r.machine for r in route.rungs if r.lane == "gcp") == "e2-standard-16"
     assert all(r.gpus == 0 for r in route.rungs)  # P1
 
 
