@@ -30,6 +30,13 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             settings = load_settings({"EPS_CONFIG": str(f), "HOME": str(tmp_path)})
             assert settings.storage is not None or settings.notify is not None
             kinds.append("section")
+        elif kind == "toml" and text.lstrip().startswith("[intents."):
+            f = tmp_path / "intents.toml"
+            f.write_text(text)
+            intents = load_settings({"EPS_CONFIG": str(f), "HOME": str(tmp_path)}).policy.intents
+            assert {i.name: i.source.value for i in intents if i.source.value != "built-in"} == {
+                "cpu-small": "override", "lora-7b": "config"}  # fmt: skip
+            kinds.append("intents")
         elif kind == "toml":
             f = tmp_path / "config.toml"
             f.write_text(text)
@@ -46,7 +53,7 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             f.write_text(text)
             assert load_grants(str(f)).tiers("fellows")
             kinds.append("grants")
-    assert sorted(kinds) == ["config", "grants", "job", "section", "section", "snapshot"]
+    assert sorted(kinds) == ["config", "grants", "intents", "job", "section", "section", "snapshot"]
 
 
 def test_readme_commands_are_the_ci_commands() -> None:
