@@ -568,9 +568,9 @@ def settings_from_config(data: object, base: Settings, source: str) -> Settings:
     if doc.clusters is not None:
         policy, access = _clusters(policy, access, doc.clusters, source)
     if doc.intents is not None:  # its module only for a file that has [intents]
-        from eps.shell.config.intents import apply
+        from eps.shell.config.intents import IntentsDoc, apply
 
-        policy = apply(policy, doc.intents, source)
+        policy = apply(policy, _structure({"intents": doc.intents}, IntentsDoc, source).intents, source)
     if doc.lanes is not None:  # after the clusters: the orders name them
         policy = lane_settings.apply(policy, doc.lanes.gpu, doc.lanes.cpu, source)
     kex = base.ssh_kex if doc.ssh is None else key_exchange(doc.ssh.key_exchange, source)

@@ -29,7 +29,6 @@ from attrs import frozen
 from eps.core.gpus import ANY_GPU, GPU_MODELS, gpu_model
 from eps.core.model import GcpMachine, Intent, IntentSource, Policy, Resource, evolve
 from eps.core.tables import GPU_DISK_GB, GPU_MEM_GB
-from eps.shell.config.convert import structure
 from eps.shell.config.errors import ConfigError, duration_setting
 
 #: An intent's name: lower-case words of letters and digits joined by ``-`` (``lora-7b``),
@@ -76,15 +75,15 @@ class IntentDoc:
 
 
 @frozen
-class _IntentsDoc:
+class IntentsDoc:
+    """The config's ``[intents]`` (structured only when the file has it: a config without costs nothing)."""
+
     intents: dict[str, IntentDoc]
 
 
-def apply(policy: Policy, tables: dict[str, object], source: str) -> Policy:
-    """``policy`` with each ``[intents.NAME]`` of ``tables`` (the config's ``[intents]``): an
-    override in the built-in's place, a new intent after the built-ins in the file's order.
-    One :class:`ConfigError` line otherwise."""
-    docs = structure({"intents": tables}, _IntentsDoc, source).intents
+def apply(policy: Policy, docs: dict[str, IntentDoc], source: str) -> Policy:
+    """``policy`` with each ``[intents.NAME]`` of ``docs``: an override in the built-in's place,
+    a new intent after the built-ins in the file's order.  One :class:`ConfigError` line otherwise."""
     intents = list(policy.intents)
     for name, doc in docs.items():
         where = _where(name)

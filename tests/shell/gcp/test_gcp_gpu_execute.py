@@ -1,13 +1,15 @@
 """``eps execute debug --pin gcp --wait`` for real on the GCP fake (issue 35): the job runs
 on an L4 machine type (``g2-standard-4``, the cheapest GPU of at least 24 GB), shipped over
 ssh to the test sshd, and its exit code comes back; when spot L4s are exhausted in every
-zone, the walk moves to the next family (A100 40GB spot), not to the end of the plan.  eps
+zone, the walk moves to the next family (A100 40GB spot), not to the end of the plan; a
+config's own intent (the README's ``[intents.lora-7b]``) plans and executes the same way.  eps
 runs as child processes (the fault suite's helpers); nothing it started outlives the test."""
 
 from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,3 +83,31 @@ def test_a_zone_the_tables_name_that_does_not_sell_the_type_is_skipped_not_a_sto
     outcomes = [(a["rung"], a["outcome"]) for a in cloud.attempts(d)]
     assert outcomes[0] == ("gcp/g2-standard-4/us-central1-a/spot", "zone_exhausted"), outcomes
     assert _machines(cloud)[-1] == ("g2-standard-4", "us-central1-b", "SPOT")
+
+
+def _readme_intents() -> str:
+    """The README's ``[intents.lora-7b]`` example (one A100 80GB, 6 h by default)."""
+    [block] = re.findall(r"```toml\n(\[intents\..*?)```", (ROOT / "README.md").read_text(), re.S)
+    return block
+
+
+def test_the_readme_config_intent_plans_and_executes_on_the_machine_it_names(cloud: Any) -> None:
+    """Issue 35 item 3: a config's own intent, planned from the config and run for real:
+    ``a2-ultragpu-1g`` on-demand (6 h, not restartable: P11), the plan's first rung."""
+    cloud.config.write_text(cloud.config.read_text() + _readme_intents())
+    rc, out, err = cloud.run("plan", "lora-7b", "--pin", "gcp", "--json")
+    assert rc == 0, err
+    planned = json.loads(out)
+    assert planned["job"]["duration_s"] == 6 * 3600  # the intent's default duration
+    first = planned["rungs"][0]
+    assert (first["machine"], first["zone"], first["provisioning"]) == ("a2-ultragpu-1g", "us-central1-a", "on-demand")
+    assert {r["machine"] for r in planned["rungs"]} == {"a2-ultragpu-1g"} and first["runnable"]  # a100-80 only
+
+    line = 'echo lora-on-an-a100; echo 1 > "$EPS_OUTPUT_DIR/adapter"; exit 3'
+    rc, out, err = cloud.run("execute", "lora-7b", "--pin", "gcp", "--wait", "--", "bash", "-c", line, timeout_s=240)
+    assert rc == 3, (out, err)  # the job's own exit code
+    assert _machines(cloud) == [("a2-ultragpu-1g", "us-central1-a", "STANDARD")]  # on-demand (P11)
+    [d] = cloud.dispatch_ids()
+    assert [a["rung"] for a in cloud.attempts(d)] == [first["key"]]
+    assert "lora-on-an-a100" in cloud.run("logs", d)[1]
+    assert cloud.gcp.instances == {}  # pulled and deleted: nothing keeps billing
