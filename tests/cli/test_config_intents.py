@@ -55,6 +55,7 @@ BAD: list[tuple[str, str, str]] = [
     ('resource = "gpu"\ngpus = 1\ngpu_models = ["h100", "a100"]', "$.intents.lora-7b.gpu_models[1]",
      "unknown GPU 'a100'"),
     ('resource = "gpu"\ngpus = 1\ngpu_models = "h100"', "$.intents.lora-7b.gpu_models", "expected list[str]"),
+    ('resource = "gpu"\ngpus = 1\ngpu_models = ["l4"]\ngpu_mem_gb = 40', "$.intents.lora-7b.gpu_mem_gb", "no such GPU"),
     ('resource = "gpu"\ngpus = 1\ngpu_mem_gb = 5000', "$.intents.lora-7b.gpu_mem_gb", "at most 1024"),
     ('resource = "gpu"\ngpus = 1\ngcp_machine = "e2-standard-4"', "$.intents.lora-7b.gcp_machine", "for a CPU intent"),
     ('resource = "cpu"\ngpu_mem_gb = 24', "$.intents.lora-7b.gpu_mem_gb", "holds no GPU (P1)"),
@@ -176,6 +177,17 @@ def test_eps_intents_says_where_each_intent_comes_from(capsys: pytest.CaptureFix
     (tmp_path / "fresh").mkdir()
     _rc, out, _ = run(capsys, ["intents", "--json"], bare_env(tmp_path / "fresh"))
     assert {i["source"] for i in json.loads(out)["intents"]} == {"built-in"}  # no config: the tables
+
+
+def test_naming_gpu_models_drops_the_default_least_memory_as_a_jobs_gpu_does(tmp_path: Path) -> None:
+    text = '[intents.eval-l4]\nresource = "gpu"\ngpus = 1\ngpu_models = ["l4"]\n'
+    policy = load_settings(_env(tmp_path, text)).policy
+    it = policy.intent("eval-l4")
+    assert it is not None and (it.gpu_models, it.gpu_mem_gb) == (("l4",), 0)
+    route = plan(Job(intent="eval-l4", duration_s=1800), CapacitySnapshot(), DEFAULT_GRANTS, None, policy=policy)
+    assert {r.machine for r in route.rungs} == {"g2-standard-4"}  # no fellows (H200), only L4s
+    new = load_settings(_env(tmp_path, '[intents.big]\nresource = "gpu"\ngpus = 2\n')).policy.intent("big")
+    assert new is not None and (new.gpu_mem_gb, new.vcpus, new.mem_gb, new.disk_gb) == (80, 52, 468, 300)  # as gpu-2
 
 
 def test_a_new_cpu_intent_gets_the_cheapest_machine_that_holds_it(tmp_path: Path) -> None:

@@ -186,7 +186,7 @@ def _structure(data: object, cls: type[T], source: str) -> T:
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
         msgs = cattrs.transform_error(exc) if isinstance(exc, cattrs.BaseValidationError) else [str(exc)]
         first = re.sub(r"\.([a-z]+)_\b", _keyword_key, msgs[0] if msgs else str(exc))  # $.retry.for_ -> .for
-        first = re.sub(r"\['([a-z][a-z0-9-]*)'\]", r".\1", first)  # $.intents['lora-7b'] -> $.intents.lora-7b
+        first = re.sub(r"\$\.intents\['([a-z][a-z0-9-]*)'\]", r"$.intents.\1", first)  # ['lora-7b'] -> .lora-7b
         more = f" (+{len(msgs) - 1} more)" if len(msgs) > 1 else ""
         raise ConfigError(f"{source}: {first}{more}") from None
 

@@ -9,7 +9,7 @@ the table's own field names (:class:`eps.core.model.Intent`)::
     resource = "gpu"            # "cpu" or "gpu"; a new intent must say; a built-in keeps its own
     gpus = 1                    # a GPU intent: at least 1 (one machine, P5); a CPU one: none (P1)
     gpu_models = ["a100-80"]    # the GPU models it allows (eps.core.gpus; "any" or none: any)
-    gpu_mem_gb = 80             # the least memory per GPU, GB (new GPU intents: 80, as gpu-N)
+    gpu_mem_gb = 80             # the least memory per GPU, GB (new: 80 as gpu-N, 0 when it names models)
     vcpus = 12                  # vCPUs and memory, GB (new: as gpu-N per GPU, or 4 vCPU, 4 GB each)
     mem_gb = 85
     disk_gb = 200               # the disk a paid machine gets by default, GB
@@ -26,8 +26,8 @@ import re
 
 from attrs import frozen
 
-from eps.core.gpus import ANY_GPU, GPU_MODELS, gpu_model
-from eps.core.model import GcpMachine, Intent, IntentSource, Policy, Resource, evolve
+from eps.core.gpus import ANY_GPU, GPU_MODELS, GpuNeed, gpu_model, no_such_gpu
+from eps.core.model import GcpMachine, Intent, IntentSource, Job, Policy, Resource, evolve
 from eps.core.tables import GPU_DISK_GB, GPU_MEM_GB
 from eps.shell.config.errors import ConfigError, duration_setting
 
@@ -126,7 +126,7 @@ def _intent(name: str, doc: IntentDoc, base: Intent | None, policy: Policy, sour
         raise ConfigError(f"{source}: a description is one line, not blank @ {where}.description")
     duration_s = duration_setting(source, f"{where[2:]}.duration", doc.duration)
     if resource is Resource.GPU:
-        made = _gpu_intent(name, doc, base, source, where)
+        made = _gpu_intent(name, doc, base, policy, source, where)
     else:
         made = _cpu_intent(name, doc, base, policy, source, where)
     return evolve(
@@ -138,7 +138,7 @@ def _intent(name: str, doc: IntentDoc, base: Intent | None, policy: Policy, sour
     )
 
 
-def _gpu_intent(name: str, doc: IntentDoc, base: Intent | None, source: str, where: str) -> Intent:
+def _gpu_intent(name: str, doc: IntentDoc, base: Intent | None, policy: Policy, source: str, where: str) -> Intent:
     for key in ("gcp_machine", "runpod_cpu"):
         if getattr(doc, key) is not None:
             raise ConfigError(f"{source}: {key} is for a CPU intent; a GPU one's machines follow from its GPUs"
@@ -148,7 +148,9 @@ def _gpu_intent(name: str, doc: IntentDoc, base: Intent | None, source: str, whe
     gpus = doc.gpus if doc.gpus is not None else base.gpus if base is not None else 0
     grown = base is None or gpus != base.gpus  # what follows from the GPU count, anew
     models = _gpu_models(doc.gpu_models, source, where)
-    return Intent(
+    # naming the models drops the default least memory, as a job's --gpu does (the models are the choice)
+    least = 0 if models is not None else base.gpu_mem_gb if base is not None else GPU_MEM_GB
+    made = Intent(
         name=name,
         resource=Resource.GPU,
         description=base.description if base is not None else f"a config intent: {gpus} GPU on one machine",
@@ -160,9 +162,14 @@ def _gpu_intent(name: str, doc: IntentDoc, base: Intent | None, source: str, whe
         dev_qos_ok=base.dev_qos_ok if base is not None else False,
         disk_gb=doc.disk_gb or (_gpu_disk_gb(gpus) if grown or base is None else base.disk_gb),
         gpu_models=models if models is not None else base.gpu_models if base is not None else (),
-        gpu_mem_gb=_or(doc.gpu_mem_gb, base.gpu_mem_gb if base is not None else GPU_MEM_GB),
+        gpu_mem_gb=_or(doc.gpu_mem_gb, least),
         duration_s=base.duration_s if base is not None else None,
     )
+    refused = no_such_gpu(Job(intent=name), GpuNeed(made.gpu_models, made.gpu_mem_gb), policy)
+    if refused is not None:
+        key = "gpu_mem_gb" if doc.gpu_mem_gb is not None else "gpu_models"
+        raise ConfigError(f"{source}: {refused} @ {where}.{key}")
+    return made
 
 
 def _cpu_intent(name: str, doc: IntentDoc, base: Intent | None, policy: Policy, source: str, where: str) -> Intent:
