@@ -44,7 +44,7 @@ def owed(ledger: Ledger) -> bool:
 
 
 def cursors(ledger: Ledger, dispatch: str) -> dict[str, Cursor]:
-    rows = ledger.rows("SELECT target, offset, pull_done FROM notify_cursors WHERE dispatch = ?", (dispatch,))
+    rows = ledger.rows('SELECT target, "offset", pull_done FROM notify_cursors WHERE dispatch = ?', (dispatch,))
     return {str(r[0]): Cursor(int(r[1]), float(r[2])) for r in rows}
 
 
@@ -53,8 +53,11 @@ def advance(
 ) -> None:
     """Move a target's cursor forward (never back: two writers agree on the furthest)."""
     ledger.write(
-        "INSERT INTO notify_cursors (dispatch, target, offset, pull_done, updated_at) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT(dispatch, target) DO UPDATE SET offset = max(offset, excluded.offset),"
-        " pull_done = max(pull_done, excluded.pull_done), updated_at = excluded.updated_at",
+        # SQL both backends read ("offset" is a keyword in PostgreSQL; SQLite's max(a, b) is its greatest)
+        'INSERT INTO notify_cursors (dispatch, target, "offset", pull_done, updated_at) VALUES (?, ?, ?, ?, ?)'
+        ' ON CONFLICT(dispatch, target) DO UPDATE SET "offset" = CASE WHEN excluded."offset" > notify_cursors."offset"'
+        ' THEN excluded."offset" ELSE notify_cursors."offset" END, pull_done = CASE WHEN excluded.pull_done >'
+        " notify_cursors.pull_done THEN excluded.pull_done ELSE notify_cursors.pull_done END,"
+        " updated_at = excluded.updated_at",
         (dispatch, target, offset or 0, pull_done or 0.0, time.time()),
     )

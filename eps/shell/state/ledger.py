@@ -1,4 +1,5 @@
-"""The attempt ledger: SQLite in the state directory, safe under several eps processes.
+"""The attempt ledger: SQLite in the state directory (the default) or PostgreSQL (``[state]
+url``), safe under several eps processes.
 
 One row per dispatch and one row per attempt (the attempt marker).  An attempt
 is written *before* its provider call, with the deterministic name or request
@@ -8,23 +9,23 @@ change goes through the move tables of :mod:`eps.core.states`: a move the
 tables do not allow raises :class:`~eps.core.states.IllegalMove`; a move out of
 ``cancelled`` is a lost race with ``eps cancel`` and is dropped.
 
-Concurrency: WAL journal, a busy timeout, and short ``BEGIN IMMEDIATE``
-transactions; a dispatch being walked is owned through an exclusive ``flock``
+Concurrency: short write transactions that each run alone (SQLite: ``BEGIN IMMEDIATE``;
+PostgreSQL: an advisory lock, :mod:`eps.shell.state.pg_store`), so a state read and its
+update never race another process; a dispatch being walked is owned through an exclusive ``flock``
 on ``locks/<dispatch>.lock``, so a second executor on the same dispatch is
 refused and reconcile can tell a live walk from a dead one.
 
-Schema versions live in ``PRAGMA user_version``; :data:`MIGRATIONS` upgrade an
-older ledger in order (an old ledger is upgraded, never refused).
+The database is behind one small door (:class:`eps.shell.state.store.Store`): the SQL here
+and the migrations (:mod:`eps.shell.state.migrations`) are the same for both backends.
+An older ledger is upgraded, never refused.
 
 Nothing secret is ever stored: rows hold lanes, targets, handles and reasons.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,11 +39,11 @@ from eps.core.outcome import AttemptOutcome, Handle, outcome_of
 from eps.core.states import LIVE_ATTEMPT_STATES, AttemptState, DispatchState, HandleState, move_attempt, move_dispatch
 from eps.core.walk import AttemptRecord
 from eps.shell.state import codec
-from eps.shell.state.migrations import FAILED_RETRYING, FAILED_RETRYING_INDEX, MIGRATIONS, SCHEMA_VERSION
+from eps.shell.state.migrations import FAILED_RETRYING, FAILED_RETRYING_INDEX, migrate
+from eps.shell.state.store import LedgerError, Row, StateUnreachable, Store, open_store
 
-
-class LedgerError(RuntimeError):
-    """The state directory or ledger cannot be used (read-only, full, corrupt).  One line."""
+__all__ = ["AttemptRow", "DispatchBusy", "DispatchRow", "Ledger", "LedgerError", "QuarantinedRow",
+           "StateUnreachable"]  # fmt: skip
 
 
 class DispatchBusy(RuntimeError):
@@ -57,10 +58,6 @@ class QuarantinedRow(LedgerError):
         self.dispatch = dispatch
 
 
-#: The first bytes of every SQLite file.
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
 def _private_dir(path: str) -> None:
     """Make the state directory mode 0700, or tighten one of ours that others could read
     (an older eps made it 0755)."""
@@ -68,20 +65,6 @@ def _private_dir(path: str) -> None:
     st = os.stat(path)
     if st.st_uid == os.geteuid() and st.st_mode & 0o077:
         os.chmod(path, 0o700)
-
-
-def _check_file(path: str) -> None:
-    """An existing ledger file must be SQLite: an empty (truncated) or foreign file is refused,
-    never silently replaced by an empty ledger that would forget what runs where."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(_SQLITE_MAGIC))
-    except FileNotFoundError:
-        return
-    if not head:
-        raise LedgerError(f"{path}: the ledger file is empty (truncated?); restore it or move it aside")
-    if head != _SQLITE_MAGIC:
-        raise LedgerError(f"{path}: the ledger file is corrupt or not an eps ledger (move it aside)")
 
 
 @frozen
@@ -143,88 +126,38 @@ class AttemptRow:
 
 
 class Ledger:
-    """The ledger at ``<state_dir>/ledger.sqlite3``.  Methods are short transactions."""
+    """The ledger: ``<state_dir>/ledger.sqlite3``, or the PostgreSQL database at ``url``
+    (the state directory then keeps the logs and the locks).  Methods are short transactions."""
 
-    def __init__(self, state_dir: str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, state_dir: str, *, url: str | None = None, clock: Callable[[], float] = time.time) -> None:
         self.state_dir = state_dir
-        self.path = os.path.join(state_dir, "ledger.sqlite3")
         self.logs = os.path.join(state_dir, "logs")
         self._clock = clock
         self._lock = threading.RLock()
         self.quarantined: dict[str, str] = {}  # dispatch id -> why its rows cannot be read
+        self._locks: dict[str, IO[str]] = {}
         try:
             _private_dir(state_dir)  # the ledger, logs, env values and VM-lane runs are the user's alone
             os.makedirs(os.path.join(state_dir, "locks"), mode=0o700, exist_ok=True)
             os.makedirs(self.logs, mode=0o700, exist_ok=True)
-            _check_file(self.path)
-            if not os.path.exists(self.path):
-                self._create()
-            # One connection shared by the fan-out's threads, serialized by self._lock.
-            self._db = self._connect(self.path)
-            self._migrate()
-            self._db.execute("SELECT count(*) FROM attempts").fetchone()
-        except sqlite3.DatabaseError as exc:
-            if "unable to open" in str(exc) and not os.access(state_dir, os.W_OK):  # e.g. a read-only mount
-                raise LedgerError(f"{self.path}: {_why(sqlite3.OperationalError('readonly'))}") from None
-            raise LedgerError(f"{self.path}: {_why(exc)}") from None
         except OSError as exc:
             raise LedgerError(f"state directory {state_dir}: {exc.strerror or exc}") from None
-        self._locks: dict[str, IO[str]] = {}
-
-    @staticmethod
-    def _connect(path: str) -> sqlite3.Connection:
-        db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA busy_timeout = 30000")
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
-        db.execute("PRAGMA foreign_keys = ON")
-        return db
-
-    def _create(self) -> None:
-        """A new ledger appears whole or not at all: it is made aside and linked into place,
-        so an empty ledger file always means one that was cut short, never a new one."""
-        tmp = f"{self.path}.new-{os.getpid()}-{threading.get_ident()}"
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))  # SQLite keeps the mode (and its -wal)
-        db = self._connect(tmp)
         try:
-            self._db = db
-            self._migrate()
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            db.close()
+            # One connection shared by the fan-out's threads, serialized by self._lock.
+            self._db: Store = open_store(state_dir, url)
+        except OSError as exc:
+            raise LedgerError(f"state directory {state_dir}: {exc.strerror or exc}") from None
+        #: How messages name the ledger: its file, or its database's URL without a password.
+        self.path = self._db.name
         try:
-            os.link(tmp, self.path)
-        except FileExistsError:
-            pass  # another eps process made it first
-        finally:
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp + suffix)
-
-    def _foreign_tables(self) -> list[str]:
-        names = [r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return [n for n in names if n not in ("meta", "dispatches", "attempts", "sqlite_sequence")]
-
-    def _migrate(self) -> None:
-        """Bring the schema to :data:`SCHEMA_VERSION`, one migration at a time, each in its
-        own transaction (a crash mid-way leaves the ledger at the last finished version)."""
-        db = self._db
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            raise LedgerError(f"{self.path}: ledger schema {version} is newer than this eps ({SCHEMA_VERSION})")
-        if version == 0 and (foreign := self._foreign_tables()):
-            raise LedgerError(f"{self.path}: not an eps ledger (it holds tables {', '.join(foreign[:3])})")
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if int(db.execute("PRAGMA user_version").fetchone()[0]) < target:  # another process raced us
-                    MIGRATIONS[target](db)
-                    db.execute(f"PRAGMA user_version = {target}")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+            migrate(self._db)
+            self._db.execute("SELECT count(*) FROM attempts").fetchone()
+        except self._db.errors as exc:
+            self._db.close()
+            raise LedgerError(f"{self.path}: {self._db.why(exc)}") from None
+        except LedgerError:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         for fh in self._locks.values():
@@ -233,18 +166,13 @@ class Ledger:
         self._db.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self) -> Iterator[Store]:
         with self._lock:
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
+                with self._db.transaction():
                     yield self._db
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
-            except sqlite3.DatabaseError as exc:
-                raise LedgerError(f"{self.path}: {_why(exc)}") from None
+            except self._db.errors as exc:
+                raise LedgerError(f"{self.path}: {self._db.why(exc)}") from None
 
     # --- ownership --------------------------------------------------------------------------
 
@@ -306,7 +234,7 @@ class Ledger:
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (dispatch, parent, job.intent, codec.job_to_json(job), DispatchState.WALKING.value, now, now),
                 )
-            except sqlite3.IntegrityError:
+            except db.integrity:
                 raise LedgerError(f"dispatch {dispatch} already exists") from None
 
     def relaunch(self, dispatch: str, job: Job, message: str) -> DispatchState | None:
@@ -384,7 +312,7 @@ class Ledger:
         found = self._rows(self._query("SELECT * FROM dispatches WHERE id=?", (dispatch,)))
         return found[0] if found else None
 
-    def _rows(self, rows: list[sqlite3.Row]) -> list[DispatchRow]:
+    def _rows(self, rows: list[Row]) -> list[DispatchRow]:
         found = []
         for r in rows:
             try:
@@ -413,7 +341,7 @@ class Ledger:
         values = tuple(s.value for s in states)
         rows = self._query(
             f"SELECT * FROM dispatches WHERE state IN ({marks}) UNION"  # noqa: S608
-            " SELECT * FROM (SELECT * FROM dispatches ORDER BY created_at DESC LIMIT ?) ORDER BY created_at",
+            " SELECT * FROM (SELECT * FROM dispatches ORDER BY created_at DESC LIMIT ?) AS newest ORDER BY created_at",
             (*values, limit),
         )
         return sorted(self._rows(rows), key=lambda r: r.created_at)
@@ -441,7 +369,7 @@ class Ledger:
         if intent is not None:
             where.append("intent = ?")
             args.append(intent)
-        table = f"dispatches INDEXED BY {FAILED_RETRYING_INDEX}" if failed_retrying else "dispatches"
+        table = "dispatches" + (self._db.indexed_by(FAILED_RETRYING_INDEX) if failed_retrying else "")
         sql = f"SELECT * FROM {table}" + (" WHERE " + " AND ".join(where) if where else "")  # noqa: S608 (fixed clauses)
         sql += " ORDER BY created_at DESC" + (" LIMIT ?" if limit is not None else "")
         rows = self._query(sql, (*args, *(() if limit is None else (limit,))))
@@ -460,14 +388,14 @@ class Ledger:
             seq = db.execute(query, (dispatch,)).fetchone()[0]
             cur = db.execute(
                 "INSERT INTO attempts (dispatch, seq, rung, lane, kind, target, qos, zone, provisioning, name,"
-                " state, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " state, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                 (
                     dispatch, seq, rung.key, rung.lane, rung.kind.value, rung.machine, rung.qos,
                     rung.zone, rung.provisioning.value, name, AttemptState.INTENT.value, now, now,
                 ),
             )  # fmt: skip
-            attempt_id = cur.lastrowid
-        row = self.attempt(int(attempt_id or 0))
+            attempt_id = cur.fetchone()[0]
+        row = self.attempt(int(attempt_id))
         if row is None:  # pragma: no cover - just inserted
             raise LedgerError("attempt vanished")
         return row
@@ -526,7 +454,7 @@ class Ledger:
         now = self._clock()
         return lives.remembered(snapshot, lives.lives_of(self._query(lives.SQL, lives.args(now))), now)
 
-    def rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    def rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[Row]:
         """A read of a table another module keeps here (notify's: eps.shell.notify.book)."""
         return self._query(sql, args)
 
@@ -535,26 +463,15 @@ class Ledger:
         with self._tx() as db:
             db.execute(sql, args)
 
-    def _query(self, sql: str, args: tuple[Any, ...]) -> list[sqlite3.Row]:
+    def _query(self, sql: str, args: tuple[Any, ...]) -> list[Row]:
         with self._lock:
             try:
                 return list(self._db.execute(sql, args).fetchall())
-            except sqlite3.DatabaseError as exc:
-                raise LedgerError(f"{self.path}: {_why(exc)}") from None
+            except self._db.errors as exc:
+                raise LedgerError(f"{self.path}: {self._db.why(exc)}") from None
 
 
-def _why(exc: sqlite3.DatabaseError) -> str:
-    text = str(exc)
-    if "readonly" in text or "read-only" in text:
-        return "the state directory is read-only (set EPS_STATE_DIR to a writable directory)"
-    if "disk is full" in text or "database or disk is full" in text:
-        return "the disk holding the state directory is full"
-    if "not a database" in text or "malformed" in text:
-        return "the ledger file is corrupt (move it aside; `eps reconcile` rebuilds nothing it cannot see)"
-    return text
-
-
-def _move(db: sqlite3.Connection, dispatch: str, to: DispatchState) -> DispatchState | None:
+def _move(db: Store, dispatch: str, to: DispatchState) -> DispatchState | None:
     """The state ``dispatch`` may move to from the one it is in (:func:`move_dispatch`), read
     inside the caller's transaction; ``None`` when the move is dropped (cancel is final)."""
     row = db.execute("SELECT state FROM dispatches WHERE id=?", (dispatch,)).fetchone()
@@ -563,7 +480,7 @@ def _move(db: sqlite3.Connection, dispatch: str, to: DispatchState) -> DispatchS
     return move_dispatch(dispatch, DispatchState(row[0]), to)
 
 
-def _dispatch_row(r: sqlite3.Row) -> DispatchRow:
+def _dispatch_row(r: Row) -> DispatchRow:
     return DispatchRow(
         id=r["id"],
         parent=r["parent"],
@@ -586,7 +503,7 @@ def _dispatch_row(r: sqlite3.Row) -> DispatchRow:
     )
 
 
-def _attempt_row(r: sqlite3.Row) -> AttemptRow:
+def _attempt_row(r: Row) -> AttemptRow:
     fields = {k: r[k] for k in r.keys()}  # noqa: SIM118
     fields.update(kind=LaneKind(fields["kind"]), provisioning=Provisioning(fields["provisioning"]),
                   state=AttemptState(fields["state"]), outcome=outcome_of(fields["outcome"]))  # fmt: skip

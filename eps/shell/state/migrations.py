@@ -1,13 +1,18 @@
 """The ledger's schema, as ordered migrations.  ``MIGRATIONS[n]`` takes a ledger at
-version ``n - 1`` to version ``n`` inside one transaction; the version is
-``PRAGMA user_version``.  Version 1 is the first release's schema (which kept its
-version in a ``meta`` table instead); a ledger is upgraded, never refused."""
+version ``n - 1`` to version ``n`` inside one transaction (:func:`migrate`); the version is
+``PRAGMA user_version`` in SQLite, the ``eps_schema`` table in PostgreSQL.  The same
+migrations make both backends' schema (:mod:`eps.shell.state.store` translates the words).
+Version 1 is the first release's schema (which kept its version in a ``meta`` table
+instead); a ledger is upgraded, never refused."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from eps.shell.state.store import Store
 
 _V1 = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -64,19 +69,20 @@ _HANDLE_WORDS = {
 }
 
 
-def _v1(db: sqlite3.Connection) -> None:
+def _v1(db: Store) -> None:
     for statement in _V1.strip().split(";"):
         if statement.strip():
             db.execute(statement)
 
 
-def _v2(db: sqlite3.Connection) -> None:
+def _v2(db: Store) -> None:
     """Indexes for status and reconcile at scale; one vocabulary for handle states."""
     db.execute("CREATE INDEX IF NOT EXISTS dispatches_by_state ON dispatches(state)")
     db.execute("CREATE INDEX IF NOT EXISTS dispatches_by_created ON dispatches(created_at)")
     db.execute("CREATE INDEX IF NOT EXISTS dispatches_by_parent ON dispatches(parent)")
     db.execute("CREATE INDEX IF NOT EXISTS attempts_by_state ON attempts(state)")
-    for row_id, text in db.execute("SELECT id, handle FROM dispatches WHERE handle IS NOT NULL").fetchall():
+    for row in db.execute("SELECT id, handle FROM dispatches WHERE handle IS NOT NULL").fetchall():
+        row_id, text = row[0], row[1]
         handle = json.loads(text)
         word = str(handle.get("state") or "running")
         handle["state"] = _HANDLE_WORDS.get(word, "finished")
@@ -85,20 +91,20 @@ def _v2(db: sqlite3.Connection) -> None:
     db.execute("DROP TABLE IF EXISTS meta")
 
 
-def _v3(db: sqlite3.Connection) -> None:
+def _v3(db: Store) -> None:
     """What the job itself did, as its wrapper recorded it, and when its outputs came back."""
     for column in ("exit_code INTEGER", "job_status TEXT", "ended_at REAL", "pulled_at REAL"):
         db.execute(f"ALTER TABLE dispatches ADD COLUMN {column}")
 
 
-def _v4(db: sqlite3.Connection) -> None:
+def _v4(db: Store) -> None:
     """When the dispatch's job started (``eps status``'s started and runtime columns), and an
     index for ``eps status --intent``."""
     db.execute("ALTER TABLE dispatches ADD COLUMN started_at REAL")
     db.execute("CREATE INDEX IF NOT EXISTS dispatches_by_intent ON dispatches(intent)")
 
 
-def _v5(db: sqlite3.Connection) -> None:
+def _v5(db: Store) -> None:
     """A dispatch waiting for capacity (``--retry no-capacity``): when its supervisor plans
     again, and how many rounds it has waited."""
     db.execute("ALTER TABLE dispatches ADD COLUMN next_try_at REAL")
@@ -113,13 +119,13 @@ FAILED_RETRYING = (
 FAILED_RETRYING_INDEX = "dispatches_failed_retrying"
 
 
-def _v6(db: sqlite3.Connection) -> None:
+def _v6(db: Store) -> None:
     """A partial index of the failed dispatches that may retry errors: a revival reads them
     without scanning every ended dispatch (100,000 rows: 24 ms, now well under 1 ms)."""
     db.execute(f"CREATE INDEX IF NOT EXISTS {FAILED_RETRYING_INDEX} ON dispatches(created_at) WHERE {FAILED_RETRYING}")
 
 
-def _v7(db: sqlite3.Connection) -> None:
+def _v7(db: Store) -> None:
     """Notifications (:mod:`eps.shell.notify`): the dispatches that may still owe one
     (``open``: an index of their own, so a revival asks in well under a millisecond), and per
     dispatch and target (named by its scheme and host, never its URL) how far into the
@@ -132,18 +138,40 @@ def _v7(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS notify_watch_open ON notify_watch(dispatch) WHERE open = 1")
     db.execute(
         "CREATE TABLE IF NOT EXISTS notify_cursors (dispatch TEXT NOT NULL, target TEXT NOT NULL,"
-        " offset INTEGER NOT NULL DEFAULT 0, pull_done REAL NOT NULL DEFAULT 0, updated_at REAL NOT NULL,"
+        ' "offset" INTEGER NOT NULL DEFAULT 0, pull_done REAL NOT NULL DEFAULT 0, updated_at REAL NOT NULL,'
         " PRIMARY KEY (dispatch, target))"
     )
 
 
-def _v8(db: sqlite3.Connection) -> None:
+def _v8(db: Store) -> None:
     """Object storage (:mod:`eps.core.storage`): when a job's machine confirmed its outputs
     there (its outputs are home without a pull to this machine)."""
     db.execute("ALTER TABLE dispatches ADD COLUMN stored_at REAL")
 
 
-MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {
+MIGRATIONS: Mapping[int, Callable[[Store], None]] = {
     1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8
 }  # fmt: skip
 SCHEMA_VERSION = max(MIGRATIONS)
+
+
+#: The tables of an eps ledger: a version-0 database holding others is not one (refused).
+OWN_TABLES = ("meta", "dispatches", "attempts", "notify_watch", "notify_cursors")
+
+
+def migrate(db: Store) -> None:
+    """Bring the schema to :data:`SCHEMA_VERSION`, one migration at a time, each in its own
+    write transaction (a crash mid-way leaves the ledger at the last finished version; two
+    processes migrating at once: the second finds the work done)."""
+    from eps.shell.state.store import LedgerError
+
+    version = db.version()
+    if version > SCHEMA_VERSION:
+        raise LedgerError(f"{db.name}: ledger schema {version} is newer than this eps ({SCHEMA_VERSION})")
+    if version == 0 and (foreign := [t for t in db.tables() if t not in OWN_TABLES]):
+        raise LedgerError(f"{db.name}: not an eps ledger (it holds tables {', '.join(foreign[:3])})")
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        with db.transaction():
+            if db.version() < target:  # another process raced us
+                MIGRATIONS[target](db)
+                db.set_version(target)
