@@ -27,8 +27,9 @@ from collections.abc import Iterator
 
 import pytest
 
-# the S3 and GCS servers object storage is tested against: fixtures `s3`, `bucket`, `gcs`, `gcs_bucket`
-pytest_plugins = ["storage_support", "gcs_support"]
+# the S3 and GCS servers object storage is tested against: fixtures `s3`, `bucket`, `gcs`, `gcs_bucket`;
+# the PostgreSQL server the ledger is: `pg_server` (session), `pg_url` and `ledger_url` (both backends)
+pytest_plugins = ["storage_support", "gcs_support", "pg_support"]
 
 MARK = b"from eps.shell.run.supervisor import main"
 os.environ.setdefault("PYENV_REHASH_TIMEOUT", "1")

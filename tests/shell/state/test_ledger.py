@@ -1,4 +1,5 @@
-"""The ledger's schema migrations and its typed rows."""
+"""The ledger's schema migrations and its typed rows, on both backends (``ledger_url``:
+SQLite in the state directory, and PostgreSQL, tests/pg_support.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from eps.core.outcome import Handle
 from eps.core.states import AttemptState, DispatchState, HandleState, IllegalMove
 from eps.shell.state.ledger import Ledger
 from eps.shell.state.migrations import _V1, SCHEMA_VERSION
+from eps.shell.state.store import Store, open_store
 
 OLD_JOB = {
     "intent": "cpu-small", "duration_s": 1800, "restartable": False, "footprint_gb": 0.0, "gradient_fit": False,
@@ -20,11 +22,22 @@ OLD_JOB = {
 }  # fmt: skip
 
 
-def _first_release_ledger(state: Path) -> None:
+def _raw(state: Path, url: str | None) -> Store | sqlite3.Connection:
+    """The database itself, as no eps made it: nothing migrated, nothing checked."""
+    if url is None:
+        return sqlite3.connect(state / "ledger.sqlite3", isolation_level=None)
+    from eps.shell.state.pg_store import PgStore
+
+    return PgStore(url)
+
+
+def _first_release_ledger(state: Path, url: str | None) -> None:
     """A ledger as the first release wrote it: version in a meta table, lanes' own state words."""
     state.mkdir()
-    db = sqlite3.connect(state / "ledger.sqlite3")
-    db.executescript(_V1)
+    db = _raw(state, url)
+    for statement in _V1.split(";"):
+        if statement.strip():
+            db.execute(statement)
     db.execute("INSERT INTO meta VALUES ('schema', '1')")
     handle = {"lane": "gcp", "kind": "gcp", "id": "eps-x-1", "rung": "gcp/e2-standard-4/us-central1-a/spot",
               "zone": "us-central1-a", "qos": None, "machine": "e2-standard-4", "state": "stopped"}  # fmt: skip
@@ -37,14 +50,23 @@ def _first_release_ledger(state: Path) -> None:
         " started_at, updated_at) VALUES ('eold000001', 1, 'gcp/e2-standard-4/us-central1-a/spot', 'gcp', 'gcp',"
         " 'e2-standard-4', NULL, 'us-central1-a', 'spot', 'eps-x-1', 'eps-x-1', 'running', 1.0, 2.0)"
     )
-    db.commit()
     db.close()
 
 
-def test_a_first_release_ledger_is_upgraded_not_refused(tmp_path: Path) -> None:
+def _version_and_indexes(state: Path, url: str | None) -> tuple[int, set[str]]:
+    db = open_store(str(state), url)
+    try:
+        sql = ("SELECT name FROM sqlite_master WHERE type='index'" if url is None
+               else "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")  # fmt: skip
+        return db.version(), {str(r[0]) for r in db.execute(sql).fetchall()}
+    finally:
+        db.close()
+
+
+def test_a_first_release_ledger_is_upgraded_not_refused(tmp_path: Path, ledger_url: str | None) -> None:
     state = tmp_path / "state"
-    _first_release_ledger(state)
-    ledger = Ledger(str(state))
+    _first_release_ledger(state, ledger_url)
+    ledger = Ledger(str(state), url=ledger_url)
     row = ledger.dispatch("eold000001")
     assert row is not None and row.state is DispatchState.STARTED
     assert row.job == Job("cpu-small", 1800, command=("python3", "a.py"))
@@ -53,21 +75,19 @@ def test_a_first_release_ledger_is_upgraded_not_refused(tmp_path: Path) -> None:
     assert (a.state, a.provisioning, a.kind) == (AttemptState.RUNNING, Provisioning.SPOT, LaneKind.GCP)
     assert a.record().rung.key == a.rung
     ledger.close()
-    db = sqlite3.connect(state / "ledger.sqlite3")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    version, indexes = _version_and_indexes(state, ledger_url)
+    assert version == SCHEMA_VERSION
     assert {"dispatches_by_state", "attempts_by_state"} <= indexes
 
 
-def test_a_new_ledger_is_at_the_current_version_and_reopens(tmp_path: Path) -> None:
-    Ledger(str(tmp_path)).close()
-    Ledger(str(tmp_path)).close()
-    db = sqlite3.connect(tmp_path / "ledger.sqlite3")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+def test_a_new_ledger_is_at_the_current_version_and_reopens(tmp_path: Path, ledger_url: str | None) -> None:
+    Ledger(str(tmp_path), url=ledger_url).close()
+    Ledger(str(tmp_path), url=ledger_url).close()
+    assert _version_and_indexes(tmp_path, ledger_url)[0] == SCHEMA_VERSION
 
 
-def test_rows_are_typed_and_moves_follow_the_tables(tmp_path: Path) -> None:
-    ledger = Ledger(str(tmp_path))
+def test_rows_are_typed_and_moves_follow_the_tables(tmp_path: Path, ledger_url: str | None) -> None:
+    ledger = Ledger(str(tmp_path), url=ledger_url)
     job = Job("gpu-1", 600, command=("train",))
     ledger.new_dispatch("ed00000001", job)
     rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "", qos="high-eur")
@@ -110,10 +130,10 @@ def test_a_new_ledger_appears_whole(tmp_path: Path) -> None:
     )
 
 
-def test_a_row_that_cannot_be_read_is_quarantined_and_the_others_work(tmp_path: Path) -> None:
+def test_a_row_that_cannot_be_read_is_quarantined_and_the_others_work(tmp_path: Path, ledger_url: str | None) -> None:
     from eps.shell.state.ledger import QuarantinedRow
 
-    ledger = Ledger(str(tmp_path))
+    ledger = Ledger(str(tmp_path), url=ledger_url)
     job = Job("cpu-small", 60, command=("true",))
     for d in ("egood00001", "ebad000001", "egood00002"):
         ledger.new_dispatch(d, job)
@@ -129,10 +149,13 @@ def test_a_row_that_cannot_be_read_is_quarantined_and_the_others_work(tmp_path: 
     ledger.close()
 
 
-def test_failed_dispatches_that_retry_errors_are_read_by_their_own_index(tmp_path: Path) -> None:
+def test_failed_dispatches_that_retry_errors_are_read_by_their_own_index(
+    tmp_path: Path, ledger_url: str | None
+) -> None:
     """What a revival reads on every ``eps status``: the ended dispatches whose job failed and
-    whose policy retries errors, through a partial index, never a scan of every ended row."""
-    ledger = Ledger(str(tmp_path))
+    whose policy retries errors, through a partial index, never a scan of every ended row
+    (the plan is SQLite's; PostgreSQL's planner picks its partial index itself)."""
+    ledger = Ledger(str(tmp_path), url=ledger_url)
     retrying = Job("cpu-small", 60, command=("false",), retry=("error",))
     plain = Job("cpu-small", 60, command=("false",), retry=())
     cases = {
@@ -150,9 +173,21 @@ def test_failed_dispatches_that_retry_errors_are_read_by_their_own_index(tmp_pat
     found = ledger.select(states=(DispatchState.ENDED,), failed_retrying=True)
     assert sorted(r.id for r in found) == ["d-failed-retrying", "d-unknown-retrying"]
     ledger.close()
+    if ledger_url is not None:
+        return
     from eps.shell.state.migrations import FAILED_RETRYING, FAILED_RETRYING_INDEX
 
     db = sqlite3.connect(tmp_path / "ledger.sqlite3")
     sql = f"SELECT * FROM dispatches INDEXED BY {FAILED_RETRYING_INDEX} WHERE {FAILED_RETRYING} AND state IN (?)"  # noqa: S608
     plan = " ".join(str(row[-1]) for row in db.execute(f"EXPLAIN QUERY PLAN {sql}", ("ended",)))
     assert plan == f"SCAN dispatches USING INDEX {FAILED_RETRYING_INDEX}"  # the partial index only
+
+
+def test_a_database_holding_other_tables_is_refused_not_used(pg_url: str, tmp_path: Path) -> None:
+    from eps.shell.state.ledger import LedgerError
+
+    db = _raw(tmp_path, pg_url)
+    db.execute("CREATE TABLE photos (id INTEGER)")
+    db.close()
+    with pytest.raises(LedgerError, match="not an eps ledger .*photos"):
+        Ledger(str(tmp_path), url=pg_url)
