@@ -97,7 +97,8 @@ def run_simulate(
     use_ledger = ns.ledger if ns.ledger is not None else not ns.sacct  # it joins a file only when asked
     if use_ledger:
         try:
-            waits = history.merge(waits, history.read_ledger(settings.state_dir, settings.policy, name, since))
+            mine = history.read_ledger(settings.state_dir, settings.policy, name, since, settings.state_url)
+            waits = history.merge(waits, mine)
         except history.LedgerUnread as exc:
             raise UsageError(f"eps simulate: {exc} (--no-ledger leaves it out)") from None
     source["ledger_waits"] = len(waits) - from_sacct

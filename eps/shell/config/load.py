@@ -7,7 +7,8 @@ Config file: ``$EPS_CONFIG`` or ``$XDG_CONFIG_HOME/eps/config.toml``
 Environment overrides (per SLURM cluster NAME, upper-cased, ``-`` as ``_``):
 ``EPS_<NAME>_QUEUE_WAIT_SECONDS`` (rung 1 park cap; for fellows
 ``EPS_FELLOWS_QUEUE_WAIT_SECONDS``, default 600) and
-``EPS_<NAME>_NEXT_QUEUE_WAIT_SECONDS`` (rungs 2+, default 300).  Their values are
+``EPS_<NAME>_NEXT_QUEUE_WAIT_SECONDS`` (rungs 2+, default 300); ``EPS_STATE_URL`` (the
+ledger's PostgreSQL database, over ``[state] url``).  Their values are
 durations read by the one parser (``600``, ``10m``, ``1h30m``, ``00:10:00``).
 """
 
@@ -92,6 +93,10 @@ def load_settings(env: Mapping[str, str] | None = None, *, text: bytes | None = 
         settings = evolve(settings, config_path=path)
     elif env.get("EPS_CONFIG"):
         raise ConfigError(f"EPS_CONFIG={env['EPS_CONFIG']}: no such file")
+    if "EPS_STATE_URL" in env:  # over [state] url (empty: SQLite in the state directory)
+        from eps.shell.config.state import checked_url
+
+        settings = evolve(settings, state_url=checked_url(env["EPS_STATE_URL"], "EPS_STATE_URL: "))
     clusters = tuple(_apply_env(c, env) for c in settings.policy.clusters)
     # [jobs] max_time_limit reaches plan() through the policy (the limit of a job of unknown length)
     policy = evolve(settings.policy, clusters=clusters, max_time_limit_s=settings.jobs.max_time_limit_s)

@@ -120,6 +120,7 @@ class Settings(NamedTuple):
     ssh_kex: str = ""  # [ssh] key_exchange: KexAlgorithms for eps's own machines (empty: ssh's default)
     storage: "StorageSettings | None" = None  # [storage] (None: no section; no storage unless a job gives one)
     notify: "NotifySettings | None" = None  # [notify] (None: no section)
+    state_url: str | None = None  # [state] url / EPS_STATE_URL: the ledger in PostgreSQL (None: SQLite in state_dir)
 
     def cluster_access(self, name: str) -> ClusterAccess:
         for a in self.access:

@@ -317,7 +317,7 @@ def main() -> None:
     os.replace(tmp, pid_path(state_dir))
     logging.getLogger().addHandler(logging.NullHandler())
     settings = load_settings(env)
-    ledger = Ledger(state_dir)
+    ledger = Ledger(state_dir, url=settings.state_url)
     lanes = Lanes(settings, LaneOptions(env=env))
     from eps.shell.notify.pump import Pump  # apprise itself loads only when a target is read
 

@@ -14,13 +14,14 @@ from eps.core.contract import SCHEMA_VERSION, Exit
 from eps.core.model import JobError
 from eps.core.records import NamedTuple
 from eps.shell.config.errors import ConfigError
+from eps.shell.state.errors import StateUnreachable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["BAD_INPUT", "EXPECTED", "Failure", "NotTaken", "UsageError", "crash_line", "error_doc", "failure",
-           "one_line"]  # fmt: skip
+__all__ = ["BAD_INPUT", "EXPECTED", "Failure", "NotTaken", "StateUnreachable", "UsageError", "crash_line", "error_doc",
+           "failure", "one_line"]  # fmt: skip
 
 
 class UsageError(Exception):
@@ -43,7 +44,7 @@ class NotTaken(Exception):
 #: The errors of the input: exit 2, one line, nothing changed.
 BAD_INPUT: tuple[type[Exception], ...] = (UsageError, JobError, ConfigError)
 #: What eps answers as an error, not a bug: bad input, and a dispatch no supervisor took on.
-EXPECTED: tuple[type[Exception], ...] = (*BAD_INPUT, NotTaken)
+EXPECTED: tuple[type[Exception], ...] = (*BAD_INPUT, NotTaken, StateUnreachable)
 
 
 class Failure(NamedTuple):
@@ -72,6 +73,8 @@ def failure(exc: BaseException) -> Failure:
         return Failure("bad_file", one_line(exc), Exit.BAD_INPUT)
     if isinstance(exc, NotTaken):
         return Failure("not_supervised", f"{exc.dispatch}: {exc.said}", Exit.NOTHING_STARTS)
+    if isinstance(exc, StateUnreachable):  # the environment, not the input: nothing was done
+        return Failure("state_unreachable", one_line(exc), Exit.NOTHING_STARTS)
     return Failure("internal", crash_line(exc), Exit.INTERNAL)
 
 

@@ -154,25 +154,25 @@ class LedgerUnread(HistoryError):
     """The ledger could not be read (say so, and that ``--no-ledger`` leaves it out)."""
 
 
-def read_ledger(state_dir: str, policy: Policy, cluster: str, since_epoch: float) -> list[Wait]:
+def read_ledger(state_dir: str, policy: Policy, cluster: str, since_epoch: float, url: str | None = None) -> list[Wait]:
     """eps's own SLURM attempts on ``cluster`` since ``since_epoch``, as the ledger saw them.
     Nothing when there is no ledger (it is never created here).  :class:`LedgerUnread` when
     it cannot be read."""
-    if not os.path.exists(os.path.join(state_dir, "ledger.sqlite3")):
+    if not url and not os.path.exists(os.path.join(state_dir, "ledger.sqlite3")):
         return []
     from eps.shell.state.ledger import LedgerError
 
     try:
-        return _read_ledger(state_dir, policy, cluster, since_epoch)
+        return _read_ledger(state_dir, policy, cluster, since_epoch, url)
     except LedgerError as exc:
         raise LedgerUnread(str(exc)) from None
 
 
-def _read_ledger(state_dir: str, policy: Policy, cluster: str, since_epoch: float) -> list[Wait]:
+def _read_ledger(state_dir: str, policy: Policy, cluster: str, since_epoch: float, url: str | None) -> list[Wait]:
     from eps.core.states import AttemptState, Outcome
     from eps.shell.state.ledger import Ledger
 
-    ledger = Ledger(state_dir)
+    ledger = Ledger(state_dir, url=url)
     try:
         found: list[Wait] = []
         for d in ledger.select(since=since_epoch):

@@ -473,12 +473,14 @@ class Service:
         from eps.core.model import evolve
         from eps.shell.lanes import LaneOptions, Lanes
         from eps.shell.state.events import Silent
-        from eps.shell.state.ledger import DispatchBusy, Ledger, LedgerError
+        from eps.shell.state.ledger import DispatchBusy, Ledger, LedgerError, StateUnreachable
 
         opts = self.lane_options
         opts = LaneOptions(env=self.env) if opts is None else evolve(opts, env=opts.env or self.env)
         try:
-            ledger = Ledger(self.settings.state_dir)
+            ledger = Ledger(self.settings.state_dir, url=self.settings.state_url)
+        except StateUnreachable:
+            raise  # not bad input: the state's database is down (eps.shell.service.errors)
         except LedgerError as exc:
             raise JobError("ledger", str(exc), None) from None
         lanes = Lanes(self.settings, opts)
@@ -487,6 +489,8 @@ class Service:
                 from eps.shell.run import ownership
                 ownership.revive(ledger, lanes.env)
             yield Ctx(self.settings, ledger, lanes, events or Silent(), self.err)
+        except StateUnreachable:
+            raise
         except LedgerError as exc:
             raise JobError("ledger", str(exc), None) from None
         except DispatchBusy as exc:

@@ -81,7 +81,7 @@ def _plan(settings: Settings, env: Mapping[str, str], job: Job, snapshot: Capaci
     from eps.shell.state.lives import remembered_here
 
     job = with_intent_duration(job, settings.policy)  # as execute runs it (prepare)
-    snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir)
+    snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir, settings.state_url)
     snap = known(snap, settings.state_dir, settings.policy)
     granted = grants or configured_grants(settings, DEFAULT_GRANTS)
     if park is not None and not _could_park(route(job, snap, granted, None, policy=settings.policy), park):

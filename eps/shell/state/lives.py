@@ -56,9 +56,12 @@ def remembered(snapshot: CapacitySnapshot, lives: tuple[MachineLife, ...], now: 
     return evolve(snapshot, lives=(*snapshot.lives, *lives), lives_at=now)
 
 
-def remembered_here(snapshot: CapacitySnapshot, state_dir: str) -> CapacitySnapshot:
+def remembered_here(snapshot: CapacitySnapshot, state_dir: str, url: str | None = None) -> CapacitySnapshot:
     """``snapshot`` with the lives in the ledger of ``state_dir`` now (:func:`read_only`):
-    ``eps plan`` and ``eps.plan()`` plan as ``eps execute`` would."""
+    ``eps plan`` and ``eps.plan()`` plan as ``eps execute`` would.  A ledger in PostgreSQL
+    (``url``) is not read here: the plan path loads no driver (``eps execute`` reads it)."""
+    if url:
+        return snapshot
     now = time.time()
     return remembered(snapshot, read_only(state_dir, now), now)
 

@@ -25,16 +25,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeAlias
 
+from eps.shell.state.errors import LedgerError, StateUnreachable
+
+__all__ = ["Cell", "Cursor", "LedgerError", "Row", "SqliteStore", "StateUnreachable", "Store", "open_store"]
+
 #: The first bytes of every SQLite file.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-class LedgerError(RuntimeError):
-    """The database cannot be used (read-only, full, corrupt, foreign).  One line."""
-
-
-class StateUnreachable(LedgerError):
-    """The database cannot be reached (its server is down, refused us, or is unknown)."""
 
 
 #: One column's value as the driver reads it: ``str``, ``int``, ``float`` or ``None`` (what
