@@ -24,7 +24,7 @@ from eps.shell.cli.args import SUBCOMMANDS, glue_negative_values, plan_namespace
 from eps.shell.cli.exits import SCHEMA_VERSION, Exit, write_error
 from eps.shell.config.load import load_settings
 from eps.shell.config.settings import Settings
-from eps.shell.service.errors import BAD_INPUT, StateUnreachable, UsageError, failure
+from eps.shell.service.errors import ONE_LINE, UsageError, failure
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *
         return answer(args[1:], environ)
     try:
         return _run(glue_negative_values(args), command, environ, lane_options)
-    except (*BAD_INPUT, StateUnreachable) as exc:  # type: ignore[misc]  # (the state's database down: not a crash)
+    except ONE_LINE as exc:
         said = failure(exc)
         write_error(sys.stderr, as_json=as_json, code=said.code, text=said.text, exit_code=said.exit_code,
                     prefix="eps: error: ")  # fmt: skip

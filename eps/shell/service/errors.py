@@ -20,8 +20,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["BAD_INPUT", "EXPECTED", "Failure", "NotTaken", "StateUnreachable", "UsageError", "crash_line", "error_doc",
-           "failure", "one_line"]  # fmt: skip
+__all__ = ["BAD_INPUT", "EXPECTED", "ONE_LINE", "Failure", "NotTaken", "StateUnreachable", "UsageError",
+           "crash_line", "error_doc", "failure", "one_line"]  # fmt: skip
 
 
 class UsageError(Exception):
@@ -45,6 +45,8 @@ class NotTaken(Exception):
 BAD_INPUT: tuple[type[Exception], ...] = (UsageError, JobError, ConfigError)
 #: What eps answers as an error, not a bug: bad input, and a dispatch no supervisor took on.
 EXPECTED: tuple[type[Exception], ...] = (*BAD_INPUT, NotTaken, StateUnreachable)
+#: What the command line says in one line, no crash file: bad input, and the state's database down.
+ONE_LINE: tuple[type[Exception], ...] = (*BAD_INPUT, StateUnreachable)
 
 
 class Failure(NamedTuple):
