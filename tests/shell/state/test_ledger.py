@@ -189,5 +189,5 @@ def test_a_database_holding_other_tables_is_refused_not_used(pg_url: str, tmp_pa
     db = _raw(tmp_path, pg_url)
     db.execute("CREATE TABLE photos (id INTEGER)")
     db.close()
-    with pytest.raises(LedgerError, match="not an eps ledger .*photos"):
+    with pytest.raises(LedgerError, match=r"not an eps ledger .*photos"):
         Ledger(str(tmp_path), url=pg_url)
