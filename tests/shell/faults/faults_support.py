@@ -197,9 +197,10 @@ class Eps:
 
     def __init__(
         self, tmp: Path, gcp: Any, runpod: Any, *, slurm: bool = False, caps: tuple[int, int] = (2, 1),
-        detached: bool = False,
+        detached: bool = False, state_url: str | None = None,
     ) -> None:
         self.tmp = tmp
+        self.state_url = state_url  # the ledger in PostgreSQL (None: SQLite in the state dir)
         self.state = tmp / "state"
         self.config = tmp / "config.toml"
         self.faults = tmp / "slurm-faults"
@@ -227,6 +228,7 @@ class Eps:
             "EPS_FAULT_DIR": str(self.faults),
             "EPS_FELLOWS_QUEUE_WAIT_SECONDS": str(caps[0]),
             "EPS_FELLOWS_NEXT_QUEUE_WAIT_SECONDS": str(caps[1]),
+            **({"EPS_STATE_URL": state_url} if state_url else {}),
         }
         self.children: list[Child] = []
 
@@ -272,7 +274,12 @@ class Eps:
 
     # -- the ledger, read directly (``eps status`` would reconcile first) --
 
-    def _db(self) -> sqlite3.Connection:
+    def _db(self) -> Any:
+        """The ledger's database, either backend (rows read by name: :func:`_dict`)."""
+        if self.state_url:
+            from eps.shell.state.pg_store import PgStore
+
+            return PgStore(self.state_url)
         db = sqlite3.connect(f"file:{self.state / 'ledger.sqlite3'}?mode=ro", uri=True, timeout=30)
         db.row_factory = sqlite3.Row
         return db
@@ -281,21 +288,22 @@ class Eps:
         with contextlib.closing(self._db()) as db:
             row = db.execute("SELECT * FROM dispatches WHERE id=?", (d,)).fetchone()
         assert row is not None, f"no dispatch {d} in the ledger"
-        out = dict(row)
+        out = _dict(row)
         out["handle"] = json.loads(out["handle"]) if out["handle"] else None
         return out
 
     def dispatch_ids(self) -> list[str]:
         with contextlib.closing(self._db()) as db:
-            return [r[0] for r in db.execute("SELECT id FROM dispatches ORDER BY created_at")]
+            return [r[0] for r in db.execute("SELECT id FROM dispatches ORDER BY created_at").fetchall()]
 
     def attempts(self, d: str) -> list[dict[str, Any]]:
         with contextlib.closing(self._db()) as db:
-            return [dict(r) for r in db.execute("SELECT * FROM attempts WHERE dispatch=? ORDER BY seq", (d,))]
+            rows = db.execute("SELECT * FROM attempts WHERE dispatch=? ORDER BY seq", (d,)).fetchall()
+            return [_dict(r) for r in rows]
 
     def wait_attempt(self, d: str | None, pred: Callable[[dict[str, Any]], bool], timeout_s: float, what: str) -> dict:
         def find() -> dict[str, Any] | None:
-            if not (self.state / "ledger.sqlite3").exists():
+            if not self.state_url and not (self.state / "ledger.sqlite3").exists():
                 return None
             try:
                 ids = [d] if d else self.dispatch_ids()
@@ -305,6 +313,10 @@ class Eps:
 
         result: dict[str, Any] = wait_until(find, timeout_s, what, 0.01)
         return result
+
+
+def _dict(row: Any) -> dict[str, Any]:
+    return {k: row[k] for k in row.keys()}  # noqa: SIM118 (either backend's row)
 
 
 # --- traps on the fake servers -----------------------------------------------------------

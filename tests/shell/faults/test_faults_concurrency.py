@@ -6,14 +6,26 @@ afterwards leaves no machine running."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from faults_support import Eps, GcpTrap, RunpodTrap
 
 
+@pytest.fixture
+def eps_on(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path, ledger_url: str | None) -> Iterator[Eps]:
+    """``eps`` with its ledger on each backend (SQLite, PostgreSQL: tests/pg_support.py)."""
+    e = Eps(tmp_path, gtrap.fake, rtrap.fake, state_url=ledger_url)
+    yield e
+    e.close()
+
+
 def test_ten_parallel_executes_all_stay_started_and_cancel_all_leaves_nothing(
-    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
+    eps_on: Eps, gtrap: GcpTrap, rtrap: RunpodTrap
 ) -> None:
+    eps = eps_on
     gcp: Any = gtrap.fake
     children = [eps.start("execute", "--json", "cpu-small", "--duration", "30m", "--", "sleep 300") for _ in range(10)]
     codes = [c.wait(180) for c in children]
