@@ -94,7 +94,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, text: bytes | None = 
     elif env.get("EPS_CONFIG"):
         raise ConfigError(f"EPS_CONFIG={env['EPS_CONFIG']}: no such file")
     if "EPS_STATE_URL" in env:  # over [state] url (empty: SQLite in the state directory)
-        from eps.shell.config.state import checked_url
+        from eps.shell.config.state_url import checked_url
 
         settings = evolve(settings, state_url=checked_url(env["EPS_STATE_URL"], "EPS_STATE_URL: "))
     clusters = tuple(_apply_env(c, env) for c in settings.policy.clusters)

@@ -18,7 +18,7 @@ or its host dies.  The ledger's writes are short (milliseconds): one writer at a
 nothing at eps's scale.
 
 Credentials come from libpq's own sources (``~/.pgpass``, ``PG*`` variables, a service
-file); a password in the URL works but is never shown (:func:`eps.shell.config.state.redact`).
+file); a password in the URL works but is never shown (:func:`eps.shell.config.state_url.redact`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, ClassVar, cast
 
-from eps.shell.config.state import redact
+from eps.shell.config.state_url import redact
 from eps.shell.state.store import Cell, Cursor, LedgerError, StateUnreachable
 
 if TYPE_CHECKING:
