@@ -138,7 +138,6 @@ def start_server() -> PgServer:
     while True:
         try:
             server.admin("SELECT 1")
-            return server
         except Exception:
             if proc.poll() is not None or time.monotonic() > deadline:
                 with open(os.path.join(root, "server.log"), errors="replace") as fh:
@@ -146,6 +145,8 @@ def start_server() -> PgServer:
                 server.stop()
                 raise RuntimeError(f"PostgreSQL did not start: {said}") from None
             time.sleep(0.1)
+        else:
+            return server
 
 
 @pytest.fixture(scope="session")
