@@ -21,11 +21,11 @@ from eps.shell.run.finish import Finisher
 from eps.shell.state.ledger import Ledger
 
 
-def _finisher(tmp_path: Path, margin_gb: int) -> tuple[Finisher, Ledger]:
+def _finisher(tmp_path: Path, margin_gb: int, url: str | None) -> tuple[Finisher, Ledger]:
     (tmp_path / "config.toml").write_text(f"[thresholds]\nvm_disk_margin_gb = {margin_gb}\n")
     env = {"EPS_STATE_DIR": str(tmp_path / "state"), "EPS_CONFIG": str(tmp_path / "config.toml"),
            "HOME": str(tmp_path)}  # fmt: skip
-    ledger = Ledger(str(tmp_path / "state"))
+    ledger = Ledger(str(tmp_path / "state"), url=url)
     ledger.new_dispatch("e-held", Job("cpu-small", 60, command=("true",)))
     return Finisher(ledger, Lanes(load_settings(env), LaneOptions(env=env)), wall=lambda: 1234.5), ledger
 
@@ -38,8 +38,8 @@ def _site(tmp_path: Path) -> Site:
     return Site(Remote.via([]), str(root), runs_here=True)
 
 
-def test_a_pull_that_would_leave_less_than_the_margin_is_not_started(tmp_path: Path) -> None:
-    finisher, ledger = _finisher(tmp_path, 10**6)  # no disk here keeps a margin of a petabyte free
+def test_a_pull_that_would_leave_less_than_the_margin_is_not_started(tmp_path: Path, ledger_url: str | None) -> None:
+    finisher, ledger = _finisher(tmp_path, 10**6, ledger_url)  # no disk here keeps a margin of a petabyte free
     row = ledger.dispatch("e-held")
     assert row is not None
     site, out = _site(tmp_path), finisher.outputs_dir("e-held")
@@ -61,8 +61,8 @@ def test_a_pull_that_would_leave_less_than_the_margin_is_not_started(tmp_path: P
     assert held.held(finisher.state_dir)["e-held"]["during"] == "sync" and not to.exists()
 
 
-def test_a_pull_that_fits_is_done_and_clears_the_record(tmp_path: Path) -> None:
-    finisher, ledger = _finisher(tmp_path, 0)
+def test_a_pull_that_fits_is_done_and_clears_the_record(tmp_path: Path, ledger_url: str | None) -> None:
+    finisher, ledger = _finisher(tmp_path, 0, ledger_url)
     row = ledger.dispatch("e-held")
     assert row is not None
     site = _site(tmp_path)
