@@ -220,7 +220,8 @@ def write_inputs(
             from eps.shell.notify.keep import kept_config
 
             text = kept_config(text, config_path(env))
-        doc["settings"] = {"env": settings_env(env), "config": None if text is None else text.decode("utf-8")}
+        kept_env = {k: v for k, v in settings_env(env).items() if k != "EPS_STATE_URL"}  # may hold a password
+        doc["settings"] = {"env": kept_env, "config": None if text is None else text.decode("utf-8")}
     tmp = inputs_path(state_dir, dispatch) + ".tmp"
     with open(tmp, "w") as fh:
         json.dump(doc, fh)
@@ -256,6 +257,8 @@ def read_settings(state_dir: str, dispatch: str, base_env: Mapping[str, str]) ->
     env = {k: v for k, v in base_env.items() if not (k.startswith("EPS_") or k in SETTINGS_ENV)}
     env.update(kept["env"])
     env["EPS_STATE_DIR"] = state_dir  # the supervisor's: the dispatch is in this ledger
+    if base_env.get("EPS_STATE_URL") is not None:  # (wherever that ledger is)
+        env["EPS_STATE_URL"] = base_env["EPS_STATE_URL"]
     text = kept.get("config")
     # no file then: none now either (an empty config is the embedded defaults)
     return load_settings(env, text=(text or "").encode("utf-8")), env
