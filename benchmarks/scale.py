@@ -51,21 +51,33 @@ def eps(env: dict[str, str], *argv: str) -> tuple[float, subprocess.CompletedPro
     return time.perf_counter() - began, proc
 
 
-def status_figure(rows: int, tmp: Path) -> None:
+def status_figure(rows: int, tmp: Path, url: str | None = None) -> None:
+    """The status figure on the SQLite ledger, or (``url``) on a PostgreSQL one (benchmarks/state_pg.py)."""
     from eps.shell.state.ledger import Ledger
 
-    state = tmp / "status-state"
-    Ledger(str(state)).close()  # the schema, at the current version
+    state = tmp / ("status-state" if url is None else "status-state-pg")
+    Ledger(str(state), url=url).close()  # the schema, at the current version
     job = json.dumps({"intent": "cpu-small", "duration_s": 60, "restartable": False, "footprint_gb": 0.0,
                       "gradient_fit": False, "count": 1, "pin": None, "command": ["true"]})  # fmt: skip
     now = time.time()
-    with sqlite3.connect(state / "ledger.sqlite3") as db:
-        db.executemany(
-            "INSERT INTO dispatches (id, parent, intent, job, state, message, created_at, updated_at)"
-            " VALUES (?, NULL, 'cpu-small', ?, 'ended', 'exit code 0', ?, ?)",
-            ((f"e{i:010x}", job, now - rows + i, now - rows + i) for i in range(rows)),
-        )
-    env = eps_env(EPS_STATE_DIR=str(state), HOME=str(tmp))
+    made = ((f"e{i:010x}", job, now - rows + i, now - rows + i) for i in range(rows))
+    if url is None:
+        with sqlite3.connect(state / "ledger.sqlite3") as db:
+            db.executemany(
+                "INSERT INTO dispatches (id, parent, intent, job, state, message, created_at, updated_at)"
+                " VALUES (?, NULL, 'cpu-small', ?, 'ended', 'exit code 0', ?, ?)",
+                made,
+            )
+    else:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as pg:
+            with pg.cursor().copy("COPY dispatches (id, intent, job, state, message, created_at, updated_at)"
+                                  " FROM STDIN") as copy:  # fmt: skip
+                for i, text, created, updated in made:
+                    copy.write_row((i, "cpu-small", text, "ended", "exit code 0", created, updated))
+            pg.execute("ANALYZE dispatches")
+    env = eps_env(EPS_STATE_DIR=str(state), HOME=str(tmp), **({"EPS_STATE_URL": url} if url else {}))
     # one job running now, on the VM lane, owned by its supervisor: status while a job runs
     _, proc = eps(env, "execute", "debug", "--duration", "5m", "--detach", "--json", "--", "sleep", "120")
     assert proc.returncode == 0, proc.stderr
@@ -87,9 +99,10 @@ def status_figure(rows: int, tmp: Path) -> None:
     eps(env, "cancel", running)
     end_supervisor(state)
     shown = len(json.loads(proc.stdout)["dispatches"])
-    size = (state / "ledger.sqlite3").stat().st_size / 2**20
+    size = (state / "ledger.sqlite3").stat().st_size / 2**20 if url is None else 0
+    where = f"{size:.0f} MB ledger" if url is None else "PostgreSQL on loopback"
     each = ", ".join(f"{t * 1000:.0f}" for t in times)
-    print(f"eps status --json, {rows} dispatches ({size:.0f} MB ledger): median {sorted(times)[4] * 1000:.0f} ms"
+    print(f"eps status --json, {rows} dispatches ({where}): median {sorted(times)[4] * 1000:.0f} ms"
           f" over 9 runs ({each} ms), {shown} shown (interpreter start included);"
           f" CPU median {sorted(cpu)[4] * 1000:.0f} ms")  # fmt: skip
     began = time.perf_counter()
