@@ -39,8 +39,10 @@ from eps.core.outcome import AttemptOutcome, Handle, outcome_of
 from eps.core.states import LIVE_ATTEMPT_STATES, AttemptState, DispatchState, HandleState, move_attempt, move_dispatch
 from eps.core.walk import AttemptRecord
 from eps.shell.state import codec
+from eps.shell.state.db import Row, Store
+from eps.shell.state.errors import LedgerError, StateUnreachable
 from eps.shell.state.migrations import FAILED_RETRYING, FAILED_RETRYING_INDEX, migrate
-from eps.shell.state.store import LedgerError, Row, StateUnreachable, Store, open_store
+from eps.shell.state.store import open_store
 
 __all__ = ["AttemptRow", "DispatchBusy", "DispatchRow", "Ledger", "LedgerError", "QuarantinedRow",
            "StateUnreachable"]  # fmt: skip
@@ -154,10 +156,15 @@ class Ledger:
             self._db.execute("SELECT count(*) FROM attempts").fetchone()
         except self._db.errors as exc:
             self._db.close()
-            raise LedgerError(f"{self.path}: {self._db.why(exc)}") from None
+            raise self._failed(exc) from None
         except LedgerError:
             self._db.close()
             raise
+
+    def _failed(self, exc: Exception) -> LedgerError:
+        """The one-line error of a database error: :class:`StateUnreachable` when it is out of reach."""
+        line = f"{self.path}: {self._db.why(exc)}"
+        return StateUnreachable(line) if self._db.lost(exc) else LedgerError(line)
 
     def close(self) -> None:
         for fh in self._locks.values():
@@ -172,7 +179,7 @@ class Ledger:
                 with self._db.transaction():
                     yield self._db
             except self._db.errors as exc:
-                raise LedgerError(f"{self.path}: {self._db.why(exc)}") from None
+                raise self._failed(exc) from None
 
     # --- ownership --------------------------------------------------------------------------
 
@@ -468,7 +475,7 @@ class Ledger:
             try:
                 return list(self._db.execute(sql, args).fetchall())
             except self._db.errors as exc:
-                raise LedgerError(f"{self.path}: {self._db.why(exc)}") from None
+                raise self._failed(exc) from None
 
 
 def _move(db: Store, dispatch: str, to: DispatchState) -> DispatchState | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from eps.shell.state.store import Store
+    from eps.shell.state.db import Store
 
 _V1 = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -163,7 +163,7 @@ def migrate(db: Store) -> None:
     """Bring the schema to :data:`SCHEMA_VERSION`, one migration at a time, each in its own
     write transaction (a crash mid-way leaves the ledger at the last finished version; two
     processes migrating at once: the second finds the work done)."""
-    from eps.shell.state.store import LedgerError
+    from eps.shell.state.errors import LedgerError
 
     version = db.version()
     if version > SCHEMA_VERSION:

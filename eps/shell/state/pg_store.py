@@ -30,7 +30,8 @@ from functools import cache
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from eps.shell.config.state_url import redact
-from eps.shell.state.store import Cell, Cursor, LedgerError, StateUnreachable
+from eps.shell.state.db import Cell, Cursor
+from eps.shell.state.errors import LedgerError, StateUnreachable
 
 if TYPE_CHECKING:
     import psycopg
@@ -151,11 +152,15 @@ class PgStore:
         return ""  # the planner picks the partial index itself
 
     def why(self, exc: Exception) -> str:
+
+        if self.lost(exc):
+            return f"unreachable ({self._said(exc)})"
+        return self._said(exc)
+
+    def lost(self, exc: Exception) -> bool:
         import psycopg
 
-        if isinstance(exc, psycopg.OperationalError):
-            return f"state database {self.name}: unreachable ({self._said(exc)})"
-        return f"state database {self.name}: {self._said(exc)}"
+        return isinstance(exc, psycopg.OperationalError)
 
     def close(self) -> None:
         self._db.close()

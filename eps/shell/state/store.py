@@ -23,52 +23,14 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeAlias
 
+from eps.shell.state.db import Cell, Cursor, Row, Store
 from eps.shell.state.errors import LedgerError, StateUnreachable
 
 __all__ = ["Cell", "Cursor", "LedgerError", "Row", "SqliteStore", "StateUnreachable", "Store", "open_store"]
 
 #: The first bytes of every SQLite file.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-#: One column's value as the driver reads it: ``str``, ``int``, ``float`` or ``None`` (what
-#: ``sqlite3.Row`` gives too; the ledger's rows decode them, :mod:`eps.shell.state.ledger`).
-Cell: TypeAlias = Any
-
-
-class Row(Protocol):
-    """A row of either backend: by position (``row[0]``) or by column name (``row["id"]``)."""
-
-    def __getitem__(self, key: int | str, /) -> Cell: ...
-    def keys(self) -> list[str]: ...
-
-
-class Cursor(Protocol):
-    def fetchone(self) -> Row: ...  # None past the last row (the ledger checks where it may be)
-    def fetchall(self) -> list[Row]: ...
-
-
-class Store(Protocol):
-    """A connection to the ledger's database, shared by one process's threads (the ledger
-    serializes them).  Rows read as ``row[0]`` and ``row["name"]``."""
-
-    #: How messages name the database (a path, or the URL without its password).
-    name: str
-    #: The driver's errors: any of them is the ledger's one-line error.
-    errors: tuple[type[Exception], ...]
-    #: A unique constraint refused an insert.
-    integrity: type[Exception]
-
-    def execute(self, sql: str, args: Sequence[object] = ()) -> Cursor: ...
-    def transaction(self) -> contextlib.AbstractContextManager[None]: ...
-    def version(self) -> int: ...
-    def set_version(self, version: int) -> None: ...
-    def tables(self) -> list[str]: ...
-    def indexed_by(self, index: str) -> str: ...
-    def why(self, exc: Exception) -> str: ...
-    def close(self) -> None: ...
 
 
 def open_store(state_dir: str, url: str | None) -> Store:
@@ -132,6 +94,9 @@ class SqliteStore:
 
     def why(self, exc: Exception) -> str:
         return _why(exc)
+
+    def lost(self, exc: Exception) -> bool:
+        return False  # a file: there when it is
 
     def close(self) -> None:
         self._db.close()

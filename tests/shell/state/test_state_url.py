@@ -142,3 +142,18 @@ def test_an_existing_sqlite_ledger_is_not_read_once_a_url_is_set(tmp_path: Path,
     ledger.close()
     with sqlite3.connect(state / "ledger.sqlite3") as db:  # the file is left as it was
         assert db.execute("SELECT id FROM dispatches").fetchall() == [("e-local",)]
+
+
+def test_a_cut_connection_is_unreachable_in_one_line_and_the_next_call_connects_again(
+    tmp_path: Path, pg_server: PgServer, pg_url: str
+) -> None:
+    ledger = Ledger(str(tmp_path), url=pg_url)
+    ledger.new_dispatch("e-cut", Job("cpu-small", 60, command=("true",)))
+    name = pg_url.rsplit("/", 1)[1]
+    cut = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'eps' AND datname = "
+    pg_server.admin(cut + f"'{name}'")  # the server cuts eps's session
+    with pytest.raises(StateUnreachable, match="unreachable") as info:
+        ledger.dispatches()
+    assert "\n" not in str(info.value) and str(info.value).startswith(pg_url)
+    assert [d.id for d in ledger.dispatches()] == ["e-cut"]  # connected again
+    ledger.close()
