@@ -59,7 +59,6 @@ def cmd_plan(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
     snap, grants = given(ns.snapshot, ns.grants)
     park = park_state(ns.park, ns.park_reason, settings.policy)
     result = plan(settings, env, request, snap, grants if ns.grants else None, park)  # None: the config's grants
-    job = result.job
     if ns.json:
         emit(result.to_dict())
     else:
