@@ -24,11 +24,11 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             assert (job.retry, job.retry_for_s, job.max_restarts, job.sync_every_s) == (
                 ("interruption", "error"), 21600, 5, 600)  # fmt: skip
             kinds.append("job")
-        elif kind == "toml" and text.lstrip().startswith(("[storage]", "[notify]")):
+        elif kind == "toml" and text.lstrip().startswith(("[storage]", "[notify]", "[state]")):
             f = tmp_path / "section.toml"  # one section of a config, read as a whole config
             f.write_text(text)
             settings = load_settings({"EPS_CONFIG": str(f), "HOME": str(tmp_path)})
-            assert settings.storage is not None or settings.notify is not None
+            assert settings.storage is not None or settings.notify is not None or settings.state_url is not None
             kinds.append("section")
         elif kind == "toml" and text.lstrip().startswith("[intents."):
             f = tmp_path / "intents.toml"
@@ -53,7 +53,7 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             f.write_text(text)
             assert load_grants(str(f)).tiers("fellows")
             kinds.append("grants")
-    assert sorted(kinds) == ["config", "grants", "intents", "job", "section", "section", "snapshot"]
+    assert sorted(kinds) == ["config", "grants", "intents", "job", "section", "section", "section", "snapshot"]
 
 
 def test_readme_commands_are_the_ci_commands() -> None:

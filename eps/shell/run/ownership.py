@@ -156,10 +156,16 @@ def settled(row: DispatchRow) -> bool:
 
 
 def unsettled_roots(ledger: Ledger) -> list[DispatchRow]:
-    """The dispatches a supervisor owns: walking, started, held, or to be relaunched."""
+    """The dispatches a supervisor owns: walking, started, held, or to be relaunched.  On a
+    ledger other hosts may share (``[state] url``), only those this host handed over (their
+    inputs are kept in its state directory): another host's dispatch is its supervisor's,
+    which this host cannot see, and a second walk of it would be a second submission."""
     rows = ledger.dispatches(states=(*SUPERVISED, DispatchState.PREEMPTED))
     rows += ledger.select(states=(DispatchState.ENDED,), failed_retrying=True)
-    return [r for r in rows if r.parent is None and (r.state in SUPERVISED or will_relaunch(r))]
+    rows = [r for r in rows if r.parent is None and (r.state in SUPERVISED or will_relaunch(r))]
+    if ledger.shared:
+        rows = [r for r in rows if os.path.exists(inputs_path(ledger.state_dir, r.id))]
+    return rows
 
 
 def revive(ledger: Ledger, env: Mapping[str, str]) -> int | None:

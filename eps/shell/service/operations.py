@@ -291,7 +291,7 @@ def supervised(ctx: Ctx) -> list[DispatchRow]:
     """The dispatches a supervisor owes a walk (``eps supervise``)."""
     from eps.shell.run import ownership
 
-    return [r for r in ctx.ledger.dispatches(states=ownership.SUPERVISED) if r.parent is None]
+    return [r for r in ownership.unsettled_roots(ctx.ledger) if r.state in ownership.SUPERVISED]
 
 
 def exit_of(rows: Sequence[DispatchRow], say: Callable[[str], object]) -> int:

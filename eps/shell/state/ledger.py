@@ -133,6 +133,9 @@ class Ledger:
 
     def __init__(self, state_dir: str, *, url: str | None = None, clock: Callable[[], float] = time.time) -> None:
         self.state_dir = state_dir
+        #: Whether other hosts may share this ledger (a database at ``url``): each host then
+        #: supervises only what it handed over (:func:`eps.shell.run.ownership.unsettled_roots`).
+        self.shared = url is not None
         self.logs = os.path.join(state_dir, "logs")
         self._clock = clock
         self._lock = threading.RLock()
