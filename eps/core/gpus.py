@@ -9,30 +9,47 @@ no memory, the models it named are its choice and no default minimum applies.
 
 Sources, and how far each fact was confirmed (prices are list prices in USD per hour in
 us-central1, shown as information only, P12: no code path limits or refuses work by dollars).
-The GPU models and memory, the machine shapes and which families are sold without plain
-on-demand match the pages' text as read from this sandbox; the zone lists (the A2 ones from a
-SkyPilot catalog), the spot and flex-start prices and the A3 Ultra / A4 prices could not be
-read from the pages' tables here and are unconfirmed: check them with
-``gcloud compute accelerator-types list`` and the pricing pages before relying on them.
+"The catalog" below is SkyPilot's GCP catalog, ``catalogs/v8/gcp/vms.csv`` of
+github.com/skypilot-org/skypilot-catalog (raw.githubusercontent.com/skypilot-org/skypilot-catalog/
+master/catalogs/v8/gcp/vms.csv), as stored here (commit 8427bbf, read 2026-12-03): one row per
+machine type and zone with the host's price (vCPUs and memory, no GPU), and one row per GPU model,
+count and zone with the GPUs' price.  GCP's own tables (GPU regions and zones, VM and GPU
+pricing) could not be read here; where a fact below says "catalog" it was checked against the
+catalog only, and the live word is ``gcloud compute accelerator-types list`` and GCP's pricing
+pages.
 
 - GPU models and memory: GCE "GPU machine types" (cloud.google.com/compute/docs/gpus):
   L4 24 GB GDDR6; A100 40 GB and 80 GB HBM2e; H100 80 GB HBM3; H200 141 GB HBM3e;
-  B200 180 GB HBM3e.
+  B200 180 GB HBM3e.  The catalog's GPU rows agree (24576, 40960, 81920, 81920, 144384 and
+  184320 MiB).
 - Machine types (GPUs, vCPUs, memory): GCE "Accelerator-optimized machine family"
   (cloud.google.com/compute/docs/accelerator-optimized-machines): G2 (g2-standard-N),
   A2 Standard (a2-highgpu-Ng), A2 Ultra (a2-ultragpu-Ng), A3 High (a3-highgpu-Ng),
-  A3 Ultra (a3-ultragpu-8g), A4 (a4-highgpu-8g).
+  A3 Ultra (a3-ultragpu-8g), A4 (a4-highgpu-8g).  Every type's vCPUs and memory match the
+  catalog's rows; the catalog's GPU rows offer these counts (L4 1/2/4/8, A100 and A100 80GB
+  1/2/4/8, H100 1/2/4/8, H200 8, B200 8); which type carries how many is the GCE page's word.
 - Provisioning models: the same page's consumption-option table and GCE "Compute Engine
   instances provisioning models" (compute/docs/instances/provisioning-models): A3 Ultra and
   A4 are sold as Spot, Flex-start and reservations, never as plain on-demand; a3-highgpu-1g,
-  -2g and -4g as Spot or Flex-start only; G2, A2 and a3-highgpu-8g under all three.
-- Zones: GCE "GPU regions and zones availability" (compute/docs/gpus/gpu-regions-zones),
-  the accelerator of each family (nvidia-l4, nvidia-tesla-a100, nvidia-a100-80gb,
-  nvidia-h100-80gb, nvidia-h200-141gb, nvidia-b200); the live list is
-  ``gcloud compute accelerator-types list``.  A zone missing here is never tried.
-- Prices: GCE "VM instance pricing", accelerator-optimized section, and "Spot VMs pricing"
-  (spot prices move; these are typical); flex-start: "Dynamic Workload Scheduler pricing"
-  (up to 53 % off on-demand, so about half of it here).
+  -2g and -4g as Spot or Flex-start only; G2, A2 and a3-highgpu-8g under all three.  (The
+  catalog does not say; not checked against it.)
+- Zones: the catalog's zones of each machine type (its host rows; the GPU rows of the same
+  model list the same zones), limited to the regions eps's GPU tables named before that check
+  (europe-west1/2/3/4, us-central1, us-east1/4/5, us-west1/3/4, us-south1, me-west1,
+  asia-east1, asia-northeast1/3, asia-south1, asia-southeast1): a family's zone in one of those
+  regions is listed, no other region is added.  Confirmed against the catalog only, not
+  against GCE's "GPU regions and zones availability" page (compute/docs/gpus/gpu-regions-zones),
+  whose tables could not be read here.  A zone missing here is never tried.
+- Prices (us-central1, the catalog's host row plus its GPU row, rounded to the cent):
+  G2 on-demand and spot, A2 Standard on-demand and spot, A2 Ultra, A3 High and A3 Ultra spot,
+  A3 Ultra on-demand: the catalog.  Not confirmed: A2 Ultra and A3 High on-demand (the
+  catalog's us-central1 GPU rows, $1.85 per A100 80GB and $4.20 per H100, are below its own
+  spot price for the A100 80GB and under half its us-east4 H100 price with the same host
+  price, so they were not taken; eps keeps $5.07 and $11.06 per GPU); A4's on-demand and spot
+  (the catalog has no a4-highgpu host price, only the B200s' $90.22 and $32.61 for 8); every
+  flex-start price (the catalog has none; "Dynamic Workload Scheduler pricing": up to 53 %
+  off on-demand, so about half of it here).  Spot prices move (GCE "Spot VMs pricing": they
+  can change once a day); these are the catalog's.
 - RunPod GPU types: its API document (reference/runpod-openapi-v2.json: ``GpuType`` has
   ``id``, ``memory`` in GB and a per-GPU ``price``; the document's own examples name
   ``NVIDIA GeForce RTX 4090`` (24 GB), ``NVIDIA GeForce RTX 5090``, ``NVIDIA H100 PCIe``,
@@ -162,25 +179,38 @@ class GpuFamily(NamedTuple):
 _ALL = (Provisioning.SPOT, Provisioning.ON_DEMAND, Provisioning.FLEX_START)
 _NO_ON_DEMAND = (Provisioning.SPOT, Provisioning.FLEX_START)
 
+#: Each family's zones: the catalog's zones of its machine types in the regions eps's GPU tables
+#: name (module docstring, "Zones").
 _L4_ZONES = (
     "europe-west4-a", "europe-west4-b", "europe-west4-c", "us-central1-a", "us-central1-b", "us-central1-c",
-    "europe-west1-b", "europe-west1-c", "europe-west2-a", "europe-west2-b", "europe-west3-b",
+    "europe-west1-b", "europe-west1-c", "europe-west2-a", "europe-west2-b", "europe-west3-a", "europe-west3-b",
     "us-east1-b", "us-east1-c", "us-east1-d", "us-east4-a", "us-east4-c", "us-west1-a", "us-west1-b",
-    "us-west1-c", "us-west4-a", "us-west4-c", "asia-east1-a", "asia-east1-c", "asia-northeast1-a",
-    "asia-northeast1-c", "asia-southeast1-a", "asia-southeast1-b", "asia-southeast1-c",
+    "us-west1-c", "us-west4-a", "us-west4-c", "asia-east1-a", "asia-east1-b", "asia-east1-c", "asia-northeast1-a",
+    "asia-northeast1-b", "asia-northeast1-c", "asia-northeast3-a", "asia-northeast3-b", "asia-south1-a",
+    "asia-south1-b", "asia-south1-c", "asia-southeast1-a", "asia-southeast1-b", "asia-southeast1-c",
 )  # fmt: skip
 _A100_40_ZONES = (
     "europe-west4-a", "europe-west4-b", "us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f",
     "us-east1-b", "us-west1-b", "us-west3-b", "us-west4-b", "asia-northeast1-a", "asia-northeast1-c",
-    "asia-northeast3-a", "asia-northeast3-b", "asia-southeast1-b", "asia-southeast1-c", "me-west1-b", "me-west1-c",
+    "asia-northeast3-a", "asia-northeast3-b", "asia-southeast1-b", "asia-southeast1-c", "me-west1-a", "me-west1-c",
 )  # fmt: skip
-_A100_80_ZONES = ("europe-west4-a", "us-central1-a", "us-central1-c", "us-east4-c", "us-east5-b", "asia-southeast1-c")
+_A100_80_ZONES = (
+    "europe-west4-a", "us-central1-a", "us-central1-c", "us-east4-c", "us-east5-a", "us-east5-b", "asia-southeast1-c",
+)  # fmt: skip
 _H100_ZONES = (
-    "europe-west4-b", "europe-west4-c", "europe-west1-b", "europe-west1-c", "us-central1-a", "us-central1-b",
-    "us-central1-c", "us-east4-a", "us-east4-b", "us-east4-c", "us-east5-a", "us-west1-a", "us-west1-b",
+    "europe-west4-b", "europe-west4-c", "europe-west1-b", "europe-west1-c", "europe-west3-c", "us-central1-a",
+    "us-central1-b", "us-central1-c", "us-east4-a", "us-east4-b", "us-east4-c", "us-east5-a", "us-west1-a",
+    "us-west1-b", "us-west4-a", "asia-east1-c", "asia-northeast1-b", "asia-south1-c", "asia-southeast1-b",
+    "asia-southeast1-c",
 )  # fmt: skip
-_H200_ZONES = ("us-central1-b", "europe-west1-b", "us-east1-d", "us-east4-b", "us-west1-c", "asia-south1-b")
-_B200_ZONES = ("europe-west4-b", "us-central1-b", "us-east1-b", "us-east4-b", "us-south1-b", "asia-northeast1-b")
+_H200_ZONES = (
+    "europe-west4-a", "us-central1-b", "europe-west1-b", "us-east4-b", "us-east5-a", "us-south1-b", "us-west1-c",
+    "asia-south1-b",
+)  # fmt: skip
+_B200_ZONES = (
+    "europe-west4-b", "us-central1-b", "us-east1-b", "us-east4-b", "us-south1-b", "us-west3-b", "us-west3-c",
+    "asia-northeast1-b", "asia-southeast1-b",
+)  # fmt: skip
 
 GCP_GPU_FAMILIES: tuple[GpuFamily, ...] = (
     GpuFamily("g2-standard", "l4", _ALL, _L4_ZONES),
@@ -224,9 +254,10 @@ def _machine(
 
 _G2, _A2, _A2U, _A3, _A3U, _A4 = GCP_GPU_FAMILIES
 
-#: (suffix, GPUs, vCPUs, memory GB, on-demand $/h, spot $/h) of each machine type.
+#: (suffix, GPUs, vCPUs, memory GB, on-demand $/h, spot $/h[, flex-start $/h]) of each machine type,
+#: us-central1; which of them the catalog confirms: the module docstring, "Prices".
 GCP_GPU_MACHINES: tuple[GcpMachine, ...] = (
-    # G2: 1 x L4 for 4-32 vCPUs, 2/4/8 x L4 for 24/48/96.
+    # G2: 1 x L4 for 4-32 vCPUs, 2/4/8 x L4 for 24/48/96.  Catalog: on-demand and spot.
     _machine(_G2, "4", 1, 4, 16, 0.71, 0.28),
     _machine(_G2, "8", 1, 8, 32, 0.85, 0.34),
     _machine(_G2, "12", 1, 12, 48, 1.00, 0.40),
@@ -234,22 +265,30 @@ GCP_GPU_MACHINES: tuple[GcpMachine, ...] = (
     _machine(_G2, "24", 2, 24, 96, 2.00, 0.80),
     _machine(_G2, "32", 1, 32, 128, 1.73, 0.69),
     _machine(_G2, "48", 4, 48, 192, 4.00, 1.60),
-    _machine(_G2, "96", 8, 96, 384, 8.00, 3.20),
-    # A2 Standard: A100 40 GB, 12 vCPUs and 85 GB per GPU.
-    *(_machine(_A2, f"{n}g", n, 12 * n, 85 * n, round(3.67 * n, 2), round(1.61 * n, 2)) for n in (1, 2, 4, 8)),
-    # A2 Ultra: A100 80 GB, 12 vCPUs and 170 GB per GPU.
-    *(_machine(_A2U, f"{n}g", n, 12 * n, 170 * n, round(5.07 * n, 2), round(2.03 * n, 2)) for n in (1, 2, 4, 8)),
+    _machine(_G2, "96", 8, 96, 384, 8.00, 3.19),
+    # A2 Standard: A100 40 GB, 12 vCPUs and 85 GB per GPU.  Catalog: on-demand and spot.
+    _machine(_A2, "1g", 1, 12, 85, 3.67, 1.80),
+    _machine(_A2, "2g", 2, 24, 170, 7.35, 3.61),
+    _machine(_A2, "4g", 4, 48, 340, 14.69, 7.22),
+    _machine(_A2, "8g", 8, 96, 680, 29.39, 14.43),
+    # A2 Ultra: A100 80 GB, 12 vCPUs and 170 GB per GPU.  Catalog: spot; on-demand unconfirmed.
+    *(
+        _machine(_A2U, f"{n}g", n, 12 * n, 170 * n, round(5.07 * n, 2), spot)
+        for n, spot in ((1, 2.51), (2, 5.03), (4, 10.06), (8, 20.11))
+    ),
     # A3 High: H100 80 GB, 26 vCPUs and 234 GB per GPU; 1g/2g/4g spot or flex-start only.
+    # Catalog: spot; on-demand and flex-start unconfirmed.
     *(
         _machine(
-            _A3, f"{n}g", n, 26 * n, 234 * n, round(11.06 * n, 2), round(2.75 * n, 2), round(5.30 * n, 2),
+            _A3, f"{n}g", n, 26 * n, 234 * n, round(11.06 * n, 2), spot, round(5.30 * n, 2),
             sold_as=_ALL if n == 8 else _NO_ON_DEMAND,
         )
-        for n in (1, 2, 4, 8)
+        for n, spot in ((1, 3.19), (2, 6.39), (4, 12.78), (8, 25.55))
     ),
     # A3 Ultra: 8 x H200 141 GB, 224 vCPUs, 2952 GB.  A4: 8 x B200 180 GB, 224 vCPUs, 3968 GB.
     # Their on-demand prices are those of reservation-bound VMs (information only: not sold plain).
-    _machine(_A3U, "8g", 8, 224, 2952, 84.81, 29.76, 42.41),
+    # A3 Ultra: catalog on-demand and spot, flex-start unconfirmed.  A4: all three unconfirmed.
+    _machine(_A3U, "8g", 8, 224, 2952, 86.76, 40.82, 42.41),
     _machine(_A4, "8g", 8, 224, 3968, 113.84, 40.00, 57.00),
 )
 

@@ -68,21 +68,6 @@ DEFAULT_GCP_ZONES: tuple[str, ...] = (
 
 _EU4 = ("europe-west4-a", "europe-west4-b", "europe-west4-c")
 _USC1 = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")
-_A3_ZONES = (
-    "europe-west4-b",
-    "europe-west4-c",
-    "europe-west1-b",
-    "europe-west1-c",
-    "us-central1-a",
-    "us-central1-b",
-    "us-central1-c",
-    "us-east4-a",
-    "us-east4-b",
-    "us-east4-c",
-    "us-east5-a",
-    "us-west1-a",
-    "us-west1-b",
-)
 
 
 def _e2(n: int) -> GcpMachine:

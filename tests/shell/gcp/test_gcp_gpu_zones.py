@@ -27,7 +27,7 @@ def _missing(kind: str, zone: str) -> str:
     ("kind", "zone"),
     [
         ("a2-ultragpu-1g", "us-central1-b"),  # A100 80GB: us-central1-a/c only
-        ("a3-ultragpu-8g", "europe-west4-a"),  # H200: not in europe-west4
+        ("a3-ultragpu-8g", "europe-west4-b"),  # H200: europe-west4-a only in that region
         ("a4-highgpu-8g", "us-central1-a"),  # B200: us-central1-b
         ("a3-highgpu-3g", "us-central1-a"),  # no such shape anywhere
     ],
@@ -40,7 +40,7 @@ def test_a_gpu_type_in_a_zone_that_lacks_it_is_computes_400(instances_client: An
 @pytest.mark.parametrize(
     ("kind", "zone"),
     [("g2-standard-4", "europe-west4-a"), ("a2-ultragpu-1g", "us-central1-a"), ("a3-ultragpu-8g", "us-central1-b"),
-     ("a4-highgpu-8g", "europe-west4-b"), ("e2-standard-4", "asia-south1-b")],
+     ("a3-ultragpu-8g", "europe-west4-a"), ("a4-highgpu-8g", "europe-west4-b"), ("e2-standard-4", "asia-south1-b")],
 )  # fmt: skip
 def test_a_type_where_its_zone_has_it_is_taken(instances_client: Any, kind: str, zone: str) -> None:
     accepted(insert(instances_client, zone=zone, machine_type=f"zones/{zone}/machineTypes/{kind}"))
