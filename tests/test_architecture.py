@@ -38,9 +38,7 @@ DOOR_MAY = frozenset({"core", "_version", "shell.util", "shell.config", "shell.r
                       "shell.service"})  # fmt: skip
 
 #: Arrows that break the rule today: (importing module, imported module) -> why it is left.
-PENDING: dict[tuple[str, str], str] = {
-    ("eps.shell.cli.main", "eps.shell.mcp.server"): "`eps mcp` starts the MCP door",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def room(module: str) -> str | None:

@@ -172,11 +172,7 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
         sys.stdout.write("".join(f"{name:<{width}} {what}\n" for name, what in TOOLS))
         return EXIT_OK
     if ns.cmd == "mcp":
-        try:
-            from eps.shell.mcp.server import serve
-        except ImportError as exc:
-            raise UsageError(f"eps mcp needs the MCP SDK ({exc}): pip install 'eps[mcp]'") from None
-        return serve(env, lane_options)
+        return _serve_mcp(env)
     if ns.cmd == "simulate":
         from eps.shell.cli.simulate_cmd import run_simulate
 
@@ -188,6 +184,18 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
     from eps.shell.cli import commands
 
     return commands.run(ns, settings, command, request_of, env=dict(env), options=lane_options)
+
+
+def _serve_mcp(env: Mapping[str, str]) -> NoReturn:
+    """``eps mcp``: this process becomes the MCP server (``python -m eps.shell.mcp``, the same
+    pid, pipes and environment), so the command line imports nothing of that door."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise UsageError("eps mcp needs the MCP SDK (No module named 'mcp'): pip install 'eps[mcp]'")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "eps.shell.mcp"], dict(env))  # noqa: S606 (an argv, no shell)
 
 
 def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None, *,
