@@ -59,6 +59,11 @@ class _Stops:
             raise Detached(self.got)
 
 
+#: How long a follow waits, once the ledger says every job is done, for the events that tell
+#: how (the supervisor writes them just after the ledger's change).
+END_GRACE_S = 3.0
+
+
 def follow(
     ledger: Ledger,
     reporter: Reporter,
@@ -80,8 +85,10 @@ def follow(
 
     path = log_path(ledger.state_dir, dispatch)
     offset = 0
+    told: set[str] = set()  # the rows whose end an event has told
     if not history:
         so_far, offset = read_from(path, 0)
+        told.update(str(rec.get("dispatch")) for rec in so_far if rec.get("event") in ENDS)
         rows = [r for r in (ledger.dispatch(d) for d in ids_of(ledger, dispatch)) if r is not None]
         if rows and all(done(r) for r in rows):  # it was over before this wait: how it ended, not silence
             for rec in so_far:
@@ -92,12 +99,17 @@ def follow(
     started: set[str] = set()
     stops = _Stops()
     old = {s: signal.signal(s, stops.note) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    def show(records: list[dict[str, object]]) -> None:
+        for rec in records:
+            reporter.show(rec)
+            if rec.get("event") in ENDS:
+                told.add(str(rec.get("dispatch")))
+
     try:
         while True:
             stops.check()
             records, offset = read_from(path, offset)
-            for rec in records:
-                reporter.show(rec)
+            show(records)
             rows = [r for r in (ledger.dispatch(d) for d in ids_of(ledger, dispatch)) if r is not None]
             if on_started is not None:
                 for r in rows:
@@ -105,10 +117,15 @@ def follow(
                         started.add(r.id)
                         on_started(r)
             if all(done(r) for r in rows):
-                records, offset = read_from(path, offset)  # what was written with the last change
-                for rec in records:
-                    reporter.show(rec)
-                return rows
+                # The supervisor records the end in the ledger, then writes the event that tells
+                # it (with the ledger's facts): wait a moment for that line rather than end silent.
+                grace = time.monotonic() + END_GRACE_S
+                while True:
+                    records, offset = read_from(path, offset)
+                    show(records)
+                    if {r.id for r in rows} <= told or time.monotonic() >= grace:
+                        return rows
+                    time.sleep(LOOK_S)
             if end is not None and time.monotonic() >= end:
                 return None
             if time.monotonic() - checked >= 1.0:

@@ -195,8 +195,8 @@ def test_the_python_api_as_a_user_would(eps: Any, tmp_path: Path) -> None:
     assert p.can_start and p.rungs[0].rung.lane == "vm" and p.rungs[0].runnable
     valid(p.to_dict(), "plan")
     assert "vm" in str(p)
-    with pytest.raises(api.JobError, match="did you mean gpu-1"):
-        api.Job("gpu1", settings_env=env)
+    with pytest.raises(api.JobError, match="did you mean gpu-1"):  # whether it plans: plan()'s to say
+        api.plan(api.Job("gpu1", settings_env=env), env=env)
     with pytest.raises(ValueError, match="bad duration 'soon'"):
         api.Job("gpu-1", duration="soon", settings_env=env)
     with pytest.raises(ValueError, match="count must be at least 1"):
