@@ -128,7 +128,7 @@ def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporte
     from eps.shell.service import lifecycle as life
     from eps.shell.service import operations
 
-    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
+    ledger, lanes = ctx.ledger, ctx.lanes
     if ns.cmd == "logs":
         if not _piece(ns):
             return life.logs(ledger, lanes, ns.dispatch, follow=ns.follow)
@@ -147,16 +147,15 @@ def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporte
             _emit(pulled)
         return EXIT_OK
     if ns.cmd == "wait":
-        import time
+        from eps.shell.service.waits import wait
 
-        until = None if ns.timeout is None else time.monotonic() + ns.timeout
-        code = life.wait(ledger, lanes, reporter, ns.dispatch, poll_s=settings.jobs.wait_poll_s, until=until)
-        if code is None:
+        got = wait(ctx, ns.dispatch, timeout_s=ns.timeout, capped=False)
+        if not got["ended"]:
             from eps.shell.service.attach import left_running
 
             left_running(ns.dispatch, f"--timeout {ns.timeout}s passed", reporter, life.rows_of(ledger, ns.dispatch))
             return Exit.STILL_RUNNING
-        return code
+        return int(got["exit_code"])
     argv = life.ssh_argv(ledger, lanes, ns.dispatch, command)
     sys.stdout.flush()
     if not sys.stdin.isatty() and not command:
@@ -183,10 +182,7 @@ def _execute(
     request_of: Callable[[argparse.Namespace, Sequence[str]], JobRequest],
     reporter: Reporter,
 ) -> int:
-    from eps.shell.service import lifecycle as life
     from eps.shell.service import operations
-
-    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
 
     if getattr(ns, "detach", False):
         raise JobError("usage", 'eps execute --detach needs a supervisor ([jobs] supervise = "detached")', None)
@@ -209,9 +205,10 @@ def _execute(
     if not any(r.handle is not None for r in results):
         return _nothing(results)
     if getattr(ns, "wait", False) or getattr(ns, "follow", False):
-        follow = _follower(ctx) if ns.follow else None
-        code = life.wait(ledger, lanes, reporter, dispatch, poll_s=settings.jobs.wait_poll_s, follow=follow)
-        return (code or 0) if started else max(code or 0, EXIT_FAILED)  # no deadline: never None
+        from eps.shell.service.waits import wait
+
+        code = int(wait(ctx, dispatch, timeout_s=None, follow=_follower(ctx) if ns.follow else None)["exit_code"])
+        return code if started else max(code, EXIT_FAILED)  # no deadline: it ended
     if not reporter.json_lines:
         sys.stdout.write(f"follow it: eps logs -f {dispatch}; wait for it: eps wait {dispatch}\n")
     return EXIT_OK if started else EXIT_FAILED

@@ -1,7 +1,7 @@
-"""The commands of a job's life after it started: ``eps logs``, ``eps wait``,
-``eps ssh``, and the parts of ``eps execute`` that read how a job ships (``--workdir``,
-``--setup``, ``--env``, ``--time-limit``; checked in :mod:`eps.shell.request.shipping`) and wait
-for it (``--wait``, ``--follow``).
+"""The commands of a job's life after it started: ``eps logs`` and ``eps ssh``, and the
+parts of ``eps execute`` that read how a job ships (``--workdir``, ``--setup``, ``--env``,
+``--time-limit``; checked in :mod:`eps.shell.request.shipping`).  Waiting for a job, at every
+door and in both modes, is :mod:`eps.shell.service.waits`.
 
 How a command is run (stated in ``eps execute --help`` and CLAUDE.md): one argument after
 ``--`` is a shell line, run through ``bash -lc`` (pipes, ``&&``, globs work); several
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 
     from eps.shell.lanes import Lanes
     from eps.shell.lanes.jobs import Site
-    from eps.shell.render.progress import Reporter
     from eps.shell.state.ledger import DispatchRow, Ledger
 
     class _Bytes(Protocol):
@@ -45,36 +43,6 @@ def rows_of(ledger: Ledger, dispatch: str) -> list[DispatchRow]:
     from eps.shell.run.follow import rows_of as of
 
     return of(ledger, dispatch)
-
-
-# --- wait ------------------------------------------------------------------------------------
-
-
-def wait(
-    ledger: Ledger,
-    lanes: Lanes,
-    reporter: Reporter,
-    dispatch: str,
-    *,
-    poll_s: float = 2.0,
-    follow: Callable[[DispatchRow], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-    until: float | None = None,
-) -> int | None:
-    """Block until every job of ``dispatch`` has ended (where no supervisor does it: this
-    process pulls each one's outputs and releases its machine); the exit status: the job's
-    own code (one job), else 0 only when every copy succeeded.  ``None``: the monotonic
-    time ``until`` came first."""
-    from eps.shell.run.follow import exit_of, follow_to_end
-
-    ids = [r.id for r in rows_of(ledger, dispatch)]
-    done = follow_to_end(ledger, lanes, reporter, ids, poll_s=poll_s, follow=follow, sleep=sleep, clock=clock,
-                         until=until)  # fmt: skip
-    if not done:
-        return None
-    rows = [r for r in (ledger.dispatch(d) for d in ids) if r is not None]
-    return exit_of(rows, sys.stderr.write)
 
 
 # --- logs, pull, ssh -----------------------------------------------------------------------------

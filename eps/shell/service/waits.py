@@ -19,26 +19,31 @@ if TYPE_CHECKING:
     from eps.shell.state.ledger import DispatchRow
 
 
-def wait(ctx: Ctx, dispatch: str, *, timeout_s: float = WAIT_DEFAULT_S, landed: bool = False,
+def wait(ctx: Ctx, dispatch: str, *, timeout_s: float | None = WAIT_DEFAULT_S, landed: bool = False,
+         follow: Callable[[DispatchRow], None] | None = None, capped: bool = True,
          clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:  # fmt: skip
-    """The ``wait`` document: wait at most ``timeout_s`` (capped at :data:`WAIT_MAX_S`) for
-    ``dispatch`` to settle (``landed``: only until its walk is over: something runs, or
-    nothing could start); its state, and once it ended the exit code ``eps wait`` leaves
-    with and where each copy's outputs are.  Under a supervisor this only reads (the
-    supervisor pulls and releases); inline, this process follows the jobs itself."""
+    """The ``wait`` document: wait at most ``timeout_s`` (capped at :data:`WAIT_MAX_S`, unless
+    not ``capped``: the command line's ``eps wait`` and ``eps execute --wait``, each its own
+    process; ``None``: until it ended) for ``dispatch`` to settle (``landed``: only until its
+    walk is over: something runs, or nothing could start); its state, and once it ended
+    the exit code ``eps wait`` leaves with and where each copy's outputs are.  Under a
+    supervisor this only reads (the supervisor pulls and releases); inline, this process
+    follows the jobs itself (``follow(row)`` once per job that started: ``--follow``'s log)."""
     from eps.shell.run.follow import exit_of, rows_of
     from eps.shell.run.ownership import settled
 
-    bound = min(max(0.0, float(timeout_s)), WAIT_MAX_S)
+    bound = None if timeout_s is None else max(0.0, float(timeout_s))
+    bound = min(bound, WAIT_MAX_S) if capped and bound is not None else bound
     ids = [r.id for r in rows_of(ctx.ledger, dispatch)]
     start = clock()
+    until = None if bound is None else start + bound
     if ctx.settings.jobs.supervise == "detached" or landed:
-        done = _settle(ctx, ids, until=start + bound, clock=clock, landed=landed)
+        done = _settle(ctx, ids, until=until, clock=clock, landed=landed)
     else:
         from eps.shell.run.follow import follow_to_end
 
         done = follow_to_end(ctx.ledger, ctx.lanes, ctx.events, ids, poll_s=ctx.settings.jobs.wait_poll_s,
-                             until=start + bound, clock=clock)  # fmt: skip
+                             follow=follow, until=until, clock=clock)  # fmt: skip
     rows = [r for r in (ctx.ledger.dispatch(d) for d in ids) if r is not None]
     ended = (done and not landed) or all(settled(r) for r in rows)
     code = exit_of(rows, ctx.err) if ended else None
@@ -91,7 +96,7 @@ def _job_end(ctx: Ctx, row: DispatchRow) -> dict[str, Any]:
             "outputs": outputs, "message": row.message}  # fmt: skip
 
 
-def _settle(ctx: Ctx, ids: Sequence[str], *, until: float, clock: Callable[[], float], landed: bool) -> bool:
+def _settle(ctx: Ctx, ids: Sequence[str], *, until: float | None, clock: Callable[[], float], landed: bool) -> bool:
     """Read the ledger until every job of ``ids`` has settled (or ``landed``) (True) or
     ``until`` (False); a supervisor that died meanwhile is started again.  No signal
     handlers: this runs in any thread (the MCP server's)."""
@@ -103,10 +108,10 @@ def _settle(ctx: Ctx, ids: Sequence[str], *, until: float, clock: Callable[[], f
         if all(done(r) for r in rows):
             return True
         now = clock()
-        if now >= until:
+        if until is not None and now >= until:
             return False
         if now - checked >= 1.0:
             checked = now
             if ctx.settings.jobs.supervise == "detached" and ownership.alive_pid(ctx.ledger.state_dir) is None:
                 ownership.ensure(ctx.ledger.state_dir, ctx.lanes.env)  # the supervisor died: revive
-        time.sleep(max(0.0, min(LOOK_S, until - clock())))
+        time.sleep(LOOK_S if until is None else max(0.0, min(LOOK_S, until - clock())))

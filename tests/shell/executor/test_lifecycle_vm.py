@@ -221,7 +221,7 @@ def test_wait_looks_less_and_less_often_while_a_long_job_runs(eps: Any) -> None:
     from eps.shell.config.load import load_settings
     from eps.shell.lanes import Lanes
     from eps.shell.render.progress import Reporter
-    from eps.shell.service import lifecycle as life
+    from eps.shell.run.follow import follow_to_end
     from eps.shell.state.ledger import Ledger
 
     rc, _, err = eps("execute", "cpu-small", "--duration", "30s", "--", "sleep 4")
@@ -236,11 +236,12 @@ def test_wait_looks_less_and_less_often_while_a_long_job_runs(eps: Any) -> None:
         time.sleep(s)
 
     try:
-        code = life.wait(ledger, lanes, Reporter(json_lines=True), d, poll_s=0.05, sleep=sleep)
+        done = follow_to_end(ledger, lanes, Reporter(json_lines=True), [d], poll_s=0.05, sleep=sleep)
+        code = ledger.dispatch(d).exit_code  # type: ignore[union-attr]
     finally:
         lanes.close()
         ledger.close()
-    assert code == 0
+    assert done and code == 0
     # each nap is taken in slices up to its end, so a slice is a hair under the nap it belongs to
     assert slept[0] == pytest.approx(0.05, rel=0.1) and slept[1] == pytest.approx(0.075, rel=0.1)
     assert all(b >= a * 0.9 for a, b in itertools.pairwise(slept))
