@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
     from eps.shell.request.job import JobRequest
+    from eps.shell.request.pipeline import PipelineRequest
     from eps.shell.service.check import LaneOptions  # the service's re-export: a front door imports no lane
 
     #: What the command line was read into: argparse's namespace, or ``plan_namespace``'s.
@@ -52,9 +53,20 @@ def request_of(ns: Args, command: Sequence[str] = ()) -> JobRequest:
     return JobRequest.from_flags(ns, command)
 
 
+def pipeline_file(path: str) -> PipelineRequest | None:
+    """The pipeline of the job file ``path`` when it holds ``[[phases]]``, else ``None``."""
+    from eps.shell.request.pipeline import pipeline_file as read
+
+    return read(path)
+
+
 def cmd_plan(ns: Args, settings: Settings, env: Mapping[str, str]) -> int:
     from eps.shell.service.planning import given, park_state, plan
 
+    if ns.job and (pipeline := pipeline_file(ns.job)) is not None:  # a file of [[phases]]
+        from eps.shell.cli.pipeline_cmd import cmd_plan_pipeline
+
+        return cmd_plan_pipeline(ns, settings, env, pipeline)
     request = request_of(ns)
     snap, grants = given(ns.snapshot, ns.grants)
     park = park_state(ns.park, ns.park_reason, settings.policy)
@@ -155,6 +167,10 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
     if ns.cmd == "execute" and getattr(ns, "detach", False) and (ns.wait or ns.follow):
         # said before anything is read or opened: --detach returns at once, --wait/--follow stay
         raise UsageError("eps execute: --detach returns at once; --wait and --follow stay with the job (choose one)")
+    if ns.cmd == "execute" and getattr(ns, "job", None):  # before anything is opened or recorded
+        from eps.shell.service.pipelines import refuse_execute
+
+        refuse_execute(ns.job)
     settings = load_settings(env)
     if ns.list_intents or ns.cmd == "intents":
         return cmd_intents(ns, settings, env)

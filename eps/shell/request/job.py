@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from types import SimpleNamespace
     from typing import Any
 
+    from eps.shell.request.jobfile import JobFile
     from eps.shell.request.keywords import Job
 
 __all__ = ["CORE_FIELDS", "DEFAULTS", "FILE_KEYS", "FLAGS", "JobRequest"]
@@ -87,9 +88,7 @@ class JobRequest(NamedTuple):
             return cls._built(given, None, "--notify")
         from eps.shell.request.jobfile import load_job_file
 
-        in_file = {k: v for k, v in load_job_file(path)._asdict().items() if v is not None and k != "path"}
-        if "time_limit_s" in in_file:
-            in_file["time_limit"] = in_file.pop("time_limit_s")
+        in_file = _file_values(load_job_file(path))
         where = "--notify" if "notify" in given or "notify" not in in_file else f"{path}: notify"
         return cls._built({**in_file, **given}, path, where, frozenset(in_file) - frozenset(given))
 
@@ -99,6 +98,12 @@ class JobRequest(NamedTuple):
         from types import SimpleNamespace
 
         return cls.from_flags(SimpleNamespace(job=path))
+
+    @classmethod
+    def of_file(cls, values: JobFile, notify_where: str) -> JobRequest:
+        """The request of a job file's checked ``values`` alone (a pipeline's phase: no flags)."""
+        in_file = _file_values(values)
+        return cls._built(in_file, values.path, notify_where, frozenset(in_file))
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> JobRequest:
@@ -135,3 +140,11 @@ class JobRequest(NamedTuple):
         if self.file is None or exc.field is None or exc.field not in self.file_gave:
             return exc
         return JobError(exc.code, f"{self.file}: {exc.plain} @ $.{FILE_KEYS.get(exc.field, exc.field)}", exc.job)
+
+
+def _file_values(values: JobFile) -> dict[str, object]:
+    """What a job file gives, by the request's names (``None``: it says nothing of it)."""
+    given = {k: v for k, v in values._asdict().items() if v is not None and k != "path"}
+    if "time_limit_s" in given:
+        given["time_limit"] = given.pop("time_limit_s")
+    return given

@@ -149,7 +149,11 @@ def _gpus(path: str, doc: _JobDoc) -> tuple[tuple[str, ...] | None, int | None]:
 
 def load_job_file(path: str) -> JobFile:
     """Read and check a job file; :class:`ConfigError` (one line, with the path) if anything is wrong."""
-    data: Any = read_data(path)
+    return job_file_of(path, read_data(path))
+
+
+def job_file_of(path: str, data: Any) -> JobFile:
+    """Check ``data``, a job file's table as read from ``path`` (a pipeline's phase too)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a job file is a table of job options @ $")
     if not isinstance(data.get("retry", {}), dict):

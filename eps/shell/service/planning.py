@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from eps.shell.config.settings import Settings
     from eps.shell.request.job import JobRequest
 
-__all__ = ["Planned", "given", "park_state", "plan", "with_inputs"]
+__all__ = ["Planned", "given", "park_state", "plan", "planned", "with_inputs", "world"]
 
 
 class Planned(NamedTuple):
@@ -75,22 +75,35 @@ def _plan(settings: Settings, env: Mapping[str, str], job: Job, snapshot: Capaci
           grants: QosGrants | None, park: ParkState | None) -> Planned:  # fmt: skip
     from eps.core.router import plan as route
     from eps.core.router import with_intent_duration
-    from eps.core.tables import DEFAULT_GRANTS
-    from eps.shell.config.availability import down_here
-    from eps.shell.run.cluster_faults import known
-    from eps.shell.state.lives import remembered_here
 
     job = with_intent_duration(job, settings.policy)  # as execute runs it (prepare)
-    snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir, settings.state_url)
-    snap = known(snap, settings.state_dir, settings.policy)
-    granted = grants or configured_grants(settings, DEFAULT_GRANTS)
+    snap, granted = world(settings, snapshot, grants)
     if park is not None and not _could_park(route(job, snap, granted, None, policy=settings.policy), park):
         raise JobError(
             "usage", f"eps plan: --park: this job never queues on {park.cluster} (no rung of its plan is on it)"
         )
     result = route(job, snap, granted, park, policy=settings.policy)
-    lanes = tuple(dict.fromkeys(r.lane for r in result.rungs))
-    return Planned(result, job, (*snap.unavailable, *down_here(settings, env, lanes)), settings.jobs.healing())
+    return planned(settings, env, snap, result, job)
+
+
+def world(settings: Settings, snapshot: CapacitySnapshot | None,
+          grants: QosGrants | None) -> tuple[CapacitySnapshot, QosGrants]:  # fmt: skip
+    """What a plan here is made with: ``snapshot`` with the boot loops and cluster faults this
+    machine remembers, and ``grants`` (``None``: the config's, else the built-in ones)."""
+    from eps.core.tables import DEFAULT_GRANTS
+    from eps.shell.run.cluster_faults import known
+    from eps.shell.state.lives import remembered_here
+
+    snap = remembered_here(snapshot or CapacitySnapshot(), settings.state_dir, settings.state_url)
+    return known(snap, settings.state_dir, settings.policy), grants or configured_grants(settings, DEFAULT_GRANTS)
+
+
+def planned(settings: Settings, env: Mapping[str, str], snap: CapacitySnapshot, route: RoutePlan, job: Job) -> Planned:
+    """``route`` of ``job``, each of its lanes that cannot be used here marked (why, and the fix)."""
+    from eps.shell.config.availability import down_here
+
+    lanes = tuple(dict.fromkeys(r.lane for r in route.rungs))
+    return Planned(route, job, (*snap.unavailable, *down_here(settings, env, lanes)), settings.jobs.healing())
 
 
 def _could_park(unparked: RoutePlan, park: ParkState) -> bool:
