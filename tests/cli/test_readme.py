@@ -24,6 +24,17 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             assert (job.retry, job.retry_for_s, job.max_restarts, job.sync_every_s) == (
                 ("interruption", "error"), 21600, 5, 600)  # fmt: skip
             kinds.append("job")
+        elif kind == "toml" and text.lstrip().startswith("# pipeline.toml"):
+            from eps.core.model import CapacitySnapshot
+            from eps.core.pipeline import plan_pipeline
+            from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY
+            from eps.shell.request.pipeline import PipelineRequest
+
+            (tmp_path / "pipeline.toml").write_text(text)
+            got = plan_pipeline(PipelineRequest.from_file(str(tmp_path / "pipeline.toml")).pipeline,
+                                CapacitySnapshot(), DEFAULT_GRANTS, policy=DEFAULT_POLICY)  # fmt: skip
+            assert got.waves == (("prep",), ("train",), ("report",)) and got.worst_case_wait_s == 1200
+            kinds.append("pipeline")
         elif kind == "toml" and text.lstrip().startswith(("[storage]", "[notify]", "[state]")):
             f = tmp_path / "section.toml"  # one section of a config, read as a whole config
             f.write_text(text)
@@ -53,7 +64,8 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             f.write_text(text)
             assert load_grants(str(f)).tiers("fellows")
             kinds.append("grants")
-    assert sorted(kinds) == ["config", "grants", "intents", "job", "section", "section", "section", "snapshot"]
+    assert sorted(kinds) == ["config", "grants", "intents", "job", "pipeline", "section", "section", "section",
+                            "snapshot"]
 
 
 def test_readme_commands_are_the_ci_commands() -> None:
