@@ -42,9 +42,9 @@ def cmd_plan_pipeline(ns: argparse.Namespace | SimpleNamespace, settings: Settin
     snap, grants = files(ns.snapshot, ns.grants)
     result = plan_pipeline(settings, env, request, snap, grants if ns.grants else None)
     if ns.json:
-        from eps.shell.cli.main import emit
+        from eps.shell.util.jsontext import dumps
 
-        emit(result.to_dict())
+        sys.stdout.write(dumps(result.to_dict()) + "\n")  # it carries its schema_version
     else:
         from eps.shell.render.pipeline import print_pipeline
         from eps.shell.render.views import out_for

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 from attrs import frozen
 
@@ -152,7 +152,7 @@ def load_job_file(path: str) -> JobFile:
     return job_file_of(path, read_data(path))
 
 
-def job_file_of(path: str, data: Any) -> JobFile:
+def job_file_of(path: str, data: object) -> JobFile:
     """Check ``data``, a job file's table as read from ``path`` (a pipeline's phase too)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a job file is a table of job options @ $")

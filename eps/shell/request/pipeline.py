@@ -38,10 +38,6 @@ from eps.core.records import NamedTuple
 from eps.shell.config.errors import ConfigError
 from eps.shell.request.job import FILE_KEYS, JobRequest
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
 __all__ = ["PhaseRequest", "PipelineRequest", "pipeline_file"]
 
 #: A phase's own keys; every other key of a phase is a job file's.
@@ -72,7 +68,7 @@ class PipelineRequest(NamedTuple):
         return cls.from_data(path, read_data(path))
 
     @classmethod
-    def from_data(cls, path: str, data: Any) -> PipelineRequest:
+    def from_data(cls, path: str, data: object) -> PipelineRequest:
         """The pipeline of ``data``, a pipeline file's table as read from ``path``."""
         if not isinstance(data, dict) or "phases" not in data:
             raise ConfigError(f"{path}: a pipeline file is a list of [[phases]] @ $")
