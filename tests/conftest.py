@@ -15,11 +15,6 @@ file and waits up to ``PYENV_REHASH_TIMEOUT`` (60 s unless set) for it.  The tes
 jobs on purpose, sometimes mid-rehash, and a rehash killed that way leaves its lock
 behind: every later login shell would then wait.  So the tests set the timeout to 1 s
 and clear a lock older than a rehash ever takes (30 s) before each test.
-
-The suite runs in two processes (pytest-xdist, ``-n 2 --dist loadgroup`` in pyproject.toml):
-every test that reaches the real SLURM cluster (marked ``slurm``, under tests/shell/slurm, or
-asking for the ``slurm_cluster`` fixture) is in one xdist group, so those run one at a time in
-one process, alone on the cluster as they assume; the others are spread over both.
 """
 
 from __future__ import annotations
@@ -39,25 +34,6 @@ pytest_plugins = ["storage_support", "gcs_support", "pg_support"]
 MARK = b"from eps.shell.run.supervisor import main"
 os.environ.setdefault("PYENV_REHASH_TIMEOUT", "1")
 PYENV_LOCK = os.path.join(os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv"), "shims", ".pyenv-shim")
-
-
-CLUSTER_GROUP = "slurm-cluster"
-
-
-def _on_the_cluster(item: pytest.Item) -> bool:
-    path = str(item.path)
-    return (
-        item.get_closest_marker("slurm") is not None
-        or f"{os.sep}tests{os.sep}shell{os.sep}slurm{os.sep}" in path
-        or "slurm_cluster" in getattr(item, "fixturenames", ())
-    )
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group into the node id
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if _on_the_cluster(item):
-            item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
 
 
 def clear_stale_pyenv_lock() -> None:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import COMMON, DAY, FELLOWS, POLICY, _plan, grants, jobs, parks, policies, snapshots
 
+from eps.core.gpus import job_gpu_need
 from eps.core.lifecycle import at_lane_maximum, batch_time_s, job_spec, on_rung, time_limit_s
 from eps.core.model import (
     CapacitySnapshot,
@@ -84,6 +85,8 @@ def test_p9_without_a_duration_every_tier_whose_other_limits_allow_it_is_a_rung(
         if q in granted and (granted[q].max_gpus_per_user is None or gpus <= granted[q].max_gpus_per_user)
     ]
     if gpus > cluster.gpus_per_node * cluster.max_nodes:
+        want = []
+    if not job_gpu_need(job, intent).admits(cluster.gpu_model, None):  # its --gpu/--gpu-mem rule fellows out
         want = []
     assert [r.qos for r in p.rungs if r.lane == "fellows"] == want
     assert not any(s.code.value == "qos_max_wall" for s in p.skipped)
