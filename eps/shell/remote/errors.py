@@ -56,5 +56,11 @@ class RemoteFailure:
 
 
 def one_line(text: str) -> str:
+    """``text`` on one line, at most :data:`MAX_MESSAGE` characters.  A longer one keeps its
+    start and its end, cut in the middle: the cause (rsync's ``No space left on device (28)``,
+    ssh's ``Connection refused``) comes last, after the paths, and long paths must not push it out."""
     text = " ".join(text.split())
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+    if len(text) <= MAX_MESSAGE:
+        return text
+    head = (MAX_MESSAGE - 5) // 2
+    return f"{text[:head]} ... {text[len(text) - (MAX_MESSAGE - 5 - head):]}"

@@ -279,3 +279,19 @@ def test_the_configured_key_exchange_is_what_ssh_offers(eps_key: KeyPair) -> Non
 
     for remote in (fast, old):
         mux.close(remote.control_path or "")
+
+
+def test_a_long_failure_keeps_its_cause_at_the_end_on_one_line() -> None:
+    """A transfer's failure names long paths first and its cause last: cut to one line of at
+    most MAX_MESSAGE characters, it keeps both ends (a deep state dir once pushed rsync's
+    "No space left on device" out of the message)."""
+    from eps.shell.remote.errors import MAX_MESSAGE, RemoteErrorKind, RemoteFailure
+
+    deep = "/tmp/" + "/".join(f"dir{i:03d}" for i in range(60))
+    text = (f"download of {deep}/job.log on root@127.0.0.2 failed:\n"
+            f'rsync: write failed on "{deep}/.x.tmp": No space left on device (28)')
+    got = RemoteFailure.of(RemoteErrorKind.TRANSFER, text).message
+    assert len(got) <= MAX_MESSAGE and "\n" not in got
+    assert got.startswith("download of /tmp/dir000/") and got.endswith("No space left on device (28)")
+    short = RemoteFailure.of(RemoteErrorKind.TRANSFER, "ssh: connect to host 127.0.0.2 port 1:\n Connection refused")
+    assert short.message == "ssh: connect to host 127.0.0.2 port 1: Connection refused"
