@@ -214,7 +214,7 @@ def test_no_capacity_waits_and_starts_without_a_command_when_capacity_is_back(
     dispatch waits (exit 75, nothing live); its supervisor is SIGKILLed and revived by eps
     status; capacity comes back; within one retry interval the supervisor plans again from
     the top and the job runs to its end."""
-    _jobs_setting(eps, "capacity_wait_s", 20)  # the first wait (30 s unless set): time for the checks below, under load too
+    _jobs_setting(eps, "capacity_wait_s", 20)  # the first wait (30 s unless set): the checks below, under load too
     _no_capacity_anywhere(gtrap, rtrap)
     d = "f" + uuid.uuid4().hex[:10]
     rc, out, err = eps.run("execute", "--dispatch-id", d, "cpu-small", "--duration", "10m", "--retry",
