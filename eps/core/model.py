@@ -339,6 +339,8 @@ class Job(NamedTuple):
     on_stall: str | None = None  # notify or stop (None: the setting)
     gpu_models: tuple[str, ...] = ()  # --gpu: the GPU models allowed (empty or "any": any; eps.core.gpus)
     gpu_mem_gb: int | None = None  # --gpu-mem: least memory per GPU, GB (None: the intent's default)
+    sweep: int = 1  # --sweep N: N independent tasks of this job, one dispatch (eps.core.sweep)
+    sweep_parallel: int | None = None  # --sweep-parallel K: at most K tasks at once (None: all; SLURM's %K)
 
 
 class Rung(NamedTuple):

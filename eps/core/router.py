@@ -91,6 +91,7 @@ from eps.core.model import (
 )
 from eps.core.paid_lanes import gcp_rungs, runpod_cpu_rungs, runpod_gpu_rungs
 from eps.core.parking import NEVER_RUNS_REASONS, SELF_CAP_REASONS, settle_walk, worst_case
+from eps.core.sweep import check_sweep, sweep_note
 from eps.core.tables import (
     BIG_VOLUME_INTENT,
     DEFAULT_POLICY,
@@ -138,6 +139,8 @@ def plan(
     if (said := _preemption_note(job, rungs, qos_grants, index)) is not None:
         notes.append(said)
     if (said := _disk_note(intent, rungs)) is not None:
+        notes.append(said)
+    if (said := sweep_note(job, intent.name, [r.lane for r in rungs if r.kind is LaneKind.SLURM])) is not None:
         notes.append(said)
 
     terminal = None
@@ -312,6 +315,7 @@ def _resolve(job: Job, index: PolicyIndex) -> tuple[Intent, list[str]]:
                 f"P4: footprint {job.footprint_gb:g} GB > {th.big_footprint_gb} GB takes the big-volume "
                 f"route: {job.intent} -> {intent.name} with a disk sized to the footprint"
             )
+    check_sweep(job, intent.resource)
     if intent.resource is Resource.GPU and job.count > 1:
         intent = _grown(intent, job, index, notes)
     _gpu_need(job, intent, index, notes)
@@ -498,8 +502,8 @@ def _vm_misfit(job: Job, intent: Intent, room: VmCapacity, margin_gb: int) -> st
     plus ``margin_gb`` is within the VM's free disk: the cheap CPU machines exist
     because the shared VM once stalled the whole fleet on disk pressure."""
     # A copy of a fan-out (count 1, task i of N) is walked alone but runs beside the other
-    # N - 1: it fits only where all N fit, as the plan of the whole --count said.
-    copies = max(job.count, job.task_count)
+    # N - 1: it fits only where all N fit, as the plan of the whole --count said (a sweep's too).
+    copies = max(job.count, job.task_count, job.sweep)
     each = f" ({copies} copies side by side)" if copies > 1 else ""
     mem = intent.mem_gb * copies
     if room.mem_gb is not None and mem > room.mem_gb:

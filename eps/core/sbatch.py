@@ -27,6 +27,13 @@ The cluster's hard rules (the fellows row of :mod:`eps.core.tables` names them):
 - with ``cleanup_trap``, the script traps SIGTERM, SIGINT and SIGQUIT and passes the signal
   to its whole process group, then waits: nothing the job started outlives the job's end.
 
+A sweep's tasks are one array (``array=``, :class:`SbatchArray`): one ``--array=`` line
+(:func:`eps.core.sweep.array_spec`, ``%K`` when fewer than all may run at once), and the
+token :data:`TASK_TOKEN` in an argv word of the command is the task's index, written as
+``"$SLURM_ARRAY_TASK_ID"`` (the one expansion this module ever writes; each task runs its
+own wrapper).  An array whose command names no task is refused: every task would run the
+same step.  Without ``array=`` nothing changes: no line, and the token is plain text.
+
 Clusters without a QoS ladder (``qos_ladder == ()``, rungs with ``qos=None``)
 render without any ``--qos`` line, and nothing here reads the ladder, the park
 caps or any other cluster: their renders stay byte-identical when a ladder
@@ -42,6 +49,7 @@ from collections.abc import Mapping
 from eps.core import names
 from eps.core.durations import format_slurm_time
 from eps.core.model import ClusterConfig, Job, LaneKind, Rung
+from eps.core.records import NamedTuple
 
 #: What a value on a ``#SBATCH`` line may contain: SLURM names, numbers, times,
 #: paths and filename patterns (``%j``).  No blank, quote, ``#`` or control character.
@@ -55,6 +63,18 @@ FORBIDDEN_ENV = frozenset({"CUDA_VISIBLE_DEVICES"})
 
 #: The script's cleanup: a signal to the script reaches its whole process group, then it waits.
 _TRAP = "trap 'trap \"\" TERM INT QUIT; kill -TERM -- -$$ 2>/dev/null; wait' TERM INT QUIT"
+
+
+#: In the command of an array script, the task's index (``$SLURM_ARRAY_TASK_ID``).
+TASK_TOKEN = "{eps_task}"
+
+
+class SbatchArray(NamedTuple):
+    """The tasks one array submission holds: their ``indices`` (a sweep's task numbers) and
+    ``at_once``, the most of them running at once (SLURM's ``%K``; ``None``: no limit)."""
+
+    indices: tuple[int, ...]
+    at_once: int | None = None
 
 
 class SbatchRenderError(ValueError):
@@ -101,6 +121,7 @@ def render_sbatch(
     output: str | None = None,
     env: Mapping[str, str] | None = None,
     time_s: int | None = None,
+    array: SbatchArray | None = None,
 ) -> str:
     """The batch script for ``job`` on ``rung`` of ``cluster``.
 
@@ -136,6 +157,8 @@ def render_sbatch(
         raise SbatchRenderError("user", str(user), "is not a cluster user name (the job name carries it)")
     named = job_name(dispatch_id, user if cluster.user_in_job_name else None)
     options: list[tuple[str, str]] = [("job-name", named)]
+    if array is not None:
+        options.append(("array", _array_value(array, job.command)))
     if rung.qos is not None:
         options.append(("qos", rung.qos))
     if rung.gpus > 0:
@@ -166,12 +189,37 @@ def render_sbatch(
         if name in FORBIDDEN_ENV:
             raise SbatchRenderError("environment name", name, "is SLURM's to set (the job's own GPUs)")
         lines.append(f"export {name}={quote_arg(value)}")
-    command = " ".join([command_word(job.command[0]), *(quote_arg(arg) for arg in job.command[1:])])
+    words = [command_word(job.command[0]), *(quote_arg(arg) for arg in job.command[1:])]
+    if array is not None:
+        words = [_task_word(arg) if TASK_TOKEN in arg else word for arg, word in zip(job.command, words, strict=True)]
+    command = " ".join(words)
     if cluster.cleanup_trap:
         lines += [_TRAP, f"{command} &", "wait $!"]
     else:
         lines.append(command)
     return "\n".join(lines) + "\n"
+
+
+def _array_value(array: SbatchArray, command: tuple[str, ...]) -> str:
+    """The ``--array`` value of ``array``; refused when it holds no task or its command names none."""
+    from eps.core.sweep import array_spec
+
+    if not any(TASK_TOKEN in arg for arg in command):
+        raise SbatchRenderError("command", " ".join(command), f"names no task ({TASK_TOKEN}): every task would "
+                                "run the same step")  # fmt: skip
+    limit = array.at_once
+    try:
+        return array_spec(array.indices, None if limit is None or limit >= len(array.indices) else limit)
+    except ValueError as exc:
+        raise SbatchRenderError("--array", repr(array.indices), str(exc)) from None
+
+
+def _task_word(arg: str) -> str:
+    """``arg`` as one shell word, each :data:`TASK_TOKEN` in it the task's index."""
+    pieces = [quote_arg(p) if p else "" for p in arg.split(TASK_TOKEN)]
+    if _ASSIGNMENT.match(pieces[0]):  # FOO={eps_task} must not read as an assignment
+        pieces[0] = f"'{pieces[0]}'"
+    return '"$SLURM_ARRAY_TASK_ID"'.join(pieces)
 
 
 def command_word(arg: str) -> str:

@@ -45,6 +45,7 @@ def argvs(draw: Any) -> list[str]:
 
 GOOD = {"--job": ["job.toml", "a b.toml", "x=y"], "--duration": ["3h", "45s", "1:30:00", "0", "1.5h", " 2d "],
         "--footprint-gb": ["0", "300", "1e3", "0.5", " 7 "], "--count": ["1", "4", "+2", " 8"],
+        "--sweep": ["1", "6", "1000", "1001"], "--sweep-parallel": ["1", "2", "0"],
         "--retry": ["interruption", "no-capacity,error", "error,,"], "--retry-for": ["1d", "90min"],
         "--max-restarts": ["0", "5", "1000"], "--sync-every": ["0", " 0 ", "10m"], "--pin": ["gcp", "fellows", "x"],
         "--snapshot": ["s.json"], "--grants": ["g.toml"], "--park": ["high-eur=700", "fellows:low-eur=1h", "x"],

@@ -109,7 +109,8 @@ def test_a_job_file_gives_the_options_and_flags_override_it(capsys: pytest.Captu
     assert rc == 0, err
     assert d["job"] == {"intent": "cpu-small", "duration_s": 5400, "restartable": True, "footprint_gb": 0.0,
                         "gradient_fit": False, "count": 3, "pin": "gcp", "command": ["python a.py"],
-                        "fall_through": False, "gpu_models": [], "gpu_mem_gb": None}  # fmt: skip
+                        "fall_through": False, "gpu_models": [], "gpu_mem_gb": None, "sweep": 1,
+                        "sweep_parallel": None}  # fmt: skip
     rc, out, err = run(capsys, ["plan", "--job", str(job), "cpu-bigmem", "--duration", "2h", "--no-restartable",
                                 "--count", "1", "--json"], env)  # fmt: skip
     j = json.loads(out)["job"]

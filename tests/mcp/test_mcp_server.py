@@ -43,6 +43,7 @@ JOBS = [
     ["cpu-small"],
     ["gpu-1", "--duration", "2h", "--gpu", "a100-80"],
     ["debug", "--duration", "30m", "--gpu-mem", "40"],
+    ["gpu-1", "--duration", "2h", "--sweep", "6", "--sweep-parallel", "2"],
 ]
 
 
@@ -57,7 +58,8 @@ def _args(argv: list[str]) -> dict[str, Any]:
             i += 1
             continue
         value: Any = argv[i + 1]
-        args[name] = int(value) if name in ("count", "gpu_mem") else float(value) if name == "footprint_gb" else value
+        whole = name in ("count", "gpu_mem", "sweep", "sweep_parallel")
+        args[name] = int(value) if whole else float(value) if name == "footprint_gb" else value
         i += 2
     return args
 

@@ -130,6 +130,25 @@ def gpu_mem(text: str) -> int:
     return parse_gpu_mem(text)
 
 
+def _whole(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number, got {text!r}") from None
+
+
+def sweep(text: str) -> int:
+    from eps.core.sweep import sweep_value
+
+    return sweep_value(_whole(text, "sweep"))
+
+
+def sweep_parallel(text: str) -> int:
+    from eps.core.sweep import sweep_parallel_value
+
+    return sweep_parallel_value(_whole(text, "sweep parallel"))
+
+
 def footprint(text: str) -> float:
     try:
         value = float(text)
@@ -150,6 +169,8 @@ PLAN_VALUES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--duration": ("duration", duration),
     "--footprint-gb": ("footprint_gb", footprint),
     "--count": ("count", count),
+    "--sweep": ("sweep", sweep),
+    "--sweep-parallel": ("sweep_parallel", sweep_parallel),
     "--gpu": ("gpu", gpu),
     "--gpu-mem": ("gpu_mem", gpu_mem),
     "--retry": ("retry", retry),
@@ -181,8 +202,8 @@ PLAN_FLAGS: dict[str, tuple[str, bool]] = {
 #: root's options, the subcommand, then the plan parser's).
 PLAN_DEFAULTS: dict[str, Any] = {
     "version": False, "list_intents": False, "cmd": "plan", "intent": None, "job": None, "duration": None,
-    "restartable": None, "footprint_gb": None, "gradient_fit": None, "fall_through": None, "count": None, "gpu": None,
-    "gpu_mem": None, "retry": None,
+    "restartable": None, "footprint_gb": None, "gradient_fit": None, "fall_through": None, "count": None, "sweep": None,
+    "sweep_parallel": None, "gpu": None, "gpu_mem": None, "retry": None,
     "retry_for": None, "max_restarts": None, "sync_every": None, "stall_after": None, "on_stall": None,
     "pin": None, "snapshot": None, "grants": None,
     "json": False, "wide": False, "park": None, "park_reason": None, "input": None,
@@ -236,7 +257,7 @@ def plan_namespace(args: list[str]) -> SimpleNamespace | None:
 
 
 #: Options that take a value which may look like a negative number.
-VALUE_OPTIONS = ("--duration", "--footprint-gb", "--count", "--park")
+VALUE_OPTIONS = ("--duration", "--footprint-gb", "--count", "--sweep", "--sweep-parallel", "--park")
 
 
 def glue_negative_values(args: list[str]) -> list[str]:

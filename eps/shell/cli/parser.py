@@ -196,6 +196,14 @@ def _count(text: str) -> int:
     return _typed(values.count, text)
 
 
+def _sweep(text: str) -> int:
+    return _typed(values.sweep, text)
+
+
+def _sweep_parallel(text: str) -> int:
+    return _typed(values.sweep_parallel, text)
+
+
 def _retry(text: str) -> tuple[str, ...]:
     return _typed(values.retry, text)
 
@@ -278,6 +286,14 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
         "instead of ending the dispatch (default: the dispatch ends with the fix; nothing is paid for)",
     )  # fmt: skip
     p.add_argument("--count", type=_count, help="parallel copies (CPU: N machines; GPU: one N-times machine) (1)")
+    p.add_argument(
+        "--sweep", type=_sweep, metavar="N",
+        help="N independent tasks of this job as one dispatch (EPS_TASK_INDEX 0..N-1), each its own machine or "
+        "allocation of the intent's size; on a SLURM cluster one sbatch --array (1..1000; plan only for now)",
+    )  # fmt: skip
+    p.add_argument(
+        "--sweep-parallel", type=_sweep_parallel, metavar="K", help="at most K of a sweep's tasks at once (all)"
+    )
     p.add_argument(
         "--gpu", type=_gpu, metavar="TYPE[,TYPE...]",
         help="the GPU models the job may use: l4, a100-40, a100-80, h100, h200, b200, any (default: any of the "

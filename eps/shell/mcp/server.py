@@ -196,12 +196,13 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
     def plan(intent: Intent, duration: Duration = None, restartable: bool = False, footprint_gb: float = 0.0,
              gradient_fit: bool = False, count: int = 1, pin: Lane = None, retry: Retry = None,
              retry_for: Duration = None, max_restarts: int | None = None, sync_every: Duration = None,
-             fall_through: bool = False, gpu: Gpu = None, gpu_mem: GpuMem = None, snapshot: Doc = None,
-             grants: Doc = None, park: str | None = None,
+             fall_through: bool = False, gpu: Gpu = None, gpu_mem: GpuMem = None, sweep: int = 1,
+             sweep_parallel: int | None = None, snapshot: Doc = None, grants: Doc = None, park: str | None = None,
              park_reason: str | None = None) -> CallToolResult:  # fmt: skip
         def run() -> dict[str, Any]:
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
-                         max_restarts, sync_every, fall_through=fall_through, gpu=gpu, gpu_mem=gpu_mem)  # fmt: skip
+                         max_restarts, sync_every, fall_through=fall_through, gpu=gpu, gpu_mem=gpu_mem,
+                         sweep=sweep, sweep_parallel=sweep_parallel)  # fmt: skip
             snap, qos = files_given(snapshot, grants)
             return svc.plan(job, snapshot=snap, grants=qos, park=park_state(park, park_reason, policy)).to_dict()
 
@@ -214,14 +215,16 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
                 retry: Retry = None, retry_for: Duration = None, max_restarts: int | None = None,
                 sync_every: Duration = None, fall_through: bool = False, storage: str | None = None,
                 stall_after: Duration = None, on_stall: OnStall = None, gpu: Gpu = None, gpu_mem: GpuMem = None,
-                inputs: list[str] | None = None, notify: Notify = None, snapshot: Doc = None, grants: Doc = None,
+                inputs: list[str] | None = None, notify: Notify = None, sweep: int = 1,
+                sweep_parallel: int | None = None, snapshot: Doc = None, grants: Doc = None,
                 dispatch_id: str | None = None) -> CallToolResult:  # fmt: skip
         def run() -> dict[str, Any]:
             job = job_of(intent, duration, restartable, footprint_gb, gradient_fit, count, pin, retry, retry_for,
                          max_restarts, sync_every, command=command, workdir=workdir, setup=setup,
                          env=tuple(env or ()), time_limit=time_limit, fall_through=fall_through, storage=storage,
                          stall_after=stall_after, on_stall=on_stall, gpu=gpu, gpu_mem=gpu_mem,
-                         inputs=tuple(inputs or ()), notify=tuple(notify or ()))  # fmt: skip
+                         inputs=tuple(inputs or ()), notify=tuple(notify or ()), sweep=sweep,
+                         sweep_parallel=sweep_parallel)  # fmt: skip
             snap, qos = files_given(snapshot, grants)
             return svc.execute(job, dispatch_id=dispatch_id, snapshot=snap, grants=qos)
 

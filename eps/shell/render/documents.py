@@ -69,6 +69,8 @@ def job_dict(job: Job) -> dict[str, Any]:
         "fall_through": job.fall_through,
         "gpu_models": list(job.gpu_models),
         "gpu_mem_gb": job.gpu_mem_gb,
+        "sweep": job.sweep,
+        "sweep_parallel": job.sweep_parallel,
     }
 
 
@@ -115,6 +117,8 @@ def plan_dict(plan: RoutePlan, job: Job, down: Sequence[LaneDown] = (), healing:
         "resolved_intent": plan.resolved_intent,
         "resource": plan.resource.value,
         "count": plan.count,
+        "tasks": job.sweep,
+        "tasks_at_once": None if job.sweep_parallel is None else min(job.sweep_parallel, job.sweep),
         "job": job_dict(job),
         "rungs": [rung_dict(s.rung, s.down) for s in mark(plan, down)],
         "skipped": [skip_dict(s) for s in plan.skipped],

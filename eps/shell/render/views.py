@@ -77,6 +77,7 @@ _PLAN_COLS = (
 def print_plan(plan: RoutePlan, job: Job, out: Out, down: Sequence[LaneDown] = (), healing: Healing = HEALING) -> None:
     head = plan.intent if plan.resolved_intent == plan.intent else f"{plan.intent} -> {plan.resolved_intent}"
     extra = f", {plan.count} independent copies" if plan.count > 1 else ""
+    extra += f", a sweep of {job.sweep} tasks" if job.sweep > 1 else ""
     pin = f", pinned to {job.pin}" if job.pin else ""
     length = "duration unknown" if job.duration_s is None else human(job.duration_s)
     out.line(f"{head}  ({plan.resource.value}, {length}{', restartable' if job.restartable else ''}"

@@ -46,16 +46,17 @@ FILE_KEYS = {"pin": "backend", "duration_s": "duration", "time_limit_s": "time_l
 #: The core job's fields a request carries (the rest are set at execute: workdir, env names, ...).
 CORE_FIELDS = ("intent", "duration_s", "restartable", "footprint_gb", "gradient_fit", "count", "pin", "command",
                "retry", "retry_for_s", "max_restarts", "sync_every_s", "stall_after_s", "on_stall", "fall_through",
-               "gpu_models", "gpu_mem_gb")  # fmt: skip
+               "gpu_models", "gpu_mem_gb", "sweep", "sweep_parallel")  # fmt: skip
 #: The command line's flags (their ``argparse`` names) and the core job's field each gives.
 FLAGS = {"intent": "intent", "duration": "duration_s", "restartable": "restartable", "footprint_gb": "footprint_gb",
          "gradient_fit": "gradient_fit", "count": "count", "pin": "pin", "retry": "retry",
          "retry_for": "retry_for_s", "max_restarts": "max_restarts", "sync_every": "sync_every_s",
          "stall_after": "stall_after_s", "on_stall": "on_stall", "fall_through": "fall_through",
-         "gpu": "gpu_models", "gpu_mem": "gpu_mem_gb"}  # fmt: skip
+         "gpu": "gpu_models", "gpu_mem": "gpu_mem_gb", "sweep": "sweep",
+         "sweep_parallel": "sweep_parallel"}  # fmt: skip
 #: What a job is when nothing gives a value (argparse leaves every job option ``None``).
 DEFAULTS: dict[str, object] = {"restartable": False, "footprint_gb": 0.0, "gradient_fit": False, "count": 1,
-                               "fall_through": False, "command": (), "gpu_models": ()}  # fmt: skip
+                               "fall_through": False, "command": (), "gpu_models": (), "sweep": 1}  # fmt: skip
 
 
 class JobRequest(NamedTuple):

@@ -8,6 +8,8 @@ restartable = true
 footprint_gb = 20
 gradient_fit = false
 count = 4                  # parallel copies
+sweep = 6                  # N independent tasks, one dispatch (EPS_TASK_INDEX 0..N-1); not with a CPU count
+sweep_parallel = 2         # at most K of the sweep's tasks at once
 backend = "gcp"            # a pin (P10): vm, a cluster (fellows), gcp, runpod
 workdir = "."              # relative to this file's folder
 setup = "pip install -r requirements.txt"
@@ -72,6 +74,8 @@ class _JobDoc:
     footprint_gb: float | None = None
     gradient_fit: bool | None = None
     count: int | None = None
+    sweep: int | None = None
+    sweep_parallel: int | None = None
     backend: str | None = None
     workdir: str | None = None
     setup: str | None = None
@@ -118,6 +122,8 @@ class JobFile(NamedTuple):
     notify: tuple[str, ...] | None = None  # an apprise URL or env:NAME each (resolved at execute)
     gpu_models: tuple[str, ...] | None = None  # ``gpu``: the GPU models allowed (eps.core.gpus)
     gpu_mem_gb: int | None = None  # ``gpu_mem``: least memory per GPU, GB
+    sweep: int | None = None  # N tasks of the job (eps.core.sweep)
+    sweep_parallel: int | None = None  # at most K of them at once
 
 
 def _seconds(path: str, field: str, value: str | int | None, *, positive: bool = False) -> int | None:
@@ -147,6 +153,15 @@ def _gpus(path: str, doc: _JobDoc) -> tuple[tuple[str, ...] | None, int | None]:
     return gpus, mem
 
 
+def _sweep(path: str, doc: _JobDoc) -> None:
+    """The file's ``sweep`` and ``sweep_parallel``, checked as ``--sweep`` and ``--sweep-parallel`` are
+    (that K is at most N, with the rest of the job, when it is planned)."""
+    from eps.core.sweep import sweep_parallel_value, sweep_value
+
+    _checked(path, "sweep", sweep_value, doc.sweep)
+    _checked(path, "sweep_parallel", sweep_parallel_value, doc.sweep_parallel)
+
+
 def load_job_file(path: str) -> JobFile:
     """Read and check a job file; :class:`ConfigError` (one line, with the path) if anything is wrong."""
     return job_file_of(path, read_data(path))
@@ -161,6 +176,7 @@ def job_file_of(path: str, data: object) -> JobFile:
     doc: _JobDoc = structure(data, _JobDoc, path)
     if doc.count is not None and doc.count < 1:
         raise ConfigError(f"{path}: count must be at least 1, got {doc.count} @ $.count")
+    _sweep(path, doc)
     if doc.footprint_gb is not None and doc.footprint_gb < 0:
         raise ConfigError(f"{path}: must not be negative @ $.footprint_gb (got {doc.footprint_gb:g})")
     for field in ("intent", "backend", "setup", "workdir"):
@@ -201,6 +217,8 @@ def job_file_of(path: str, data: object) -> JobFile:
         notify=None if doc.notify is None else tuple(doc.notify),
         gpu_models=gpus,
         gpu_mem_gb=gpu_mem,
+        sweep=doc.sweep,
+        sweep_parallel=doc.sweep_parallel,
         retry=_checked(path, "retry.on", job_retry, retry.on),
         retry_for_s=_seconds(path, "retry.for", retry.for_),
         max_restarts=_checked(path, "retry.max_restarts", job_max_restarts, retry.max_restarts),

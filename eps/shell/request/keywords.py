@@ -16,8 +16,9 @@ from eps.core.durations import parse_duration
 from eps.core.gpus import parse_gpu_mem, parse_gpu_models
 from eps.core.healing import job_max_restarts, job_retry
 from eps.core.model import Job as CoreJob
-from eps.core.model import JobError
+from eps.core.model import JobError, Resource
 from eps.core.stall import check_on_stall, parse_stall_after
+from eps.core.sweep import check_sweep
 from eps.shell.request.shipping import Shipping
 
 __all__ = ["Job", "seconds"]
@@ -68,6 +69,8 @@ class Job:
     ``fall_through``: a free cluster that says it is set up wrong is skipped
     instead of ending the dispatch.  ``gpu`` (GPU models: ``"l4,a100-80"`` or a list; ``"any"``)
     and ``gpu_mem`` (least GB per GPU; ``None``: the intent's), as ``--gpu`` and ``--gpu-mem``.
+    ``sweep`` (N independent tasks of the job, one dispatch; ``EPS_TASK_INDEX`` 0..N-1) and
+    ``sweep_parallel`` (at most K of them at once), as ``--sweep`` and ``--sweep-parallel``.
     ``storage`` (an ``s3://``/``gs://`` URL, ``"none"``; ``None``: the
     config's ``[storage] url``) and ``inputs`` (``URL[:DEST]`` each), for :func:`execute`.  ``notify``: the
     job's own notification targets, each an apprise URL or ``env:NAME`` (the URL in that variable: the
@@ -99,6 +102,8 @@ class Job:
     inputs: Sequence[str] = ()
     gpu: str | Sequence[str] | None = None
     gpu_mem: int | None = None
+    sweep: int = 1
+    sweep_parallel: int | None = None
     notify: Sequence[str] = field(default=(), repr=False)  # URLs carry tokens: not in repr
     settings_env: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
@@ -114,7 +119,7 @@ class Job:
             raise JobError("time_limit", "--time-limit must be positive")
         if self.max_restarts is not None:
             _checked("max_restarts", job_max_restarts, self.max_restarts)
-        self.core()  # every value of the core's job, checked
+        check_sweep(self.core(), Resource.GPU)  # every value of the core's job, checked (a CPU --count: at plan)
         self.shipping()
 
     def core(self) -> CoreJob:
@@ -139,6 +144,8 @@ class Job:
             fall_through=bool(self.fall_through),
             gpu_models=() if self.gpu is None else _checked("gpu", parse_gpu_models, self.gpu),
             gpu_mem_gb=None if self.gpu_mem is None else _checked("gpu_mem", parse_gpu_mem, self.gpu_mem),
+            sweep=self.sweep,
+            sweep_parallel=self.sweep_parallel,
         )
 
     def shipping(self) -> Shipping:
@@ -172,4 +179,6 @@ class Job:
         out += ["--fall-through"] if core.fall_through else []
         out += ["--gpu", ",".join(core.gpu_models)] if core.gpu_models else []
         out += ["--gpu-mem", str(core.gpu_mem_gb)] if core.gpu_mem_gb is not None else []
+        out += ["--sweep", str(core.sweep)] if core.sweep != 1 else []
+        out += ["--sweep-parallel", str(core.sweep_parallel)] if core.sweep_parallel is not None else []
         return [*out, "--", *core.command] if core.command else out

@@ -138,6 +138,9 @@ class Walker:
         first = plan(job, snapshot, grants, None, policy=policy)
         if not job.command:
             raise JobError("no_command", "no command to run: eps execute INTENT [options] -- COMMAND...", job)
+        if job.sweep > 1:  # designed (docs/design/sweeps.md), not built: refused before anything is recorded
+            raise JobError("sweep_not_yet", f"--sweep {job.sweep}: eps plan shows a sweep; eps execute cannot run "
+                           "one yet (docs/design/sweeps.md); use --count for CPU copies", job)  # fmt: skip
         if first.count > 1 and job.retry is not None and "no-capacity" in job.retry:
             raise JobError("usage", "--retry no-capacity is for one job, not a --count fan-out (its copies "
                            "that found no capacity end as they do today)", job)  # fmt: skip

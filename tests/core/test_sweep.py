@@ -1,0 +1,216 @@
+"""Sweeps in the pure core (issue 36, item 1; docs/design/sweeps.md): a sweep's plan is the
+plan of one of its tasks plus one note (P5: N jobs of the intent, never one job split), the
+``--array`` value of a set of task indices, and the array render of ``render_sbatch``, run
+by a real bash.  The routing cases are data: ``tests/core/scenarios/sweeps.json``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eps.core.model import CapacitySnapshot, ClusterConfig, Job, JobError, LaneKind, Provisioning, Rung, evolve
+from eps.core.router import plan
+from eps.core.sbatch import TASK_TOKEN, SbatchArray, SbatchRenderError, render_sbatch
+from eps.core.sweep import MAX_SWEEP_TASKS, array_indices, array_spec, check_sweep, sweep_note
+from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY, FELLOWS
+
+#: A SLURM cluster without the fellows row's trap and environment: its script ends in the command.
+LAB = ClusterConfig(name="lab", partition="batch", account=None, qos_ladder=(), gpus_per_node=4, gpu_model="A100")
+STEP = Job("gpu-1", 3600, command=("bash", f"/work/eps/d1/{TASK_TOKEN}/run.sh", "run"))
+
+
+def _rung(cluster: ClusterConfig, qos: str | None = None, gpus: int = 1) -> Rung:
+    return Rung(cluster.name, LaneKind.SLURM, Provisioning.QUEUE, "test", qos=qos, gpus=gpus)
+
+
+# --- the plan of a sweep is the plan of its task -----------------------------------------------
+
+INTENTS = [i.name for i in DEFAULT_POLICY.intents]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    intent=st.sampled_from(INTENTS),
+    duration=st.one_of(st.none(), st.sampled_from([30, 600, 3600, 3 * 3600, 3 * 86400])),
+    restartable=st.booleans(),
+    n=st.integers(2, MAX_SWEEP_TASKS),
+    k=st.one_of(st.none(), st.integers(1, MAX_SWEEP_TASKS)),
+    count=st.sampled_from([1, 2, 4]),
+    pin=st.sampled_from([None, "fellows", "gcp", "runpod"]),
+    index=st.integers(0, MAX_SWEEP_TASKS - 1),
+)
+def test_p5_a_sweeps_plan_is_its_tasks_plan_and_one_note(
+    intent: str, duration: int | None, restartable: bool, n: int, k: int | None, count: int, pin: str | None,
+    index: int,
+) -> None:  # fmt: skip
+    """P5: each task is one job of the intent, planned exactly as that job alone (with its
+    task index, as the walker will record it); the sweep only adds the note saying so."""
+    k = None if k is None else min(k, n)
+    job = Job(intent, duration, restartable, count=count, pin=pin, sweep=n, sweep_parallel=k)
+    task = evolve(job, sweep=1, sweep_parallel=None, task_index=index % n, task_count=n)
+    try:
+        alone = plan(task, CapacitySnapshot(), DEFAULT_GRANTS, None)
+    except JobError as exc:  # what the task cannot be, the sweep cannot be either, and says so alike
+        with pytest.raises(JobError) as info:
+            plan(job, CapacitySnapshot(), DEFAULT_GRANTS, None)
+        assert info.value.code in (exc.code, "sweep_and_count")
+        return
+    if alone.resource.value == "cpu" and count > 1:
+        with pytest.raises(JobError) as info:
+            plan(job, CapacitySnapshot(), DEFAULT_GRANTS, None)
+        assert info.value.code == "sweep_and_count" and "\n" not in str(info.value)
+        return
+    swept = plan(job, CapacitySnapshot(), DEFAULT_GRANTS, None)
+    assert swept._replace(notes=()) == alone._replace(notes=())
+    slurm = [r.lane for r in alone.rungs if r.kind is LaneKind.SLURM]
+    note = sweep_note(job, alone.resolved_intent, slurm)
+    assert note is not None and swept.notes == (*alone.notes, note)
+    assert f"sweep: {n} tasks of {alone.resolved_intent}" in note and "(P5)" in note
+    assert ("sbatch --array=" in note) == bool(slurm)
+    assert ("at most" in note) == (k is not None and k < n)
+
+
+def test_no_sweep_says_nothing_and_changes_nothing() -> None:
+    job = Job("gpu-1", 3600)
+    assert sweep_note(job, "gpu-1", ["fellows"]) is None
+    assert plan(job, CapacitySnapshot(), DEFAULT_GRANTS, None) == plan(
+        evolve(job, sweep=1), CapacitySnapshot(), DEFAULT_GRANTS, None
+    )
+
+
+@pytest.mark.parametrize(("job", "code", "says"), [
+    (Job("gpu-1", sweep=0), "bad_sweep", "sweep must be a whole number of tasks 1..1000, got 0"),
+    (Job("gpu-1", sweep=2.5), "bad_sweep", "got 2.5"),  # type: ignore[arg-type]
+    (Job("gpu-1", sweep=6, sweep_parallel=0), "bad_sweep_parallel", "sweep parallel must be a whole number >= 1"),
+    (Job("gpu-1", sweep=6, sweep_parallel=True), "bad_sweep_parallel", "got True"),  # type: ignore[arg-type]
+    (Job("gpu-1", sweep_parallel=2), "bad_sweep_parallel", "sweep parallel 2 needs a sweep"),
+    (Job("gpu-1", sweep=6, sweep_parallel=7), "bad_sweep_parallel", "sweep parallel 7 is more than the sweep's 6"),
+    (Job("cpu-small", count=2, sweep=3), "sweep_and_count", "give one (--sweep 6 runs that many tasks)"),
+])  # fmt: skip
+def test_a_sweep_that_cannot_be_is_one_line_with_a_stable_code(job: Job, code: str, says: str) -> None:
+    with pytest.raises(JobError) as info:
+        plan(job, CapacitySnapshot(), DEFAULT_GRANTS, None)
+    assert info.value.code == code and says in str(info.value) and "\n" not in str(info.value)
+    resource = DEFAULT_POLICY.intent(job.intent)
+    assert resource is not None
+    with pytest.raises(JobError):
+        check_sweep(job, resource.resource)
+
+
+# --- the --array value ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("indices", "limit", "spec"), [
+    (range(6), 2, "0-5%2"),
+    (range(6), None, "0-5"),
+    ([0], None, "0"),
+    ([5, 3, 4, 1], None, "1,3-5"),
+    ([2, 3, 4, 5], 1, "2-5%1"),
+    ([0, 2, 4], 3, "0,2,4%3"),
+    ([999, 998, 0], None, "0,998-999"),
+])  # fmt: skip
+def test_array_spec(indices: list[int], limit: int | None, spec: str) -> None:
+    assert array_spec(indices, limit) == spec
+    assert array_indices(spec) == (tuple(sorted(indices)), limit)
+
+
+@pytest.mark.parametrize(("indices", "limit"), [([], None), ([-1, 0], None), ([1, 1], None), ([0], 0)])
+def test_array_spec_refuses_what_no_array_is(indices: list[int], limit: int | None) -> None:
+    with pytest.raises(ValueError):
+        array_spec(indices, limit)
+
+
+@pytest.mark.parametrize("spec", ["", "a", "1-", "3-1", "1,,2", "0-5%0", "0-5%x", "-1"])
+def test_array_indices_refuses_what_array_spec_never_writes(spec: str) -> None:
+    with pytest.raises(ValueError):
+        array_indices(spec)
+
+
+@given(st.sets(st.integers(0, 1000), min_size=1), st.one_of(st.none(), st.integers(1, 1000)))
+def test_array_spec_round_trips_and_is_short(indices: set[int], limit: int | None) -> None:
+    spec = array_spec(indices, limit)
+    assert array_indices(spec) == (tuple(sorted(indices)), limit)
+    runs = spec.partition("%")[0].split(",")
+    # each run is maximal: no two runs touch, so a range of N consecutive tasks is one "A-B"
+    ends = [(int(r.split("-")[0]), int(r.split("-")[-1])) for r in runs]
+    assert all(b[0] > a[1] + 1 for a, b in zip(ends, ends[1:], strict=False))
+
+
+# --- the array render ----------------------------------------------------------------------------
+
+
+def test_an_array_render_is_the_plain_render_with_one_array_line_and_the_task_in_its_step() -> None:
+    plain = render_sbatch(STEP, FELLOWS, _rung(FELLOWS, "high-eur"), dispatch_id="d0001", user="jdoe")
+    array = render_sbatch(STEP, FELLOWS, _rung(FELLOWS, "high-eur"), dispatch_id="d0001", user="jdoe",
+                          array=SbatchArray(tuple(range(6)), 2))  # fmt: skip
+    p, a = plain.splitlines(), array.splitlines()
+    at = p.index("#SBATCH --job-name=eps-d0001-jdoe") + 1
+    assert a[at] == "#SBATCH --array=0-5%2"
+    assert a[:at] + a[at + 1 :] == [
+        line.replace(f"'/work/eps/d1/{TASK_TOKEN}/run.sh'", '/work/eps/d1/"$SLURM_ARRAY_TASK_ID"/run.sh')
+        for line in p
+    ]
+    assert "bash /work/eps/d1/\"$SLURM_ARRAY_TASK_ID\"/run.sh run &" in a  # the fellows trap keeps its shape
+    assert "--export" not in array and "CUDA_VISIBLE_DEVICES" not in array  # the cluster's hard rules hold
+
+
+@pytest.mark.parametrize(("indices", "at_once", "line"), [
+    ((0, 1, 2, 3, 4, 5), None, "#SBATCH --array=0-5"),
+    ((0, 1, 2, 3, 4, 5), 6, "#SBATCH --array=0-5"),  # a limit of all of them is no limit
+    ((0, 1, 2, 3, 4, 5), 9, "#SBATCH --array=0-5"),
+    ((2, 3, 4, 5), 1, "#SBATCH --array=2-5%1"),  # the pending tasks, moved to the next tier
+])  # fmt: skip
+def test_the_array_line_says_the_tasks_and_their_limit(indices: tuple[int, ...], at_once: int | None,
+                                                       line: str) -> None:  # fmt: skip
+    script = render_sbatch(STEP, LAB, _rung(LAB), dispatch_id="d0001", array=SbatchArray(indices, at_once))
+    assert [x for x in script.splitlines() if x.startswith("#SBATCH --array")] == [line]
+
+
+def test_an_array_whose_step_names_no_task_or_holds_no_task_is_refused() -> None:
+    same = evolve(STEP, command=("bash", "/work/eps/d1/0/run.sh", "run"))
+    with pytest.raises(SbatchRenderError, match="names no task"):
+        render_sbatch(same, LAB, _rung(LAB), dispatch_id="d0001", array=SbatchArray((0, 1)))
+    with pytest.raises(SbatchRenderError, match="at least one task"):
+        render_sbatch(STEP, LAB, _rung(LAB), dispatch_id="d0001", array=SbatchArray(()))
+
+
+def test_without_an_array_the_token_is_plain_text() -> None:
+    script = render_sbatch(STEP, LAB, _rung(LAB), dispatch_id="d0001")
+    assert "--array" not in script and "SLURM_ARRAY_TASK_ID" not in script
+    assert script.splitlines()[-1] == f"bash '/work/eps/d1/{TASK_TOKEN}/run.sh' run"
+
+
+def _step_words(command: tuple[str, ...], task: int) -> list[str]:
+    """What a real bash makes of the array script's step, as task ``task`` of the array."""
+    job = evolve(STEP, command=("printf", "%s\\0", *command))
+    script = render_sbatch(job, LAB, _rung(LAB), dispatch_id="d0001", array=SbatchArray((task,)))
+    step = script.splitlines()[-1]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_ARRAY_TASK_ID": str(task)}
+    out = subprocess.run(["bash", "-c", step], env=env, capture_output=True, check=True).stdout
+    return out.decode().split("\0")[:-1]
+
+
+def test_bash_runs_each_task_its_own_wrapper() -> None:
+    words = (f"/w d/it's/{TASK_TOKEN}/run.sh", f"x{TASK_TOKEN}y{TASK_TOKEN}", f"{TASK_TOKEN}", "FOO=$HOME",
+             f"A={TASK_TOKEN}")  # fmt: skip
+    assert _step_words(words, 4) == ["/w d/it's/4/run.sh", "x4y4", "4", "FOO=$HOME", "A=4"]
+
+
+def test_a_first_word_that_reads_as_an_assignment_is_still_the_command() -> None:
+    job = evolve(STEP, command=(f"A={TASK_TOKEN}",))
+    step = render_sbatch(job, LAB, _rung(LAB), dispatch_id="d0001", array=SbatchArray((0, 1))).splitlines()[-1]
+    assert step == "'A='\"$SLURM_ARRAY_TASK_ID\""
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(_TEXT, st.booleans()), min_size=1, max_size=4), st.integers(0, 999))
+def test_any_word_with_the_task_in_it_reaches_the_step_exactly(parts: list[tuple[str, bool]], task: int) -> None:
+    word = "".join(text + (TASK_TOKEN if with_task else "") for text, with_task in parts) + TASK_TOKEN
+    assert _step_words((word, "end"), task) == [word.replace(TASK_TOKEN, str(task)), "end"]
