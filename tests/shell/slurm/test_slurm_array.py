@@ -1,0 +1,99 @@
+"""A sweep's array on the real SLURM test cluster (issue 36; docs/design/sweeps.md): the
+facts the design stands on, seen on a real slurmctld, with the script ``render_sbatch``
+writes for an array and the lane's own ``SlurmClient``.
+
+- one ``sbatch --array=0-3%2`` is one submission whose tasks run their own step (the
+  ``{eps_task}`` of the step is ``$SLURM_ARRAY_TASK_ID``), at most 2 at once, the others
+  pending for ``JobArrayTaskLimit``, each task ``J_i`` in squeue (``-r``) and sacct;
+- ``scancel --state=PENDING J`` (the client's ``cancel(J, pending_only=True)``) ends the
+  pending tasks and leaves the running one; the pending indices then go to the next tier
+  as one array (``--array=1-3%1``): two sbatch calls for the whole sweep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from slurm_support import USER, run, wait_until
+
+from eps.core.model import ClusterConfig, Job, LaneKind, Provisioning, Rung
+from eps.core.sbatch import TASK_TOKEN, SbatchArray, render_sbatch
+from eps.shell.lanes.slurm.cli import SlurmClient
+
+pytestmark = pytest.mark.slurm
+
+
+def _steps(root: Path, tasks: range | tuple[int, ...], seconds: int) -> None:
+    """Task i's own step in ``root/i/run.sh``: it says which task it is, then sleeps."""
+    for i in tasks:
+        (root / str(i)).mkdir(parents=True, exist_ok=True)
+        (root / str(i) / "run.sh").write_text(
+            f'echo "task {i} array-index $SLURM_ARRAY_TASK_ID" > "{root}/{i}/said"\nsleep {seconds}\n'
+        )
+
+
+def _submit(client: SlurmClient, cluster: ClusterConfig, root: Path, qos: str, array: SbatchArray) -> str:
+    job = Job("gpu-1", 600, command=("bash", f"{root}/{TASK_TOKEN}/run.sh"))
+    rung = Rung(cluster.name, LaneKind.SLURM, Provisioning.QUEUE, "sweep", qos=qos, gpus=1)
+    script = render_sbatch(job, cluster, rung, dispatch_id="sweep0", user=USER, array=array)
+    assert script.count("#SBATCH --array=") == 1
+    return client.submit(script, [f"--output={root}/%a/sbatch.out"]).unwrap()
+
+
+def _tasks(job_id: str) -> dict[str, tuple[str, str]]:
+    """squeue -r: each live task of the array, ``J_i`` -> (state, reason)."""
+    out = run("squeue", "-h", "-r", "-j", job_id, "-o", "%i|%T|%r")
+    return {i: (s, r) for i, s, r in (line.split("|") for line in out.splitlines())}
+
+
+def _ended(job_id: str) -> dict[str, str]:
+    """sacct -X: each task of the array that has a record, ``J_i`` -> its state."""
+    out = run("sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,State")
+    return {i: s.split(" ")[0] for i, s in (line.split("|") for line in out.splitlines())}
+
+
+def test_a_sweep_is_one_array_whose_tasks_run_their_own_step_k_at_once(
+    client: SlurmClient, fellows: ClusterConfig, tmp_path: Path
+) -> None:
+    _steps(tmp_path, range(4), 2)
+    job_id = _submit(client, fellows, tmp_path, "high-eur", SbatchArray((0, 1, 2, 3), 2))
+    running_at_once: list[int] = []
+    reasons: set[str] = set()
+
+    def done() -> bool:
+        tasks = _tasks(job_id)
+        running_at_once.append(sum(state == "RUNNING" for state, _ in tasks.values()))
+        reasons.update(reason for state, reason in tasks.values() if state == "PENDING")
+        return not tasks
+
+    wait_until(done, 90, f"the 4 tasks of array {job_id} to end", interval_s=0.2)
+    assert max(running_at_once) <= 2  # %2
+    assert "JobArrayTaskLimit" in reasons  # pending for its own %K: no reason to park and move
+    assert _ended(job_id) == {f"{job_id}_{i}": "COMPLETED" for i in range(4)}
+    for i in range(4):
+        assert (tmp_path / str(i) / "said").read_text() == f"task {i} array-index {i}\n"
+        assert (tmp_path / str(i) / "sbatch.out").exists()  # --output=<root>/%a/sbatch.out: one per task
+
+
+def test_the_pending_tasks_are_cancelled_and_move_as_one_array_while_the_running_one_stays(
+    client: SlurmClient, fellows: ClusterConfig, tmp_path: Path
+) -> None:
+    _steps(tmp_path, range(4), 60)
+    first = _submit(client, fellows, tmp_path, "high-eur", SbatchArray((0, 1, 2, 3), 1))
+    wait_until(lambda: _tasks(first).get(f"{first}_0", ("", ""))[0] == "RUNNING", 30, f"{first}_0 to run")
+    assert client.poll(f"{first}_0").unwrap().state == "RUNNING"  # a task is a handle of its own: J_i
+
+    client.cancel(first, pending_only=True).unwrap()
+    wait_until(lambda: list(_tasks(first)) == [f"{first}_0"], 30, "only the running task to be left")
+    assert _tasks(first)[f"{first}_0"][0] == "RUNNING"
+
+    _steps(tmp_path, (1, 2, 3), 1)  # the moved tasks end quickly (task 0's script, running, is left alone)
+    moved = _submit(client, fellows, tmp_path, "normal-eur", SbatchArray((1, 2, 3), 1))
+    wait_until(lambda: not _tasks(moved), 90, f"the 3 moved tasks of array {moved} to end", interval_s=0.2)
+    assert _ended(moved) == {f"{moved}_{i}": "COMPLETED" for i in (1, 2, 3)}
+    for i in (1, 2, 3):
+        assert (tmp_path / str(i) / "said").read_text() == f"task {i} array-index {i}\n"
+    assert _tasks(first)[f"{first}_0"][0] == "RUNNING"  # untouched by the move
+    qos = run("squeue", "-h", "-j", f"{first}_0", "-o", "%q").strip()
+    assert qos == "high-eur"
