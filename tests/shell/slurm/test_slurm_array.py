@@ -7,19 +7,25 @@ writes for an array and the lane's own ``SlurmClient``.
   pending for ``JobArrayTaskLimit``, each task ``J_i`` in squeue (``-r``) and sacct;
 - ``scancel --state=PENDING J`` (the client's ``cancel(J, pending_only=True)``) ends the
   pending tasks and leaves the running one; the pending indices then go to the next tier
-  as one array (``--array=1-3%1``): two sbatch calls for the whole sweep.
+  as one array (``--array=1-3%1``): two sbatch calls for the whole sweep;
+- the lane's ``start_array`` ships each task its own wrapper and submits them with one
+  sbatch; each task runs as task i of N (``EPS_TASK_INDEX``/``EPS_TASK_COUNT``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from slurm_support import USER, run, wait_until
 
-from eps.core.model import ClusterConfig, Job, LaneKind, Provisioning, Rung
+from eps.core.model import ClusterConfig, Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.sbatch import TASK_TOKEN, SbatchArray, render_sbatch
-from eps.shell.lanes.slurm.cli import SlurmClient
+from eps.core.states import HandleState
+from eps.shell.lanes.jobs import JobFiles
+from eps.shell.lanes.slurm.cli import SlurmClient, subprocess_runner
+from eps.shell.lanes.slurm.lane import SlurmLane
 
 pytestmark = pytest.mark.slurm
 
@@ -97,3 +103,30 @@ def test_the_pending_tasks_are_cancelled_and_move_as_one_array_while_the_running
     assert _tasks(first)[f"{first}_0"][0] == "RUNNING"  # untouched by the move
     qos = run("squeue", "-h", "-j", f"{first}_0", "-o", "%q").strip()
     assert qos == "high-eur"
+
+
+def test_the_lane_ships_each_task_its_own_wrapper_and_submits_them_with_one_sbatch(
+    fellows: ClusterConfig, tmp_path: Path
+) -> None:
+    called: list[str] = []
+
+    def runner(argv: Sequence[str], stdin: str | None = None) -> tuple[int, str, str]:
+        called.append(argv[0])
+        return subprocess_runner(argv, stdin)
+
+    lane = SlurmLane(fellows, SlurmClient(runner), user=USER, work_root=str(tmp_path / "work"))
+    said = 'echo "$EPS_TASK_INDEX of $EPS_TASK_COUNT" > "$EPS_OUTPUT_DIR/me"'
+    job = Job("gpu-1", 600, command=(said,), sweep=3, sweep_parallel=2)
+    rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "sweep", qos="high-eur", gpus=1)
+    handle = lane.start_array(job, rung, "sweep1", (0, 1, 2), JobFiles(), at_once=2).unwrap()
+    assert called.count("sbatch") == 1 and handle.state is HandleState.PENDING and handle.id.isdigit()
+    wait_until(lambda: not _tasks(handle.id), 90, f"the 3 tasks of array {handle.id} to end", interval_s=0.2)
+    assert _ended(handle.id) == {f"{handle.id}_{i}": "COMPLETED" for i in range(3)}
+    for i in range(3):
+        root = tmp_path / "work" / "sweep1" / str(i)
+        assert (root / "out" / "me").read_text() == f"{i} of 3\n"
+        assert (root / "exit-code").read_text().strip() == "0" and (root / "status").read_text().strip() == "exited"
+        assert (root / "sbatch.out").exists()
+        task = lane.poll(evolve(handle, id=f"{handle.id}_{i}")).unwrap()  # task i is a handle of its own
+        assert task.state is HandleState.FINISHED
+    assert called.count("sbatch") == 1

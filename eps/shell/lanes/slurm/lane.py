@@ -30,7 +30,7 @@ from eps.core.lifecycle import batch_time_s, on_rung
 from eps.core.model import ClusterConfig, Job, LaneKind, Rung, evolve
 from eps.core.names import PREFIX, dispatch_of_job, job_name
 from eps.core.outcome import FailureKind, Handle, LaneFailure
-from eps.core.sbatch import SbatchRenderError, render_sbatch
+from eps.core.sbatch import TASK_TOKEN, SbatchArray, SbatchRenderError, render_sbatch
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
 from eps.core.tables import remote_work_root
@@ -145,6 +145,40 @@ class SlurmLane:
         options = [f"--output={site.root}/sbatch.out"]
         queued = Handle(self.name, LaneKind.SLURM, "", rung.key, qos=rung.qos, machine=rung.machine)
         submitted = self.client.submit(script, options)
+        return submitted.map(lambda job_id: evolve(queued, id=job_id, state=HandleState.PENDING))
+
+    def start_array(self, job: Job, rung: Rung, dispatch: str, tasks: tuple[int, ...], files: JobFiles,
+                    at_once: int | None = None) -> Result[Handle, LaneFailure]:  # fmt: skip
+        """A sweep's ``tasks`` (indices of its N, ``job.sweep``) as one array, one sbatch (the
+        cluster's rule 4): each task's files shipped to its own dispatch root
+        (``<work root>/<dispatch>/<i>``, the wrapper of task i of N, so ``EPS_TASK_INDEX``
+        comes from the wrapper as on every lane), then the array submitted with at most
+        ``at_once`` running (``%K``) and each task's sbatch output in its own root.  The
+        handle is the array's job id J; task i is ``J_i`` in squeue and sacct.  The walker
+        does not call it yet (docs/design/sweeps.md)."""
+        import posixpath
+
+        from eps.shell.lanes.jobs import stage
+
+        job = on_rung(job, rung)
+        if job.restart or not tasks or not all(0 <= i < job.sweep for i in tasks):
+            said = "a relaunched task runs alone, not in an array" if job.restart else (
+                f"tasks {list(tasks)} are not tasks of a sweep of {job.sweep}")  # fmt: skip
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, said, code="sbatch_render"))
+        for i in tasks:
+            task = evolve(job, sweep=1, sweep_parallel=None, task_index=i, task_count=job.sweep)
+            staged = stage(self.site(None, dispatch, task).unwrap(), task, dispatch, files)
+            if isinstance(staged, Failure):
+                return staged
+        base = posixpath.dirname(self.site(None, dispatch, job).unwrap().root)  # <work root>/<dispatch>
+        step = evolve(job, command=("bash", f"{base}/{TASK_TOKEN}/{LAYOUT.script}", "run"))
+        try:
+            script = render_sbatch(step, self.cluster, rung, dispatch_id=dispatch, user=self.user,
+                                   time_s=batch_time_s(job), array=SbatchArray(tasks, at_once))  # fmt: skip
+        except SbatchRenderError as exc:
+            return Failure(LaneFailure(FailureKind.INVALID_REQUEST, str(exc), code="sbatch_render"))
+        queued = Handle(self.name, LaneKind.SLURM, "", rung.key, qos=rung.qos, machine=rung.machine)
+        submitted = self.client.submit(script, [f"--output={base}/%a/sbatch.out"])
         return submitted.map(lambda job_id: evolve(queued, id=job_id, state=HandleState.PENDING))
 
     def start_estimate(self, job: Job, rung: Rung, dispatch: str) -> int | None:
