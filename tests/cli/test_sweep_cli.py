@@ -42,7 +42,8 @@ def test_plan_says_a_sweep_is_n_tasks_each_planned_as_the_job_alone(
     assert note.startswith("sweep: 6 tasks of gpu-1") and note.endswith("one sbatch --array=0-5%2")
     rc, out, err = run(capsys, ["plan", "gpu-1", "--duration", "2h", "--sweep=6", "--sweep-parallel=2"], env)
     assert rc == 0, err
-    assert "gpu-1  (gpu, 2h, a sweep of 6 tasks)" in out and f"note: {note}" in out
+    assert out.startswith("gpu-1  (gpu, 2h, a sweep of 6 tasks)\n")
+    assert f"note: {note}" in " ".join(out.split())  # the note, wrapped to the terminal's width
 
 
 @pytest.mark.parametrize(("args", "says"), [

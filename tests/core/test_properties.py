@@ -61,6 +61,8 @@ def _jobs(intents: list[str], pins: list[str]) -> st.SearchStrategy[Job]:
         retry=st.one_of(st.none(), st.lists(st.sampled_from(list(RetryOn)), unique=True, min_size=1).map(tuple)),
         # where the machine puts its outputs, as the shell checks it (plan() reads none of it)
         storage=st.none(), inputs=st.just(()),
+        # a sweep's plan is its task's plan (tests/core/test_sweep.py): every property holds for it too
+        sweep=st.sampled_from([1, 1, 1, 3]), sweep_parallel=st.none(),
     )
 
 

@@ -188,7 +188,7 @@ def _step_words(command: tuple[str, ...], task: int) -> list[str]:
     """What a real bash makes of the array script's step, as task ``task`` of the array."""
     job = evolve(STEP, command=("printf", "%s\\0", *command))
     script = render_sbatch(job, LAB, _rung(LAB), dispatch_id="d0001", array=SbatchArray((task,)))
-    step = script.splitlines()[-1]
+    step = script.split("\n")[-2]  # bash's lines (splitlines would also split at U+2028 and friends)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_ARRAY_TASK_ID": str(task)}
     out = subprocess.run(["bash", "-c", step], env=env, capture_output=True, check=True).stdout
     return out.decode().split("\0")[:-1]
