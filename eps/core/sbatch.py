@@ -29,7 +29,7 @@ The cluster's hard rules (the fellows row of :mod:`eps.core.tables` names them):
 
 A sweep's tasks are one array (``array=``, :class:`SbatchArray`): one ``--array=`` line
 (:func:`eps.core.sweep.array_spec`, ``%K`` when fewer than all may run at once), and the
-token :data:`TASK_TOKEN` in an argv word of the command is the task's index, written as
+token :data:`TASK_MARK` in an argv word of the command is the task's index, written as
 ``"$SLURM_ARRAY_TASK_ID"`` (the one expansion this module ever writes; each task runs its
 own wrapper).  An array whose command names no task is refused: every task would run the
 same step.  Without ``array=`` nothing changes: no line, and the token is plain text.
@@ -66,7 +66,7 @@ _TRAP = "trap 'trap \"\" TERM INT QUIT; kill -TERM -- -$$ 2>/dev/null; wait' TER
 
 
 #: In the command of an array script, the task's index (``$SLURM_ARRAY_TASK_ID``).
-TASK_TOKEN = "{eps_task}"
+TASK_MARK = "{eps_task}"
 
 
 class SbatchArray(NamedTuple):
@@ -189,10 +189,7 @@ def render_sbatch(
         if name in FORBIDDEN_ENV:
             raise SbatchRenderError("environment name", name, "is SLURM's to set (the job's own GPUs)")
         lines.append(f"export {name}={quote_arg(value)}")
-    words = [command_word(job.command[0]), *(quote_arg(arg) for arg in job.command[1:])]
-    if array is not None:
-        words = [_task_word(arg) if TASK_TOKEN in arg else word for arg, word in zip(job.command, words, strict=True)]
-    command = " ".join(words)
+    command = _command_line(job.command, array is not None)
     if cluster.cleanup_trap:
         lines += [_TRAP, f"{command} &", "wait $!"]
     else:
@@ -200,12 +197,20 @@ def render_sbatch(
     return "\n".join(lines) + "\n"
 
 
+def _command_line(command: tuple[str, ...], array: bool) -> str:
+    """The command as one line of shell words; in an array, each :data:`TASK_MARK` the task's index."""
+    words = [command_word(command[0]), *(quote_arg(arg) for arg in command[1:])]
+    if array:
+        words = [_task_word(arg) if TASK_MARK in arg else word for arg, word in zip(command, words, strict=True)]
+    return " ".join(words)
+
+
 def _array_value(array: SbatchArray, command: tuple[str, ...]) -> str:
     """The ``--array`` value of ``array``; refused when it holds no task or its command names none."""
     from eps.core.sweep import array_spec
 
-    if not any(TASK_TOKEN in arg for arg in command):
-        raise SbatchRenderError("command", " ".join(command), f"names no task ({TASK_TOKEN}): every task would "
+    if not any(TASK_MARK in arg for arg in command):
+        raise SbatchRenderError("command", " ".join(command), f"names no task ({TASK_MARK}): every task would "
                                 "run the same step")  # fmt: skip
     limit = array.at_once
     try:
@@ -215,8 +220,8 @@ def _array_value(array: SbatchArray, command: tuple[str, ...]) -> str:
 
 
 def _task_word(arg: str) -> str:
-    """``arg`` as one shell word, each :data:`TASK_TOKEN` in it the task's index."""
-    pieces = [quote_arg(p) if p else "" for p in arg.split(TASK_TOKEN)]
+    """``arg`` as one shell word, each :data:`TASK_MARK` in it the task's index."""
+    pieces = [quote_arg(p) if p else "" for p in arg.split(TASK_MARK)]
     if _ASSIGNMENT.match(pieces[0]):  # FOO={eps_task} must not read as an assignment
         pieces[0] = f"'{pieces[0]}'"
     return '"$SLURM_ARRAY_TASK_ID"'.join(pieces)

@@ -5,6 +5,7 @@ by a real bash.  The routing cases are data: ``tests/core/scenarios/sweeps.json`
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 
@@ -14,13 +15,13 @@ from hypothesis import strategies as st
 
 from eps.core.model import CapacitySnapshot, ClusterConfig, Job, JobError, LaneKind, Provisioning, Rung, evolve
 from eps.core.router import plan
-from eps.core.sbatch import TASK_TOKEN, SbatchArray, SbatchRenderError, render_sbatch
+from eps.core.sbatch import TASK_MARK, SbatchArray, SbatchRenderError, render_sbatch
 from eps.core.sweep import MAX_SWEEP_TASKS, array_indices, array_spec, check_sweep, sweep_note
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY, FELLOWS
 
 #: A SLURM cluster without the fellows row's trap and environment: its script ends in the command.
 LAB = ClusterConfig(name="lab", partition="batch", account=None, qos_ladder=(), gpus_per_node=4, gpu_model="A100")
-STEP = Job("gpu-1", 3600, command=("bash", f"/work/eps/d1/{TASK_TOKEN}/run.sh", "run"))
+STEP = Job("gpu-1", 3600, command=("bash", f"/work/eps/d1/{TASK_MARK}/run.sh", "run"))
 
 
 def _rung(cluster: ClusterConfig, qos: str | None = None, gpus: int = 1) -> Rung:
@@ -137,7 +138,7 @@ def test_array_spec_round_trips_and_is_short(indices: set[int], limit: int | Non
     runs = spec.partition("%")[0].split(",")
     # each run is maximal: no two runs touch, so a range of N consecutive tasks is one "A-B"
     ends = [(int(r.split("-")[0]), int(r.split("-")[-1])) for r in runs]
-    assert all(b[0] > a[1] + 1 for a, b in zip(ends, ends[1:], strict=False))
+    assert all(b[0] > a[1] + 1 for a, b in itertools.pairwise(ends))
 
 
 # --- the array render ----------------------------------------------------------------------------
@@ -151,7 +152,7 @@ def test_an_array_render_is_the_plain_render_with_one_array_line_and_the_task_in
     at = p.index("#SBATCH --job-name=eps-d0001-jdoe") + 1
     assert a[at] == "#SBATCH --array=0-5%2"
     assert a[:at] + a[at + 1 :] == [
-        line.replace(f"'/work/eps/d1/{TASK_TOKEN}/run.sh'", '/work/eps/d1/"$SLURM_ARRAY_TASK_ID"/run.sh')
+        line.replace(f"'/work/eps/d1/{TASK_MARK}/run.sh'", '/work/eps/d1/"$SLURM_ARRAY_TASK_ID"/run.sh')
         for line in p
     ]
     assert "bash /work/eps/d1/\"$SLURM_ARRAY_TASK_ID\"/run.sh run &" in a  # the fellows trap keeps its shape
@@ -181,7 +182,7 @@ def test_an_array_whose_step_names_no_task_or_holds_no_task_is_refused() -> None
 def test_without_an_array_the_token_is_plain_text() -> None:
     script = render_sbatch(STEP, LAB, _rung(LAB), dispatch_id="d0001")
     assert "--array" not in script and "SLURM_ARRAY_TASK_ID" not in script
-    assert script.splitlines()[-1] == f"bash '/work/eps/d1/{TASK_TOKEN}/run.sh' run"
+    assert script.splitlines()[-1] == f"bash '/work/eps/d1/{TASK_MARK}/run.sh' run"
 
 
 def _step_words(command: tuple[str, ...], task: int) -> list[str]:
@@ -195,13 +196,13 @@ def _step_words(command: tuple[str, ...], task: int) -> list[str]:
 
 
 def test_bash_runs_each_task_its_own_wrapper() -> None:
-    words = (f"/w d/it's/{TASK_TOKEN}/run.sh", f"x{TASK_TOKEN}y{TASK_TOKEN}", f"{TASK_TOKEN}", "FOO=$HOME",
-             f"A={TASK_TOKEN}")  # fmt: skip
+    words = (f"/w d/it's/{TASK_MARK}/run.sh", f"x{TASK_MARK}y{TASK_MARK}", f"{TASK_MARK}", "FOO=$HOME",
+             f"A={TASK_MARK}")  # fmt: skip
     assert _step_words(words, 4) == ["/w d/it's/4/run.sh", "x4y4", "4", "FOO=$HOME", "A=4"]
 
 
 def test_a_first_word_that_reads_as_an_assignment_is_still_the_command() -> None:
-    job = evolve(STEP, command=(f"A={TASK_TOKEN}",))
+    job = evolve(STEP, command=(f"A={TASK_MARK}",))
     step = render_sbatch(job, LAB, _rung(LAB), dispatch_id="d0001", array=SbatchArray((0, 1))).splitlines()[-1]
     assert step == "'A='\"$SLURM_ARRAY_TASK_ID\""
 
@@ -212,5 +213,5 @@ _TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_siz
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(_TEXT, st.booleans()), min_size=1, max_size=4), st.integers(0, 999))
 def test_any_word_with_the_task_in_it_reaches_the_step_exactly(parts: list[tuple[str, bool]], task: int) -> None:
-    word = "".join(text + (TASK_TOKEN if with_task else "") for text, with_task in parts) + TASK_TOKEN
-    assert _step_words((word, "end"), task) == [word.replace(TASK_TOKEN, str(task)), "end"]
+    word = "".join(text + (TASK_MARK if with_task else "") for text, with_task in parts) + TASK_MARK
+    assert _step_words((word, "end"), task) == [word.replace(TASK_MARK, str(task)), "end"]

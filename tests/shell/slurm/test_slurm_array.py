@@ -21,7 +21,7 @@ import pytest
 from slurm_support import USER, run, wait_until
 
 from eps.core.model import ClusterConfig, Job, LaneKind, Provisioning, Rung, evolve
-from eps.core.sbatch import TASK_TOKEN, SbatchArray, render_sbatch
+from eps.core.sbatch import TASK_MARK, SbatchArray, render_sbatch
 from eps.core.states import HandleState
 from eps.shell.lanes.jobs import JobFiles
 from eps.shell.lanes.slurm.cli import SlurmClient, subprocess_runner
@@ -40,7 +40,7 @@ def _steps(root: Path, tasks: range | tuple[int, ...], seconds: int) -> None:
 
 
 def _submit(client: SlurmClient, cluster: ClusterConfig, root: Path, qos: str, array: SbatchArray) -> str:
-    job = Job("gpu-1", 600, command=("bash", f"{root}/{TASK_TOKEN}/run.sh"))
+    job = Job("gpu-1", 600, command=("bash", f"{root}/{TASK_MARK}/run.sh"))
     rung = Rung(cluster.name, LaneKind.SLURM, Provisioning.QUEUE, "sweep", qos=qos, gpus=1)
     script = render_sbatch(job, cluster, rung, dispatch_id="sweep0", user=USER, array=array)
     assert script.count("#SBATCH --array=") == 1
@@ -57,6 +57,12 @@ def _ended(job_id: str) -> dict[str, str]:
     """sacct -X: each task of the array that has a record, ``J_i`` -> its state."""
     out = run("sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,State")
     return {i: s.split(" ")[0] for i, s in (line.split("|") for line in out.splitlines())}
+
+
+def _all_completed(job_id: str, tasks: range | tuple[int, ...]) -> None:
+    """sacct has each task's own record, COMPLETED (slurmdbd writes them a moment after the end)."""
+    want = {f"{job_id}_{i}": "COMPLETED" for i in tasks}
+    wait_until(lambda: _ended(job_id) == want, 30, f"sacct to show {sorted(want)} COMPLETED", interval_s=0.5)
 
 
 def test_a_sweep_is_one_array_whose_tasks_run_their_own_step_k_at_once(
@@ -76,7 +82,7 @@ def test_a_sweep_is_one_array_whose_tasks_run_their_own_step_k_at_once(
     wait_until(done, 90, f"the 4 tasks of array {job_id} to end", interval_s=0.2)
     assert max(running_at_once) <= 2  # %2
     assert "JobArrayTaskLimit" in reasons  # pending for its own %K: no reason to park and move
-    assert _ended(job_id) == {f"{job_id}_{i}": "COMPLETED" for i in range(4)}
+    _all_completed(job_id, range(4))
     for i in range(4):
         assert (tmp_path / str(i) / "said").read_text() == f"task {i} array-index {i}\n"
         assert (tmp_path / str(i) / "sbatch.out").exists()  # --output=<root>/%a/sbatch.out: one per task
@@ -97,7 +103,7 @@ def test_the_pending_tasks_are_cancelled_and_move_as_one_array_while_the_running
     _steps(tmp_path, (1, 2, 3), 1)  # the moved tasks end quickly (task 0's script, running, is left alone)
     moved = _submit(client, fellows, tmp_path, "normal-eur", SbatchArray((1, 2, 3), 1))
     wait_until(lambda: not _tasks(moved), 90, f"the 3 moved tasks of array {moved} to end", interval_s=0.2)
-    assert _ended(moved) == {f"{moved}_{i}": "COMPLETED" for i in (1, 2, 3)}
+    _all_completed(moved, (1, 2, 3))
     for i in (1, 2, 3):
         assert (tmp_path / str(i) / "said").read_text() == f"task {i} array-index {i}\n"
     assert _tasks(first)[f"{first}_0"][0] == "RUNNING"  # untouched by the move
@@ -121,7 +127,7 @@ def test_the_lane_ships_each_task_its_own_wrapper_and_submits_them_with_one_sbat
     handle = lane.start_array(job, rung, "sweep1", (0, 1, 2), JobFiles(), at_once=2).unwrap()
     assert called.count("sbatch") == 1 and handle.state is HandleState.PENDING and handle.id.isdigit()
     wait_until(lambda: not _tasks(handle.id), 90, f"the 3 tasks of array {handle.id} to end", interval_s=0.2)
-    assert _ended(handle.id) == {f"{handle.id}_{i}": "COMPLETED" for i in range(3)}
+    _all_completed(handle.id, range(3))
     for i in range(3):
         root = tmp_path / "work" / "sweep1" / str(i)
         assert (root / "out" / "me").read_text() == f"{i} of 3\n"

@@ -30,7 +30,7 @@ from eps.core.lifecycle import batch_time_s, on_rung
 from eps.core.model import ClusterConfig, Job, LaneKind, Rung, evolve
 from eps.core.names import PREFIX, dispatch_of_job, job_name
 from eps.core.outcome import FailureKind, Handle, LaneFailure
-from eps.core.sbatch import TASK_TOKEN, SbatchArray, SbatchRenderError, render_sbatch
+from eps.core.sbatch import TASK_MARK, SbatchArray, SbatchRenderError, render_sbatch
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
 from eps.core.tables import remote_work_root
@@ -171,7 +171,7 @@ class SlurmLane:
             if isinstance(staged, Failure):
                 return staged
         base = posixpath.dirname(self.site(None, dispatch, job).unwrap().root)  # <work root>/<dispatch>
-        step = evolve(job, command=("bash", f"{base}/{TASK_TOKEN}/{LAYOUT.script}", "run"))
+        step = evolve(job, command=("bash", f"{base}/{TASK_MARK}/{LAYOUT.script}", "run"))
         try:
             script = render_sbatch(step, self.cluster, rung, dispatch_id=dispatch, user=self.user,
                                    time_s=batch_time_s(job), array=SbatchArray(tasks, at_once))  # fmt: skip
