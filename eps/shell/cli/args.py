@@ -28,7 +28,6 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "eps plan gpu-1 --duration 2h",
         "eps plan cpu-small --duration 30m --json",
         "eps plan --job job.toml --count 4",
-        "eps plan gpu-1 --duration 2h --sweep 6 --sweep-parallel 2",
     ),
     "intents": ("eps intents", "eps intents --json"),
     "execute": (
