@@ -50,6 +50,25 @@ def copy_id(parent: str, index: int) -> str:
     return f"{parent}n{index}"
 
 
+_ARRAY_TASK = re.compile(r"[0-9]+_([0-9]+)")  # task i of SLURM array J: "J_i"
+
+
+def task_of_array(owner: str | None, job_id: str) -> str | None:
+    """Who a SLURM job named for ``owner`` belongs to: task i of a sweep's array (``J_i``)
+    is the sweep's task row ``copy_id(owner, i + 1)``; any other job is ``owner``'s own."""
+    task = _ARRAY_TASK.fullmatch(job_id)
+    return copy_id(owner, int(task.group(1)) + 1) if owner is not None and task is not None else owner
+
+
+def sweep_of_task(dispatch: str, job_id: str) -> str | None:
+    """The sweep whose array task ``job_id`` (``J_i``) the task row ``dispatch`` is, else ``None``."""
+    task = _ARRAY_TASK.fullmatch(job_id)
+    if task is None:
+        return None
+    suffix = f"n{int(task.group(1)) + 1}"
+    return dispatch[: -len(suffix)] if dispatch.endswith(suffix) and len(dispatch) > len(suffix) else None
+
+
 def job_name(dispatch: str, user: str | None = None) -> str:
     """The SLURM job name of ``dispatch`` (``squeue --name`` finds it): ``eps-<dispatch>``, or
     ``eps-<dispatch>-<user>`` on a cluster whose people must see whose job it is (a dispatch

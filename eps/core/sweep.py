@@ -7,7 +7,8 @@ splitting *one* GPU job across single-GPU machines; a sweep is N jobs, never one
 
 Here, pure: the checks every front door shares (:func:`check_sweep`, one line each, a
 stable code), what the plan says of a sweep (:func:`sweep_note`), and the ``--array``
-value of the tasks one SLURM submission holds (:func:`array_spec`, :func:`array_indices`).
+value of the tasks one SLURM submission holds (:func:`array_spec`, :func:`array_indices`),
+how far its tasks are (:func:`task_progress`, :func:`progress_line`).
 The design, and what is not built yet: ``docs/design/sweeps.md``.
 """
 
@@ -16,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from eps.core.model import Job, JobError, Resource
+from eps.core.states import SETTLED_DISPATCH_STATES, DispatchState
 
-__all__ = ["MAX_SWEEP_TASKS", "array_indices", "array_spec", "at_once", "check_sweep", "sweep_note",
-           "sweep_parallel_value", "sweep_value"]
+__all__ = ["MAX_SWEEP_TASKS", "array_indices", "array_spec", "at_once", "check_sweep", "progress_line",
+           "sweep_note", "sweep_parallel_value", "sweep_value", "task_progress"]
 
 #: The most tasks one sweep may have.  SLURM's default ``MaxArraySize`` is 1001 (indices
 #: 0..1000; slurm.conf(5), "MaxArraySize"), so a sweep of at most 1000 is always one array.
@@ -137,3 +139,28 @@ def array_indices(spec: str) -> tuple[tuple[int, ...], int | None]:
             raise ValueError(f"bad array range {part!r} in {spec!r}")
         out.extend(range(first, last + 1))
     return tuple(out), limit
+
+
+def task_progress(tasks: Iterable[tuple[DispatchState, str]]) -> dict[str, int]:
+    """How far a sweep's tasks are, from each task's state and result word
+    (:func:`eps.core.lifecycle.result_word`): ``done`` (succeeded), ``failed`` (ended any
+    other way, or nothing started), ``running``, ``pending`` (queued, walking or waiting),
+    and their ``total``."""
+    counts = {"total": 0, "done": 0, "failed": 0, "running": 0, "pending": 0}
+    for state, result in tasks:
+        counts["total"] += 1
+        if result == "succeeded":
+            counts["done"] += 1
+        elif state is DispatchState.STARTED:
+            counts["running"] += 1
+        elif state in SETTLED_DISPATCH_STATES:
+            counts["failed"] += 1
+        else:
+            counts["pending"] += 1
+    return counts
+
+
+def progress_line(counts: dict[str, int]) -> str:
+    """``3/6 done, 2 running, 1 pending`` (the parts that are not 0, after the done count)."""
+    rest = [f"{counts[k]} {k}" for k in ("running", "pending", "failed") if counts[k]]
+    return ", ".join([f"{counts['done']}/{counts['total']} done", *rest])

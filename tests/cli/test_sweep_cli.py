@@ -1,8 +1,8 @@
 """``--sweep N`` / ``--sweep-parallel K`` through the front doors (issue 36, item 1; the
 design is docs/design/sweeps.md): ``eps plan`` says it is N tasks of the intent and plans
 each as the job alone; the job file, ``eps.Job`` and the MCP tools take the same values; a
-bad one is one line, exit 2; ``eps execute`` refuses a sweep (not built yet) and records
-nothing."""
+bad one is one line, exit 2 and records nothing (``eps execute`` of a good one runs:
+tests/shell/executor/test_sweep_vm.py, tests/shell/faults/test_faults_sweep_slurm.py)."""
 
 from __future__ import annotations
 
@@ -71,16 +71,6 @@ def test_a_cpu_count_and_a_sweep_are_refused(capsys: pytest.CaptureFixture[str],
                        set_up_env(tmp_path))  # fmt: skip
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert "--sweep 3 with --count 2: both fan a CPU job out into machines; give one (--sweep 6" in err
-
-
-def test_execute_refuses_a_sweep_in_one_line_and_records_nothing(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    env = set_up_env(tmp_path)
-    rc, out, err = run(capsys, ["execute", "gpu-1", "--duration", "1h", "--sweep", "3", "--", "true"], env)
-    assert rc == 2 and out == "" and err.count("\n") == 1, err
-    assert "--sweep 3: eps plan shows a sweep; eps execute cannot run one yet" in err
-    _no_dispatch(env)
 
 
 def _no_dispatch(env: dict[str, str]) -> None:

@@ -54,6 +54,10 @@ def print_status(
         money = "-" if cost is None else "free" if r["list_price_per_hour"] == 0 else f"{cost:.2f}"
         where = " ".join(x for x in (h.get("lane", ""), h.get("qos") or h.get("zone") or "") if x) or "-"
         note = r["terminal"] or r["message"] or ""
+        if r.get("tasks"):  # a sweep: how far its tasks are, not its copies' message
+            from eps.core.sweep import progress_line
+
+            note = progress_line(r["tasks"])
         held = r.get("held_back")
         if held and held["line"] not in note:  # a sync skipped while it runs, or a newer pull's sizes
             note = f"outputs {held['line']}; {note}" if note else f"outputs {held['line']}"

@@ -271,8 +271,9 @@ def exit_of(rows: Sequence[DispatchRow], err: Callable[[str], object] | None = N
         code = exit_status(r.state, r.job_status, r.exit_code)
         return code if code != 0 or not unpulled else 1
     failed = [r for r in rows if exit_status(r.state, r.job_status, r.exit_code) != 0]
-    for r in failed:
-        say(f"eps: {r.id}: {result_word(r.state, r.job_status, r.exit_code)}\n")
+    for r in failed:  # a copy of --count or a task of a sweep: named by its index too
+        who = f"{r.parent} task {r.job.task_index} ({r.id})" if r.parent else r.id
+        say(f"eps: {who}: {result_word(r.state, r.job_status, r.exit_code)}\n")
     return 1 if failed or unpulled else 0
 
 

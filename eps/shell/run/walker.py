@@ -138,9 +138,6 @@ class Walker:
         first = plan(job, snapshot, grants, None, policy=policy)
         if not job.command:
             raise JobError("no_command", "no command to run: eps execute INTENT [options] -- COMMAND...", job)
-        if job.sweep > 1:  # designed (docs/design/sweeps.md), not built: refused before anything is recorded
-            raise JobError("sweep_not_yet", f"--sweep {job.sweep}: eps plan shows a sweep; eps execute cannot run "
-                           "one yet (docs/design/sweeps.md); use --count for CPU copies", job)  # fmt: skip
         if first.count > 1 and job.retry is not None and "no-capacity" in job.retry:
             raise JobError("usage", "--retry no-capacity is for one job, not a --count fan-out (its copies "
                            "that found no capacity end as they do today)", job)  # fmt: skip
@@ -161,11 +158,14 @@ class Walker:
         is walked yet.  Returns the ids to walk."""
         first = self.check(job, dispatch, self.snapshot, self.grants, self.settings.policy)  # nothing done yet
         self.ledger.new_dispatch(dispatch, job)
-        if first.count <= 1:
+        n = job.sweep if job.sweep > 1 else first.count
+        if n <= 1:
             return [dispatch]
-        n = first.count
         children = [copy_id(dispatch, i) for i in range(1, n + 1)]
-        copies = [evolve(job, count=1, task_index=i, task_count=n) for i in range(n)]
+        if job.sweep > 1:  # task i of a sweep: one job of the intent's size (a GPU --count stays its size, P5)
+            copies = [evolve(job, sweep=1, sweep_parallel=None, task_index=i, task_count=n) for i in range(n)]
+        else:
+            copies = [evolve(job, count=1, task_index=i, task_count=n) for i in range(n)]
         for child, copy in zip(children, copies, strict=True):
             self.ledger.new_dispatch(child, copy, parent=dispatch)
         return children
@@ -182,11 +182,14 @@ class Walker:
         return self.walk_copies(parent, ids)
 
     def walk_copies(self, parent: str, children: list[str]) -> list[WalkResult]:
-        """Walk the recorded copies of ``parent`` at once (``[fanout] concurrency``), then
-        say how many started."""
+        """Walk the recorded copies of ``parent`` at once (``[fanout] concurrency``; the tasks
+        of a sweep whose first rung is a SLURM tier: one array), then say how many started."""
+        from eps.shell.run.sweeps import submit_array
+
+        results, children = submit_array(self, parent, children)  # a sweep's array; then the rest, one by one
         workers = max(1, min(len(children), self.settings.fanout_concurrency))
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(self.walk_recorded, children))
+            results += list(pool.map(self.walk_recorded, children))
         rows = [r for r in (self.ledger.dispatch(c) for c in self.ledger_children(parent)) if r is not None]
         started = sum(r.handle is not None for r in rows)
         state = DispatchState.STARTED if started == len(rows) else DispatchState.FAILED
@@ -206,9 +209,16 @@ class Walker:
         if row.state is not DispatchState.WALKING or self.ledger.attempts(dispatch):
             return self.resume(dispatch)
         job = row.job
+        if (unshippable := self.select_files(dispatch, row.parent, job)) is not None:
+            return unshippable
+        return self._guarded(dispatch, job, ResumeFrom(Walk(job, self._estimated(job, dispatch), self.grants)))
+
+    def select_files(self, dispatch: str, parent: str | None, job: Job) -> WalkResult | None:
+        """List the job's files once, when the caller did not; ``None`` when they are listed,
+        else the dispatch has failed (recorded and told) and this is its result."""
         with self._selecting:
-            if not self._selected:  # the caller did not list the files: list them now (once)
-                env = read_env_values(self.ledger.state_dir, dispatch, *([row.parent] if row.parent else []))
+            if not self._selected:
+                env = read_env_values(self.ledger.state_dir, dispatch, *([parent] if parent else []))
                 match select_files(job, env):
                     case Success(files):
                         self.files, self._selected = files, True
@@ -218,7 +228,7 @@ class Walker:
                         self.reporter.emit(Event.STOPPED, dispatch=dispatch, message=message,
                                            reason={"code": "workdir", "text": message})  # fmt: skip
                         return WalkResult(dispatch, None, failure=message)
-        return self._guarded(dispatch, job, ResumeFrom(Walk(job, self._estimated(job, dispatch), self.grants)))
+        return None
 
     def _estimated(self, job: Job, dispatch: str) -> CapacitySnapshot:
         """The snapshot with the clusters' own start estimates for ``job``, when two or more

@@ -68,6 +68,7 @@ def status(
                 "outputs": outputs_of(ledger.state_dir, r, kept=kept is not None),  # where they live now
                 "restarts": r.job.restart,
                 "next_try_at": r.next_try_at if r.state is DispatchState.WAITING else None,
+                **_sweep_fields(ledger, r),
                 "attempts": [
                     {
                         "seq": a.seq,
@@ -82,6 +83,18 @@ def status(
             }
         )
     return out
+
+
+def _sweep_fields(ledger: Ledger, r: DispatchRow) -> dict[str, Any]:
+    """A sweep's row: how far its tasks are (``tasks``) and each task's state (``task_states``)."""
+    if r.job.sweep <= 1 or r.parent is not None:
+        return {}
+    from eps.core.sweep import task_progress
+
+    tasks = [(c, result_word(c.state, c.job_status, c.exit_code)) for c in ledger.children(r.id)]
+    return {"tasks": task_progress((c.state, word) for c, word in tasks),
+            "task_states": [{"task": c.job.task_index, "dispatch": c.id, "state": c.state.value, "result": word,
+                             "exit_code": c.exit_code} for c, word in tasks]}  # fmt: skip
 
 
 def _times(r: DispatchRow, now: float, policy: Policy | None) -> dict[str, Any]:

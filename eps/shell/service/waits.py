@@ -47,9 +47,16 @@ def wait(ctx: Ctx, dispatch: str, *, timeout_s: float | None = WAIT_DEFAULT_S, l
     rows = [r for r in (ctx.ledger.dispatch(d) for d in ids) if r is not None]
     ended = (done and not landed) or all(settled(r) for r in rows)
     code = exit_of(rows, ctx.err) if ended else None
+    failed = {"failed_tasks": [r.job.task_index for r in rows if _failed(r)]} if ended and len(rows) > 1 else {}
     return doc(dispatch=dispatch, ended=ended, state=",".join(sorted({r.state.value for r in rows})),
                exit_code=code, waited_s=round(clock() - start, 3), timeout_s=bound,
-               jobs=[_job_end(ctx, r) for r in rows])  # fmt: skip
+               jobs=[_job_end(ctx, r) for r in rows], **failed)  # fmt: skip
+
+
+def _failed(row: DispatchRow) -> bool:
+    from eps.core.lifecycle import exit_status
+
+    return exit_status(row.state, row.job_status, row.exit_code) != 0
 
 
 def wait_until(

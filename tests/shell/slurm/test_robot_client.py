@@ -106,7 +106,7 @@ def test_squeue_through_a_robot_login_holds_no_bar_and_a_gone_job_asks_no_sacct(
     (found,) = client.list_by_name("eps-abc").unwrap()
     assert (found.job_id, found.state, found.name) == ("5", "RUNNING", "eps-abc-me")
     assert runner.lines[0] == "squeue -h -j 12 -o %i@%T@%r@%q"
-    assert runner.lines[2] == "squeue -h --me -o %i@%T@%r@%q@%j"
+    assert runner.lines[2] == "squeue -h -r --me -o %i@%T@%r@%q@%j"
 
 
 # --- the start estimate without the cluster's clock --------------------------------------------

@@ -330,8 +330,9 @@ class SlurmClient:
         return poll_until(gone, timeout_s=timeout_s, interval_s=interval_s, clock=clock, sleep=sleep) is True
 
     def list_by_name(self, prefix: str) -> Result[tuple[JobStatus, ...], LaneFailure]:
-        """The user's jobs (any live state) whose name starts with ``prefix``: for reconcile."""
-        rc, out, err = self._run(["squeue", "-h", "--me", "-o", self._sep.join(_LIST_FIELDS)])
+        """The user's jobs (any live state) whose name starts with ``prefix``: for reconcile
+        (``-r``: each task of an array its own line, ``J_i``, pending ones too)."""
+        rc, out, err = self._run(["squeue", "-h", "-r", "--me", "-o", self._sep.join(_LIST_FIELDS)])
         if rc != 0:
             return Failure(classify(rc, err, "squeue"))
         found = []

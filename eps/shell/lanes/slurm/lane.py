@@ -28,7 +28,7 @@ from returns.result import Failure, Result, Success
 from eps.core.jobscript import LAYOUT
 from eps.core.lifecycle import batch_time_s, on_rung
 from eps.core.model import ClusterConfig, Job, LaneKind, Rung, evolve
-from eps.core.names import PREFIX, dispatch_of_job, job_name
+from eps.core.names import PREFIX, dispatch_of_job, job_name, sweep_of_task, task_of_array
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.sbatch import TASK_MARK, SbatchArray, SbatchRenderError, render_sbatch
 from eps.core.settle import LiveItem
@@ -111,6 +111,8 @@ class SlurmLane:
         from eps.shell.remote.ssh import Remote
 
         remote = Remote.via(self._login, robot=self.cluster.robot)
+        if handle is not None and (sweep := sweep_of_task(dispatch, handle.id)) is not None:
+            dispatch = sweep  # a task of a sweep's array lives in the sweep's root, <work root>/<sweep>/<i>
         return Success(Site(remote, site_root(self.work_root, dispatch, job)))
 
     def launch_on(self, handle: Handle, job: Job, dispatch: str, files: JobFiles) -> Result[Handle, LaneFailure]:
@@ -254,7 +256,7 @@ class SlurmLane:
             case Success(jobs):
                 found = []
                 for j in jobs:
-                    owner = dispatch_of_job(j.name or "")
+                    owner = task_of_array(dispatch_of_job(j.name or ""), j.job_id)
                     if owner is None or (dispatch is not None and owner != dispatch):
                         continue
                     key = f"{self.name}/{j.qos or '-'}/-/queue"

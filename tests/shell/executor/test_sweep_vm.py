@@ -1,0 +1,53 @@
+"""A CPU sweep on the VM lane, through ``eps`` commands (issue 36 item 1;
+docs/design/sweeps.md): one dispatch of N task rows, task i sees EPS_TASK_INDEX=i and
+EPS_TASK_COUNT=N, ``eps wait`` exits 0 only when every task did and names the failed one,
+``eps pull`` brings each task's outputs back, ``eps status`` shows one row with progress."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.shell.executor.test_lifecycle_vm import _valid
+
+LINE = 'echo "$EPS_TASK_INDEX/$EPS_TASK_COUNT" > "$EPS_OUTPUT_DIR/i"; [ "$EPS_TASK_INDEX" != {bad} ]'
+
+
+def test_a_sweep_is_one_dispatch_whose_tasks_run_as_task_i_of_n(eps: Any, tmp_path: Path) -> None:
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--sweep", "3", "--wait", "--",
+                       LINE.format(bad=9))  # fmt: skip
+    assert rc == 0, (out, err)
+    [parent] = [r for r in eps.status() if r["parent"] is None]
+    d = parent["dispatch"]
+    rc, out, err = eps("pull", d, "--to", str(tmp_path / "all"))
+    assert rc == 0, err
+    got = sorted((p.parent.name, p.read_text().strip()) for p in (tmp_path / "all").glob("*/i"))
+    assert got == [(f"{d}n1", "0/3"), (f"{d}n2", "1/3"), (f"{d}n3", "2/3")]
+    rc, out, err = eps("status", d)
+    assert rc == 0 and "3/3 done" in out, out
+    [row] = [r for r in eps.status(d) if r["dispatch"] == d]  # checked against its schema below
+    assert row["tasks"] == {"total": 3, "done": 3, "failed": 0, "running": 0, "pending": 0}, row
+    assert [(t["task"], t["dispatch"], t["result"]) for t in row["task_states"]] == [
+        (0, f"{d}n1", "succeeded"), (1, f"{d}n2", "succeeded"), (2, f"{d}n3", "succeeded")]
+    rc, out, err = eps("status", "--json", d)
+    _valid("status", out)
+    rc, out, err = eps("wait", d)
+    assert rc == 0, err
+
+
+def test_wait_on_a_sweep_with_a_failed_task_exits_1_and_names_its_index(eps: Any) -> None:
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--sweep", "3", "--wait", "--",
+                       LINE.format(bad=1))  # fmt: skip
+    assert rc == 1, (out, err)
+    d = next(r["dispatch"] for r in eps.status() if r["parent"] is None)
+    rc, out, err = eps("wait", d)
+    assert rc == 1
+    assert f"{d} task 1 ({d}n2): failed (exit 1)" in err, err
+    rc, out, err = eps("status", d)
+    assert "2/3 done, 1 failed" in out, out
+    import eps as api
+
+    got = api.wait(d, env=eps.env)  # the wait document (MCP's and the Python API's)
+    assert (got["exit_code"], got["failed_tasks"]) == (1, [1]), got
+    _valid("wait", json.dumps(got))
