@@ -17,7 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from eps.core.model import Job, JobError, Resource
-from eps.core.states import SETTLED_DISPATCH_STATES, DispatchState
+
+TYPE_CHECKING = False  # typing itself is not on the plan's fast path
+if TYPE_CHECKING:
+    from eps.core.states import DispatchState
 
 __all__ = ["MAX_SWEEP_TASKS", "array_indices", "array_spec", "at_once", "check_sweep", "progress_line",
            "sweep_note", "sweep_parallel_value", "sweep_value", "task_progress"]
@@ -146,6 +149,8 @@ def task_progress(tasks: Iterable[tuple[DispatchState, str]]) -> dict[str, int]:
     (:func:`eps.core.lifecycle.result_word`): ``done`` (succeeded), ``failed`` (ended any
     other way, or nothing started), ``running``, ``pending`` (queued, walking or waiting),
     and their ``total``."""
+    from eps.core.states import SETTLED_DISPATCH_STATES, DispatchState  # not on the plan's fast path
+
     counts = {"total": 0, "done": 0, "failed": 0, "running": 0, "pending": 0}
     for state, result in tasks:
         counts["total"] += 1

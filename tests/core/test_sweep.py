@@ -215,3 +215,15 @@ _TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_siz
 def test_any_word_with_the_task_in_it_reaches_the_step_exactly(parts: list[tuple[str, bool]], task: int) -> None:
     word = "".join(text + (TASK_MARK if with_task else "") for text, with_task in parts) + TASK_MARK
     assert _step_words((word, "end"), task) == [word.replace(TASK_MARK, str(task)), "end"]
+
+
+def test_a_sweeps_progress_counts_each_task_once_by_its_state_and_result() -> None:
+    from eps.core.states import DispatchState as D
+    from eps.core.sweep import progress_line, task_progress
+
+    tasks = [(D.ENDED, "succeeded"), (D.ENDED, "failed (exit 2)"), (D.STARTED, "running"), (D.HELD, "queued"),
+             (D.WALKING, "walking"), (D.FAILED, "nothing started"), (D.CANCELLED, "cancelled")]  # fmt: skip
+    got = task_progress(tasks)
+    assert got == {"total": 7, "done": 1, "failed": 3, "running": 1, "pending": 2}
+    assert progress_line(got) == "1/7 done, 1 running, 2 pending, 3 failed"
+    assert progress_line(task_progress([(D.ENDED, "succeeded")] * 6)) == "6/6 done"

@@ -12,23 +12,40 @@ task by the caller (the refused attempt is on record: each task moves on from it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from eps.core.events import Event
-from eps.core.model import LaneKind, evolve
+from eps.core.model import CapacitySnapshot, Job, LaneKind, QosGrants, evolve
 from eps.core.outcome import Handle
 from eps.core.states import AttemptState, DispatchState, Outcome
 from eps.core.walk import Begin, Start, Walk, next_step
 
 if TYPE_CHECKING:
+    from eps.shell.config.settings import Settings
+    from eps.shell.lanes import Lanes
+    from eps.shell.lanes.jobs import JobFiles
     from eps.shell.lanes.slurm.lane import SlurmLane
-    from eps.shell.run.walker import Walker, WalkResult
+    from eps.shell.state.events import Events
+    from eps.shell.state.ledger import Ledger
 
 
-def submit_array(walker: Walker, parent: str, children: list[str]) -> tuple[list[WalkResult], list[str]]:
-    """The results of the tasks one array took, and the ids left for the caller to walk."""
-    from eps.shell.run.walker import WalkResult
+class Walking(Protocol):
+    """What of the walker an array submission uses."""
 
+    settings: Settings
+    ledger: Ledger
+    lanes: Lanes
+    reporter: Events
+    grants: QosGrants
+    snapshot: CapacitySnapshot
+    files: JobFiles
+
+    def select_files(self, dispatch: str, parent: str | None, job: Job) -> object | None: ...
+
+
+def submit_array(walker: Walking, parent: str, children: list[str]) -> tuple[list[tuple[str, Handle]], list[str]]:
+    """The tasks one array took (each with its handle ``J_i``), and the ids left for the
+    caller to walk."""
     ledger = walker.ledger
     top = ledger.dispatch(parent)
     rows = [r for r in (ledger.dispatch(c) for c in children) if r is not None]
@@ -69,6 +86,6 @@ def submit_array(walker: Walker, parent: str, children: list[str]) -> tuple[list
         ledger.update_attempt(attempts[r.id].id, AttemptState.PENDING, handle=handle.id, outcome=Outcome.HELD)
         ledger.set_dispatch(r.id, DispatchState.HELD, handle=handle)
         walker.reporter.emit(Event.SUBMITTED, dispatch=r.id, rung=rung.key, qos=rung.qos, id=handle.id)
-        results.append(WalkResult(r.id, handle))
+        results.append((r.id, handle))
     taken = {r.id for r in fresh}
     return results, [c for c in children if c not in taken]

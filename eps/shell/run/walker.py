@@ -186,7 +186,8 @@ class Walker:
         of a sweep whose first rung is a SLURM tier: one array), then say how many started."""
         from eps.shell.run.sweeps import submit_array
 
-        results, children = submit_array(self, parent, children)  # a sweep's array; then the rest, one by one
+        arrayed, children = submit_array(self, parent, children)  # a sweep's array; then the rest, one by one
+        results = [WalkResult(d, handle) for d, handle in arrayed]
         workers = max(1, min(len(children), self.settings.fanout_concurrency))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             results += list(pool.map(self.walk_recorded, children))
