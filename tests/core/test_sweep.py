@@ -227,3 +227,15 @@ def test_a_sweeps_progress_counts_each_task_once_by_its_state_and_result() -> No
     assert got == {"total": 7, "done": 1, "failed": 3, "running": 1, "pending": 2}
     assert progress_line(got) == "1/7 done, 1 running, 2 pending, 3 failed"
     assert progress_line(task_progress([(D.ENDED, "succeeded")] * 6)) == "6/6 done"
+
+
+def test_task_i_of_a_sweeps_array_is_its_task_row_and_lives_in_the_sweeps_root() -> None:
+    from eps.core.names import copy_id, sweep_of_task, task_of_array
+
+    assert task_of_array("esw1", "4711_0") == copy_id("esw1", 1) == "esw1n1"
+    assert task_of_array("esw1", "4711_5") == "esw1n6"
+    assert task_of_array("esw1", "4711") == "esw1"  # a job of its own: the dispatch's
+    assert task_of_array(None, "4711_2") is None  # not eps's
+    assert sweep_of_task("esw1n6", "4711_5") == "esw1"
+    assert sweep_of_task("esw1n6", "4711_4") is None  # task 4 is esw1n5, not esw1n6
+    assert sweep_of_task("esw1n1", "4711") is None  # not an array task: the row's own root
