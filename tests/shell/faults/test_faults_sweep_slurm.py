@@ -34,9 +34,9 @@ def test_a_sweep_is_one_dispatch_one_array_and_every_task_runs_as_task_i_of_n(se
         assert (row["parent"], row["state"], row["exit_code"]) == (d, "ended", 0), row
         assert row["handle"]["id"].endswith(f"_{i}")  # task i of the array: J_i
         assert (seps.state / "outputs" / t / "me").read_text() == f"{i} of 3\n"
-    assert seps.dispatch(d)["state"] == "ended"
-    rc, out, err = seps.run("status", "--json", d)
+    rc, out, err = seps.run("status", "--json", d)  # reconciles first: the sweep has ended when its tasks have
     assert rc == 0, err
+    assert seps.dispatch(d)["state"] == "ended"
     [row] = [r for r in json.loads(out)["dispatches"] if r["dispatch"] == d]
     assert row["tasks"] == {"total": 3, "done": 3, "failed": 0, "running": 0, "pending": 0}, row
     assert seps.run("wait", d)[0] == 0
