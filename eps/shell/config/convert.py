@@ -38,7 +38,7 @@ from eps.shell.config.notify import NotifyDoc, NotifySettings, notify_settings
 from eps.shell.config.runpod_section import RunpodDoc, runpod_policy, runpod_settings
 from eps.shell.config.settings import ClusterAccess, GcpSettings, JobsSettings, RunpodSettings, Settings
 from eps.shell.config.ssh import SshDoc, key_exchange
-from eps.shell.config.state import StateDoc, state_url
+from eps.shell.config.state import StateDoc, state_url, team
 from eps.shell.config.storage import StorageDoc, StorageSettings, storage_settings
 
 if TYPE_CHECKING:
@@ -579,6 +579,8 @@ def settings_from_config(data: object, base: Settings, source: str) -> Settings:
     storage = doc.storage and storage_settings(base.storage or StorageSettings(), doc.storage, source)
     notify = doc.notify and notify_settings(base.notify or NotifySettings(), doc.notify, source)
     url = base.state_url if doc.state is None else state_url(base.state_url, doc.state, source)
+    host, lease = (base.state_host, base.state_lease_s) if doc.state is None else team(
+        base.state_host, base.state_lease_s, doc.state, source)  # fmt: skip
     return evolve(base, policy=policy, gcp=gcp, runpod=runpod, access=tuple(access), fanout_concurrency=fanout,
                   jobs=jobs, notes=notes, ssh_kex=kex, storage=storage or base.storage,
-                  notify=notify or base.notify, state_url=url)  # fmt: skip
+                  notify=notify or base.notify, state_url=url, state_host=host, state_lease_s=lease)  # fmt: skip

@@ -67,6 +67,22 @@ def config_text(env: Mapping[str, str]) -> bytes | None:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 
+def _team_env(settings: Settings, env: Mapping[str, str]) -> Settings:
+    from eps.shell.config.state import host_name
+
+    host, lease = settings.state_host, settings.state_lease_s
+    if env.get("EPS_STATE_HOST"):
+        host = host_name(env["EPS_STATE_HOST"], "EPS_STATE_HOST")
+    if env.get("EPS_STATE_LEASE"):
+        try:
+            lease = float(parse_duration(env["EPS_STATE_LEASE"]))
+        except ValueError as exc:
+            raise ConfigError(f"EPS_STATE_LEASE: {exc}") from None
+        if lease <= 0:
+            raise ConfigError("EPS_STATE_LEASE: must be positive")
+    return evolve(settings, state_host=host, state_lease_s=lease)
+
+
 def load_settings(env: Mapping[str, str] | None = None, *, text: bytes | None = None) -> Settings:
     """Defaults <- config file (if present) <- environment.  Raises ConfigError (one line).
 
@@ -97,6 +113,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, text: bytes | None = 
         from eps.shell.config.state_url import checked_url
 
         settings = evolve(settings, state_url=checked_url(env["EPS_STATE_URL"], "EPS_STATE_URL: "))
+    if env.get("EPS_STATE_HOST") or env.get("EPS_STATE_LEASE"):  # a team's host and lease (eps.shell.config.state)
+        settings = _team_env(settings, env)
     clusters = tuple(_apply_env(c, env) for c in settings.policy.clusters)
     # [jobs] max_time_limit reaches plan() through the policy (the limit of a job of unknown length)
     policy = evolve(settings.policy, clusters=clusters, max_time_limit_s=settings.jobs.max_time_limit_s)

@@ -22,6 +22,7 @@ from eps.shell.state.events import read_from
 if TYPE_CHECKING:
     from eps.core.healing import Decision
     from eps.shell.state.ledger import DispatchRow, Ledger
+    from eps.shell.state.team import Owner
 
 #: The dispatch states a supervisor works on (``interrupted`` and ``preempted`` wait for
 #: ``eps execute --resume``, which hands them back as ``walking``, unless the retry policy
@@ -157,15 +158,28 @@ def settled(row: DispatchRow) -> bool:
 
 def unsettled_roots(ledger: Ledger) -> list[DispatchRow]:
     """The dispatches a supervisor owns: walking, started, held, or to be relaunched.  On a
-    ledger other hosts may share (``[state] url``), only those this host handed over (their
-    inputs are kept in its state directory): another host's dispatch is its supervisor's,
-    which this host cannot see, and a second walk of it would be a second submission."""
+    ledger other hosts share (``[state] url``), those whose lease is this host's or has run
+    out (:mod:`eps.shell.state.team`): a dispatch another host's lease holds is its
+    supervisor's, and a second walk of it would be a second submission.  A dispatch recorded
+    before leases (no owner) stays with the host that handed it over (its inputs are here)."""
     rows = ledger.dispatches(states=(*SUPERVISED, DispatchState.PREEMPTED))
     rows += ledger.select(states=(DispatchState.ENDED,), failed_retrying=True)
     rows = [r for r in rows if r.parent is None and (r.state in SUPERVISED or will_relaunch(r))]
-    if ledger.shared:
-        rows = [r for r in rows if os.path.exists(inputs_path(ledger.state_dir, r.id))]
+    if ledger.shared and rows:
+        from eps.shell.state import team
+
+        found, now = team.owners(ledger, (r.id for r in rows)), team.now_of(ledger)
+        rows = [r for r in rows if _ours(ledger, r.id, found.get(r.id), now)]
     return rows
+
+
+def _ours(ledger: Ledger, dispatch: str, owner: Owner | None, now: float) -> bool:
+    from eps.core.lease import LeaseState
+    from eps.shell.state import team
+
+    if owner is None or owner.host is None:  # recorded before leases: its inputs say whose it is
+        return os.path.exists(inputs_path(ledger.state_dir, dispatch))
+    return team.lease_of(ledger, owner, now) is not LeaseState.HELD
 
 
 def revive(ledger: Ledger, env: Mapping[str, str]) -> int | None:
@@ -226,7 +240,8 @@ def write_inputs(
             from eps.shell.notify.keep import kept_config
 
             text = kept_config(text, config_path(env))
-        kept_env = {k: v for k, v in settings_env(env).items() if k != "EPS_STATE_URL"}  # may hold a password
+        # the URL may hold a password; the host's name is the caller's host's own
+        kept_env = {k: v for k, v in settings_env(env).items() if k not in ("EPS_STATE_URL", "EPS_STATE_HOST")}
         doc["settings"] = {"env": kept_env, "config": None if text is None else text.decode("utf-8")}
     tmp = inputs_path(state_dir, dispatch) + ".tmp"
     with open(tmp, "w") as fh:
@@ -234,32 +249,82 @@ def write_inputs(
     os.replace(tmp, inputs_path(state_dir, dispatch))
 
 
-def read_inputs(state_dir: str, dispatch: str) -> tuple[CapacitySnapshot | None, QosGrants | None]:
-    from eps.shell.state.codec import structure
+def share_inputs(ledger: Ledger, dispatch: str, settings: Settings) -> None:
+    """On a ledger other hosts share: keep the dispatch's inputs (:func:`write_inputs`) with it
+    in the database, for a host that takes it over, and hold it for this host for one lease."""
+    if not ledger.shared:
+        return  # one host: nothing to share, no lease to hold
+    from eps.shell.state import team
 
     try:
-        with open(inputs_path(state_dir, dispatch)) as fh:
-            doc = json.load(fh)
+        with open(inputs_path(ledger.state_dir, dispatch)) as fh:
+            doc = fh.read()
     except FileNotFoundError:
+        doc = "{}"
+    team.register(ledger, public_key(ledger.state_dir))
+    team.share(ledger, dispatch, doc, settings.state_lease_s)
+
+
+def public_key(state_dir: str) -> str | None:
+    """eps's public key in ``state_dir`` (``None``: none made yet)."""
+    from eps.shell.remote.keys import PRIVATE_NAME, key_dir
+
+    try:
+        with open(os.path.join(key_dir(state_dir), PRIVATE_NAME + ".pub")) as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def _kept(state_dir: str, dispatch: str, ledger: Ledger | None) -> tuple[dict[str, Any] | None, bool]:
+    """The inputs ``dispatch`` was handed over with, and whether they came from the database
+    (another host handed it over: this one takes it over)."""
+    try:
+        with open(inputs_path(state_dir, dispatch)) as fh:
+            return json.load(fh), False
+    except FileNotFoundError:
+        pass
+    if ledger is None or not ledger.shared:
+        return None, False
+    from eps.shell.state import team
+
+    text = team.inputs_of(ledger, dispatch)
+    return (None, False) if text is None else (json.loads(text), True)
+
+
+def read_inputs(
+    state_dir: str, dispatch: str, ledger: Ledger | None = None
+) -> tuple[CapacitySnapshot | None, QosGrants | None]:
+    from eps.shell.state.codec import structure
+
+    doc, _ = _kept(state_dir, dispatch, ledger)
+    if doc is None:
         return None, None
     snap = None if doc.get("snapshot") is None else structure(doc["snapshot"], CapacitySnapshot)
     grants = None if doc.get("grants") is None else structure(doc["grants"], QosGrants)
     return snap, grants
 
 
-def read_settings(state_dir: str, dispatch: str, base_env: Mapping[str, str]) -> tuple[Settings, dict[str, str]] | None:
+def read_settings(
+    state_dir: str, dispatch: str, base_env: Mapping[str, str], ledger: Ledger | None = None
+) -> tuple[Settings, dict[str, str]] | None:
     """The settings ``dispatch`` was handed over with, and the environment its lanes use (this
     process's, with the caller's settings part over it: keys stay the supervisor's own);
-    ``None`` when none were kept (a dispatch recorded before they were, or inline)."""
+    ``None`` when none were kept (a dispatch recorded before they were, or inline).
+
+    A dispatch another host handed over (its inputs in the shared database, ``ledger``): this
+    host's own config and environment (its logins, endpoints, paths and keys), with the
+    caller's park caps (``EPS_*_QUEUE_WAIT_SECONDS``) over them: the ladder is walked as it was."""
     from eps.shell.config.load import load_settings
 
-    try:
-        with open(inputs_path(state_dir, dispatch)) as fh:
-            kept = json.load(fh).get("settings")
-    except FileNotFoundError:
-        return None
+    doc, taken_over = _kept(state_dir, dispatch, ledger)
+    kept = None if doc is None else doc.get("settings")
     if kept is None:
         return None
+    if taken_over:
+        env = dict(base_env)
+        env.update({k: v for k, v in kept["env"].items() if k.startswith("EPS_") and k.endswith("_QUEUE_WAIT_SECONDS")})
+        return load_settings(env), env
     env = {k: v for k, v in base_env.items() if not (k.startswith("EPS_") or k in SETTINGS_ENV)}
     env.update(kept["env"])
     env["EPS_STATE_DIR"] = state_dir  # the supervisor's: the dispatch is in this ledger

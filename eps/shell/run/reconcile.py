@@ -200,6 +200,9 @@ class Reconciler:
             row = self.ledger.dispatch(dispatch)
             if row is None:
                 return part
+            if (host := _leased_elsewhere(self.ledger, dispatch)) is not None:
+                part["skipped"].append(f"{dispatch}: host {host}'s supervisor holds it")
+                return part
             if row.state in SUPERVISED and self._supervised_elsewhere():
                 # a live supervisor takes every unsettled dispatch on: not a dead walk, only not taken yet
                 part["skipped"].append(f"{dispatch}: its supervisor is taking it on")
@@ -363,6 +366,15 @@ class Reconciler:
                     a.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.RELEASED
                 )
             report["released"].append(f"{view.id}:{item.handle.lane}:{item.handle.id}")
+
+
+def _leased_elsewhere(ledger: Ledger, dispatch: str) -> str | None:
+    """The other host whose lease holds ``dispatch`` on a shared ledger (``None``: none)."""
+    if not ledger.shared:
+        return None
+    from eps.shell.state.team import held_elsewhere
+
+    return held_elsewhere(ledger, dispatch)
 
 
 def _seen(progress: JobProgress | None) -> JobSeen:

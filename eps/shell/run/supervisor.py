@@ -40,6 +40,7 @@ from eps.core.events import RUN_BEGINS, WITH_FACTS, Event
 from eps.core.model import CapacitySnapshot, Job, LaneDown, QosGrants, evolve
 from eps.core.states import DispatchState
 from eps.shell.run.ownership import SUPERVISED, lock_path, pid_path, read_inputs, unsettled_roots
+from eps.shell.state.errors import LedgerError
 from eps.shell.state.events import EventLog
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from eps.shell.lanes import Lanes
     from eps.shell.notify.pump import Pump
     from eps.shell.state.ledger import DispatchRow, Ledger
+    from eps.shell.state.team import Team
 
 #: How often the supervisor looks for dispatches to take on.
 TICK_S = 0.2
@@ -79,8 +81,9 @@ def gather(
 
 class Supervisor:
     def __init__(self, settings: Settings, ledger: Ledger, lanes: Lanes, *, idle_s: float, tick_s: float = TICK_S,
-                 notifier: Pump | None = None) -> None:  # fmt: skip
+                 notifier: Pump | None = None, team: Team | None = None) -> None:  # fmt: skip
         self.settings = settings
+        self.team = team  # a shared ledger: this host's leases (eps.shell.state.team); None: one host, no leases
         self.ledger = ledger
         self.lanes = lanes
         self.idle_s = idle_s
@@ -96,7 +99,10 @@ class Supervisor:
         if self.notifier is not None:
             self.notifier.start()
         while not self.stopping.is_set():
-            self.take_on()
+            try:
+                self.take_on()
+            except LedgerError as exc:  # the database out of reach: nothing is taken on, nothing let go
+                _say(f"not taking dispatches on now: {exc}")
             self.threads = {d: t for d, t in self.threads.items() if t.is_alive()}
             if self.threads or (self.notifier is not None and self.notifier.owes()):
                 idle_since = time.monotonic()
@@ -122,23 +128,44 @@ class Supervisor:
                 self.ledger.acquire(d)
             except DispatchBusy:
                 continue
+            if self.team is not None and not self.team.take(d, [c.id for c in self.ledger.children(d)]):
+                self.ledger.release(d)  # another host's lease runs: its supervisor's
+                continue
             t = threading.Thread(target=self._run, args=(d,), name=f"dispatch-{d}", daemon=True)
             self.threads[d] = t
             t.start()
 
     def _run(self, dispatch: str) -> None:
+        from eps.shell.state.team import LeaseLost
+
+        retry_s = RETRY_S
         try:
             if self.notifier is not None:
                 self.notifier.watch(dispatch)
             self.drive(dispatch)
+            if not self.acting(dispatch):
+                raise LeaseLost(f"dispatch {dispatch}: its lease was not renewed in time")
+        except LedgerError as exc:  # its lease lost, or the database out of reach: it stops here, as it is
+            _say(f"dispatch {dispatch}: stopped acting on it: {exc}")
+            retry_s = 1.0 if self.team is None else self.team.terms.renew_every_s
         except Exception:  # a bug or an unreadable row: logged; the dispatch is taken on again later
             sys.stderr.write(f"dispatch {dispatch}:\n{traceback.format_exc()}")
             sys.stderr.flush()
         finally:
             self.ledger.release(dispatch)
-            row = self.ledger.dispatch(dispatch)
+            if self.team is not None:
+                self.team.drop(dispatch)
+            try:
+                row = self.ledger.dispatch(dispatch)
+            except LedgerError:
+                row = None
+                self.retry_at[dispatch] = time.monotonic() + retry_s
             if row is not None and row.state in SUPERVISED:
-                self.retry_at[dispatch] = time.monotonic() + RETRY_S
+                self.retry_at[dispatch] = time.monotonic() + retry_s
+
+    def acting(self, dispatch: str) -> bool:
+        """This supervisor may act on ``dispatch`` (always, on a ledger no other host shares)."""
+        return self.team is None or self.team.acting(dispatch)
 
     def drive(self, dispatch: str) -> None:
         """One dispatch, from wherever the ledger has it to its end, relaunched as often as
@@ -147,7 +174,7 @@ class Supervisor:
             if not self.wait_for_capacity(dispatch):
                 return
             self.drive_once(dispatch)
-            if self.stopping.is_set():
+            if self.stopping.is_set() or not self.acting(dispatch):
                 return
             self.tell_interrupted(dispatch)
             row = self.ledger.dispatch(dispatch)
@@ -244,7 +271,7 @@ class Supervisor:
         settings, lanes = self.own_settings(dispatch)
         try:
             if walking:
-                snap, grants = read_inputs(self.ledger.state_dir, dispatch)
+                snap, grants = read_inputs(self.ledger.state_dir, dispatch, self.ledger)
                 given = grants is not None
                 snapshot, grants_now = gather(lanes, self.ledger, row.job, snap or CapacitySnapshot(),
                                               grants or DEFAULT_GRANTS, grants_given=given)  # fmt: skip
@@ -256,8 +283,11 @@ class Supervisor:
                     walker.walk_copies(dispatch, walking)
                 else:
                     walker.walk_recorded(dispatch)
+            def stop() -> bool:
+                return self.stopping.is_set() or not self.acting(dispatch)
+
             follow_to_end(self.ledger, lanes, log, ids_of(self.ledger, dispatch),
-                          poll_s=settings.jobs.wait_poll_s, stop=self.stopping.is_set, sync=True)  # fmt: skip
+                          poll_s=settings.jobs.wait_poll_s, stop=stop, sync=True)  # fmt: skip
             if children:  # the parent has ended when every copy has
                 from eps.shell.run.reconcile import Reconciler
 
@@ -272,7 +302,7 @@ class Supervisor:
         caller said, whatever config this supervisor started under or the file says now."""
         from eps.shell.run.ownership import read_settings
 
-        kept = read_settings(self.ledger.state_dir, dispatch, self.lanes.env)
+        kept = read_settings(self.ledger.state_dir, dispatch, self.lanes.env, self.ledger)
         if kept is None or kept[0] == self.settings:
             return self.settings, self.lanes
         from eps.core.model import evolve as with_
@@ -292,6 +322,28 @@ def _outputs(state_dir: str, row: DispatchRow) -> str:
         if place is not None:
             return place.outputs_url
     return os.path.join(state_dir, "outputs", row.id)
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
+    sys.stderr.flush()
+
+
+def _team(ledger: Ledger, settings: Settings) -> Team | None:
+    """This host's leases on a ledger other hosts share (registered, renewing); ``None`` on
+    SQLite: one host, no lease work."""
+    if not ledger.shared:
+        return None
+    from eps.core.lease import LeaseTerms
+    from eps.shell.run.ownership import public_key
+    from eps.shell.state.team import Team, register
+
+    key = public_key(ledger.state_dir)
+    register(ledger, key)
+    team = Team(ledger, LeaseTerms(settings.state_lease_s), key=key)
+    ledger.guard = team.check
+    team.start()
+    return team
 
 
 def main() -> None:
@@ -317,18 +369,21 @@ def main() -> None:
     os.replace(tmp, pid_path(state_dir))
     logging.getLogger().addHandler(logging.NullHandler())
     settings = load_settings(env)
-    ledger = Ledger(state_dir, url=settings.state_url)
+    ledger = Ledger(state_dir, url=settings.state_url, host=settings.state_host)
     lanes = Lanes(settings, LaneOptions(env=env))
     from eps.shell.notify.pump import Pump  # apprise itself loads only when a target is read
 
+    team = _team(ledger, settings)
     sup = Supervisor(settings, ledger, lanes, idle_s=settings.jobs.supervisor_idle_s,
-                     notifier=Pump(ledger, settings, env))  # fmt: skip
+                     notifier=Pump(ledger, settings, env), team=team)  # fmt: skip
     # SIGTERM, SIGKILL, a reboot: it dies where it stands; the next eps command revives what it owned.
     sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} supervisor {os.getpid()} serving {state_dir}\n")
     sys.stderr.flush()
     try:
         sup.serve()
     finally:
+        if team is not None:
+            team.stop()
         with contextlib.suppress(OSError), open(pid_path(state_dir)) as fh:
             if fh.read().strip() == str(os.getpid()):
                 os.unlink(pid_path(state_dir))

@@ -531,6 +531,8 @@ class Walker:
     # --- cancel -----------------------------------------------------------------------------
 
     def _check_cancel(self, dispatch: str) -> None:
+        if self.ledger.guard is not None:  # a shared ledger: this host may still act on it (its lease)
+            self.ledger.guard(dispatch)
         row = self.ledger.dispatch(dispatch)
         if row is not None and row.state is DispatchState.CANCELLED:
             raise Cancelled(dispatch)

@@ -196,6 +196,7 @@ def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapsh
     write_env_values(settings.state_dir, dispatch, ready.values)  # mode 0600; dropped when the dispatch settles
     Walker(settings, ledger, lanes, ctx.events, grants=grants or DEFAULT_GRANTS,
            snapshot=snapshot or CapacitySnapshot(), files=ready.files).record(ready.job, dispatch)  # fmt: skip
+    ownership.share_inputs(ledger, dispatch, settings)  # a shared ledger: for a host that takes it over
     if ready.inputs:  # what the machine will copy, and how big it is: the first line of the dispatch's events
         from eps.shell.state.events import EventLog
 
@@ -478,7 +479,7 @@ class Service:
         opts = self.lane_options
         opts = LaneOptions(env=self.env) if opts is None else evolve(opts, env=opts.env or self.env)
         try:
-            ledger = Ledger(self.settings.state_dir, url=self.settings.state_url)
+            ledger = Ledger(self.settings.state_dir, url=self.settings.state_url, host=self.settings.state_host)
         except StateUnreachable:
             raise  # not bad input: the state's database is down (eps.shell.service.errors)
         except LedgerError as exc:

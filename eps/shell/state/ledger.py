@@ -24,6 +24,7 @@ Nothing secret is ever stored: rows hold lanes, targets, handles and reasons.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
@@ -131,11 +132,17 @@ class Ledger:
     """The ledger: ``<state_dir>/ledger.sqlite3``, or the PostgreSQL database at ``url``
     (the state directory then keeps the logs and the locks).  Methods are short transactions."""
 
-    def __init__(self, state_dir: str, *, url: str | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, state_dir: str, *, url: str | None = None, clock: Callable[[], float] = time.time,
+                 host: str | None = None) -> None:  # fmt: skip
         self.state_dir = state_dir
-        #: Whether other hosts may share this ledger (a database at ``url``): each host then
-        #: supervises only what it handed over (:func:`eps.shell.run.ownership.unsettled_roots`).
+        #: Whether other hosts may share this ledger (a database at ``url``): a host's supervisor
+        #: then walks a dispatch only under its lease (:mod:`eps.shell.state.team`).
         self.shared = url is not None
+        #: This host's name in the team's database (``[state] host``, else its hostname); ``None`` on SQLite.
+        self.host = (host or _hostname()) if self.shared else None
+        #: Called with a dispatch's id before each write of its rows (a supervisor's lease check,
+        #: :meth:`eps.shell.state.team.Team.check`: it raises when this host may no longer act on it).
+        self.guard: Callable[[str], None] | None = None
         self.logs = os.path.join(state_dir, "logs")
         self._clock = clock
         self._lock = threading.RLock()
@@ -176,8 +183,10 @@ class Ledger:
         self._db.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[Store]:
+    def _tx(self, dispatch: str | None = None) -> Iterator[Store]:
         with self._lock:
+            if dispatch is not None and self.guard is not None:  # under the lock: checked after any wait for it
+                self.guard(dispatch)
             try:
                 with self._db.transaction():
                     yield self._db
@@ -250,7 +259,7 @@ class Ledger:
     def relaunch(self, dispatch: str, job: Job, message: str) -> DispatchState | None:
         """Walk ``dispatch`` again as ``job`` (its restart count raised): back to walking, its
         end and handle cleared; ``None`` when it was cancelled meanwhile."""
-        with self._tx() as db:
+        with self._tx(dispatch) as db:
             if _move(db, dispatch, DispatchState.WALKING) is None:
                 return None
             db.execute(
@@ -262,7 +271,7 @@ class Ledger:
 
     def wait_for_capacity(self, dispatch: str, next_try_at: float, message: str) -> DispatchState | None:
         """No capacity: ``dispatch`` waits until ``next_try_at``; ``None`` if cancelled meanwhile."""
-        with self._tx() as db:
+        with self._tx(dispatch) as db:
             if _move(db, dispatch, DispatchState.WAITING) is None:
                 return None
             db.execute(
@@ -284,7 +293,7 @@ class Ledger:
         """Move ``dispatch`` to ``state``; the state now in force, or ``None`` when the move
         was dropped (the dispatch was cancelled meanwhile: cancel is final)."""
         state = DispatchState(state)
-        with self._tx() as db:
+        with self._tx(dispatch) as db:
             applied = _move(db, dispatch, state)
             if applied is None:
                 return None
@@ -302,7 +311,7 @@ class Ledger:
 
     def record_end(self, dispatch: str, exit_code: int | None, job_status: str | None, ended_at: float) -> None:
         """What the job's wrapper recorded when it ended (first record wins: it is the truth)."""
-        with self._tx() as db:
+        with self._tx(dispatch) as db:
             db.execute(
                 "UPDATE dispatches SET exit_code=coalesce(exit_code, ?), job_status=coalesce(job_status, ?),"
                 " ended_at=coalesce(ended_at, ?), updated_at=? WHERE id=?",
@@ -311,7 +320,7 @@ class Ledger:
 
     def mark_pulled(self, dispatch: str, *, stored: bool = False) -> None:
         """Its outputs came back (or, ``stored``, are confirmed in storage by its machine)."""
-        with self._tx() as db:
+        with self._tx(dispatch) as db:
             sql = "UPDATE dispatches SET stored_at=?, updated_at=? WHERE id=?" if stored else (
                 "UPDATE dispatches SET pulled_at=?, updated_at=? WHERE id=?")  # fmt: skip
             db.execute(sql, (self._clock(),) * 2 + (dispatch,))
@@ -393,7 +402,7 @@ class Ledger:
     def begin_attempt(self, dispatch: str, rung: Rung, name: str) -> AttemptRow:
         """Record an attempt *before* its provider call, with the name/request id it will use."""
         now = self._clock()
-        with self._tx() as db:
+        with self._tx(dispatch) as db:
             query = "SELECT coalesce(max(seq), 0) + 1 FROM attempts WHERE dispatch=?"
             seq = db.execute(query, (dispatch,)).fetchone()[0]
             cur = db.execute(
@@ -428,6 +437,8 @@ class Ledger:
             row = db.execute("SELECT state, dispatch, seq FROM attempts WHERE id=?", (attempt_id,)).fetchone()
             if row is None:
                 raise LedgerError(f"no attempt {attempt_id} in the ledger")
+            if self.guard is not None:
+                self.guard(str(row[1]))
             applied = move_attempt(f"{row[1]}#{row[2]}", AttemptState(row[0]), state)
             db.execute(
                 "UPDATE attempts SET state=?, handle=coalesce(?, handle), outcome=coalesce(?, outcome),"
@@ -473,12 +484,22 @@ class Ledger:
         with self._tx() as db:
             db.execute(sql, args)
 
+    def transaction(self) -> contextlib.AbstractContextManager[Store]:
+        """A write transaction of another module's (the team's leases: eps.shell.state.team)."""
+        return self._tx()
+
     def _query(self, sql: str, args: tuple[Any, ...]) -> list[Row]:
         with self._lock:
             try:
                 return list(self._db.execute(sql, args).fetchall())
             except self._db.errors as exc:
                 raise self._failed(exc) from None
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
 
 
 def _move(db: Store, dispatch: str, to: DispatchState) -> DispatchState | None:

@@ -149,14 +149,27 @@ def _v8(db: Store) -> None:
     db.execute("ALTER TABLE dispatches ADD COLUMN stored_at REAL")
 
 
+def _v9(db: Store) -> None:
+    """A team on one database (:mod:`eps.shell.state.team`): the hosts that share it (name,
+    user, eps's public key there, when last seen), and per dispatch its owner host and user,
+    when that host's lease on it ends (the database's clock), and what a takeover walks it
+    with (its inputs: snapshot, grants and settings, no secret).  Unused on SQLite."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS hosts (name TEXT PRIMARY KEY, user_name TEXT NOT NULL, public_key TEXT,"
+        " seen_at REAL NOT NULL)"
+    )
+    for column in ("owner_host TEXT", "owner_user TEXT", "lease_until REAL", "inputs TEXT"):
+        db.execute(f"ALTER TABLE dispatches ADD COLUMN {column}")
+
+
 MIGRATIONS: Mapping[int, Callable[[Store], None]] = {
-    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9
 }  # fmt: skip
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
 #: The tables of an eps ledger: a version-0 database holding others is not one (refused).
-OWN_TABLES = ("meta", "dispatches", "attempts", "notify_watch", "notify_cursors")
+OWN_TABLES = ("meta", "dispatches", "attempts", "notify_watch", "notify_cursors", "hosts")
 
 
 def migrate(db: Store) -> None:

@@ -1,0 +1,239 @@
+"""A team on one database (``[state] url``): the hosts that share it, and which host's
+supervisor acts on each dispatch, by lease (:mod:`eps.core.lease`; docs/design/team.md).
+
+- :func:`register`: this host's row in ``hosts`` (name, user, eps's public key here, last seen).
+- :class:`Team`: a supervisor's leases.  :meth:`Team.take` owns a dispatch whose lease is
+  this host's or has run out; a thread renews every held lease each quarter period
+  (:meth:`Team.renew`); :meth:`Team.check`, the ledger's guard, refuses every write of a
+  dispatch this host may no longer act on (:class:`LeaseLost`).  An attempt is written
+  before its provider call, so a host whose lease was not renewed in time makes no call for
+  that dispatch: it stops acting before the lease ends, and only then may another host take it.
+- :func:`owners`: the owner host, user and lease end of rows (``unsettled_roots``, the reconcile).
+- :func:`share`: what a takeover needs, kept with the dispatch (its inputs, no secret).
+
+Times of leases are the database's (``clock_timestamp()``): hosts' clocks may differ, the
+database's is one.  A host's own deadline is its monotonic clock.  Nothing here runs on
+SQLite (one host): its ledger is never shared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from eps.core.lease import LeaseState, LeaseTerms, lease_state
+from eps.shell.state.db import Store
+from eps.shell.state.errors import LedgerError
+from eps.shell.state.ledger import Ledger
+
+
+class LeaseLost(LedgerError):
+    """This host may no longer act on a dispatch: its lease was not renewed in time, or
+    another host holds it now."""
+
+
+class Owner(NamedTuple):
+    host: str | None
+    user: str | None
+    until: float | None  # when its lease ends (the database's clock); None: nobody holds it
+
+
+def user_name() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid
+        return str(os.getuid())
+
+
+def db_now(db: Store) -> float:
+    """The database's clock now (seconds since the epoch)."""
+    return float(db.execute("SELECT extract(epoch from clock_timestamp())").fetchone()[0])
+
+
+def now_of(ledger: Ledger) -> float:
+    rows = ledger.rows("SELECT extract(epoch from clock_timestamp())")
+    return float(rows[0][0])
+
+
+def register(ledger: Ledger, key: str | None, user: str | None = None) -> None:
+    """This host's row in ``hosts``: its name, user, eps's public key here (``key``: ``None``
+    when none is made yet; a key registered before stays), seen now."""
+    if ledger.host is None:
+        return
+    with ledger.transaction() as db:
+        db.execute(
+            "INSERT INTO hosts (name, user_name, public_key, seen_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE"
+            " SET user_name=excluded.user_name, public_key=coalesce(excluded.public_key, hosts.public_key),"
+            " seen_at=excluded.seen_at",
+            (ledger.host, user or user_name(), key, db_now(db)),
+        )
+
+
+def owners(ledger: Ledger, ids: Iterable[str]) -> dict[str, Owner]:
+    """The owner of each of ``ids`` (those the ledger has)."""
+    wanted = sorted(set(ids))
+    found: dict[str, Owner] = {}
+    for i in range(0, len(wanted), 500):
+        part = wanted[i : i + 500]
+        marks = ",".join("?" * len(part))
+        sql = f"SELECT id, owner_host, owner_user, lease_until FROM dispatches WHERE id IN ({marks})"  # noqa: S608
+        for r in ledger.rows(sql, tuple(part)):
+            found[str(r[0])] = Owner(r[1], r[2], r[3])
+    return found
+
+
+def lease_of(ledger: Ledger, owner: Owner, now: float) -> LeaseState:
+    return lease_state(owner.host, owner.until, ledger.host or "", now)
+
+
+def held_elsewhere(ledger: Ledger, dispatch: str) -> str | None:
+    """The host whose running lease holds ``dispatch`` (``None``: none, or this one; always
+    ``None`` on a ledger no other host shares)."""
+    if not ledger.shared:
+        return None
+    owner = owners(ledger, [dispatch]).get(dispatch)
+    if owner is None or lease_of(ledger, owner, now_of(ledger)) is not LeaseState.HELD:
+        return None
+    return owner.host
+
+
+def share(ledger: Ledger, dispatch: str, doc: str, lease_s: float, user: str | None = None) -> None:
+    """Keep what a takeover walks ``dispatch`` with (``doc``: its inputs, JSON, no secret), and
+    hold it for this host for one lease (its supervisor renews it; if none ever does, any
+    host's takes it over once the lease has run out)."""
+    with ledger.transaction() as db:
+        db.execute(
+            "UPDATE dispatches SET inputs=?, owner_host=?, owner_user=?, lease_until=? WHERE id=?",
+            (doc, ledger.host, user or user_name(), db_now(db) + lease_s, dispatch),
+        )
+
+
+def inputs_of(ledger: Ledger, dispatch: str) -> str | None:
+    rows = ledger.rows("SELECT inputs FROM dispatches WHERE id=?", (dispatch,))
+    return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+
+class Team:
+    """One supervisor's leases on a shared ledger (the ledger's guard while it lives)."""
+
+    def __init__(self, ledger: Ledger, terms: LeaseTerms, *, user: str | None = None, key: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        if ledger.host is None:
+            raise ValueError("a team needs a shared ledger")
+        self.ledger = ledger
+        self.host = ledger.host
+        self.user = user or user_name()
+        self.key = key  # eps's public key on this host (registered with its name)
+        self.terms = terms
+        self.clock = clock
+        self._held: dict[str, float] = {}  # root -> start (monotonic) of its last renewal the database confirmed
+        self._root: dict[str, str] = {}  # a root's id, and its copies', -> the root
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- taking, renewing, letting go ---------------------------------------------------------
+
+    def take(self, root: str, members: Iterable[str] = ()) -> bool:
+        """Hold ``root`` (and act on its copies ``members``) if its lease is this host's or has
+        run out; ``False`` when another host's lease on it runs."""
+        began = self.clock()
+        with self.ledger.transaction() as db:
+            now = db_now(db)
+            row = db.execute("SELECT owner_host, lease_until FROM dispatches WHERE id=?", (root,)).fetchone()
+            if row is None or lease_state(row[0], row[1], self.host, now) is LeaseState.HELD:
+                return False
+            db.execute(
+                "UPDATE dispatches SET owner_host=?, owner_user=?, lease_until=? WHERE id=?",
+                (self.host, self.user, now + self.terms.period_s, root),
+            )
+        with self._lock:
+            self._held[root] = began
+            for d in (root, *members):
+                self._root[d] = root
+        return True
+
+    def renew(self) -> list[str]:
+        """Renew every held lease; the roots another host has taken meanwhile (let go here).
+        A database that cannot be reached renews nothing (its leases run on: their dispatches
+        stop being acted on when :meth:`check` says so; nothing is released or cancelled)."""
+        with self._lock:
+            roots = sorted(self._held)
+        lost: list[str] = []
+        for root in roots:
+            began = self.clock()
+            with self.ledger.transaction() as db:
+                now = db_now(db)
+                row = db.execute("SELECT owner_host FROM dispatches WHERE id=?", (root,)).fetchone()
+                if row is None or row[0] != self.host:
+                    lost.append(root)
+                    continue
+                db.execute("UPDATE dispatches SET lease_until=? WHERE id=? AND owner_host=?",
+                           (now + self.terms.period_s, root, self.host))  # fmt: skip
+            with self._lock:
+                if root in self._held:
+                    self._held[root] = began
+        for root in lost:
+            self._forget(root)
+        return lost
+
+    def drop(self, root: str) -> None:
+        """Let ``root`` go: its lease ends now (any host may take it; this one too)."""
+        if not self._forget(root):
+            return
+        with contextlib.suppress(LedgerError):  # the database out of reach: the lease runs out by itself
+            self.ledger.write("UPDATE dispatches SET lease_until=NULL WHERE id=? AND owner_host=?", (root, self.host))
+
+    def _forget(self, root: str) -> bool:
+        with self._lock:
+            had = self._held.pop(root, None) is not None
+            for d in [d for d, r in self._root.items() if r == root]:
+                del self._root[d]
+        return had
+
+    # --- may this host act? -------------------------------------------------------------------
+
+    def acting(self, dispatch: str) -> bool:
+        """This host may act on ``dispatch`` now: it holds its root's lease, renewed recently
+        enough (:meth:`eps.core.lease.LeaseTerms.may_act`)."""
+        with self._lock:
+            root = self._root.get(dispatch)
+            began = None if root is None else self._held.get(root)
+        return began is not None and self.terms.may_act(began, self.clock())
+
+    def check(self, dispatch: str) -> None:
+        """The ledger's guard: :class:`LeaseLost` when ``dispatch`` is one of this supervisor's
+        and it may no longer act on it.  Others' writes (a command's) pass."""
+        with self._lock:
+            known = dispatch in self._root
+        if known and not self.acting(dispatch):
+            raise LeaseLost(f"dispatch {dispatch}: host {self.host} may no longer act on it (its lease was not renewed "
+                            "in time); it is left as it is for the host that takes it over")  # fmt: skip
+
+    # --- the renewer ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Renew the held leases (and this host's last seen) every quarter period, in a thread."""
+        self._thread = threading.Thread(target=self._renewing, name="leases", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _renewing(self) -> None:
+        while not self._stop.wait(self.terms.renew_every_s):
+            try:
+                self.renew()
+                register(self.ledger, self.key, self.user)
+            except LedgerError as exc:  # out of reach: tried again next round; the leases run on meanwhile
+                sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} leases not renewed: {exc}\n")
+                sys.stderr.flush()

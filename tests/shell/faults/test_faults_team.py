@@ -1,0 +1,209 @@
+"""A team on one PostgreSQL (issue 37, item 2): two hosts, simulated as two HOME and state
+directories on this machine (each its own config, supervisors and ``EPS_STATE_HOST``), share
+one ledger on the session's throwaway PostgreSQL; jobs run on the local GCP fake (its VMs are
+the real test sshd), outputs go to moto's S3 from the machine itself.
+
+- Host A starts a job; A's supervisor is SIGKILLed and A's HOME and state dir deleted (the
+  host is lost).  Host B's ``eps supervise`` (a timer: run every half second) takes the
+  dispatch over within one lease period (``EPS_STATE_LEASE=4s``); the job ends, B brings its
+  outputs back from storage, and the fake recorded exactly one insert and one instance.
+- Host A cut from the database (its connection goes through a proxy the test cuts): A's
+  supervisor stops acting on the dispatch before B's takes it over, and B finishes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from faults_support import Eps, GcpTrap, RunpodTrap, wait_until
+from storage_support import S3Server
+
+pytestmark = pytest.mark.usefixtures("sshd")
+
+LEASE_S = 4
+CPU = ("cpu-small", "--duration", "30m", "--pin", "gcp")
+#: A job of about 12 s that leaves one output: long enough to lose its host mid-run.
+JOB = ("bash", "-c", 'sleep 12; echo from-the-lost-host > "$EPS_OUTPUT_DIR/result"')
+
+
+def _host(root: Path, name: str, gtrap: GcpTrap, rtrap: RunpodTrap, url: str, machines: Path, s3: S3Server,
+          bucket: str) -> Eps:  # fmt: skip
+    """One host: its own HOME, state dir and config; the machines' disks outside its HOME
+    (they are the provider's, not the host's: deleting the host leaves them)."""
+    root.mkdir()
+    e = Eps(root, gtrap.fake, rtrap.fake, detached=True, state_url=url)
+    text = e.config.read_text().replace(f'work_root = "{root}/gcp-runs"', f'work_root = "{machines}/gcp-runs"')
+    assert f"{machines}/gcp-runs" in text
+    e.config.write_text(text + f'[storage]\nurl = "s3://{bucket}/runs"\nendpoint = "{s3.endpoint}"\n')
+    e.env.update(s3.env())
+    e.env.update({"EPS_STATE_HOST": name, "EPS_STATE_LEASE": f"{LEASE_S}s"})
+    return e
+
+
+@pytest.fixture
+def team(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, pg_url: str, s3: S3Server, bucket: str) -> Iterator[
+        tuple[Eps, Eps]]:  # fmt: skip
+    from faults_support import ssh_support
+
+    machines = tmp_path / "machines"
+    machines.mkdir()
+    a = _host(tmp_path / "a", "host-a", gtrap, rtrap, pg_url, machines, s3, bucket)
+    b = _host(tmp_path / "b", "host-b", gtrap, rtrap, pg_url, machines, s3, bucket)
+    try:
+        yield a, b
+    finally:
+        for e in (a, b):
+            with contextlib.suppress(Exception):
+                e.close()
+        ssh_support.stop_machine_jobs(machines)
+
+
+def _owner(e: Eps, d: str) -> str | None:
+    with contextlib.suppress(Exception):
+        return e.dispatch(d)["owner_host"]  # type: ignore[no-any-return]
+    return None
+
+
+def _started(a: Eps, d: str, *extra: str) -> None:
+    rc, out, err = a.run("execute", *CPU, "--dispatch-id", d, "--detach", "--json", *extra, "--", *JOB,
+                         timeout_s=120)  # fmt: skip
+    assert rc == 0, (out, err)
+    wait_until(lambda: a.dispatch(d)["state"] == "started", 90, "the job to start on host A")
+    assert _owner(a, d) == "host-a"
+
+
+def _ends_on_b(b: Eps, d: str, gtrap: GcpTrap, s3: S3Server, bucket: str) -> None:
+    """B finishes the dispatch: it ends, its outputs come back from storage, one machine ever."""
+    wait_until(lambda: b.dispatch(d)["state"] == "ended", 120, "the dispatch to end under host B")
+    row = b.dispatch(d)
+    assert row["exit_code"] == 0 and row["owner_host"] == "host-b", row
+    rc, out, err = b.run("pull", d, timeout_s=120)
+    assert rc == 0, (out, err)
+    assert (b.state / "outputs" / d / "result").read_text() == "from-the-lost-host\n"
+    inserts = [r for r in gtrap.inserts() if d in json.dumps(r.body)]
+    assert len(inserts) == 1, inserts
+    made = [k for k in gtrap.materialized if d in k[1]]
+    assert len(made) == 1, made
+    wait_until(lambda: gtrap.live(d) == [], 60, "its machine to be released")
+    attempts = b.attempts(d)
+    assert len(attempts) == 1 and attempts[0]["state"] == "ended", attempts
+
+
+def _supervise_until_taken(b: Eps, d: str, timeout_s: float) -> tuple[float, float]:
+    """Run B's ``eps supervise`` every half second (its timer) until B owns ``d``: when
+    (monotonic), and the longest one run of it took (the timer's own latency)."""
+    deadline = time.monotonic() + timeout_s
+    longest = 0.0
+    while time.monotonic() < deadline:
+        began = time.monotonic()
+        rc, out, err = b.run("supervise", "--json", timeout_s=60)
+        longest = max(longest, time.monotonic() - began)
+        assert rc == 0, (out, err)
+        if _owner(b, d) == "host-b":
+            return time.monotonic(), longest
+        time.sleep(0.5)
+    pytest.fail(f"host B did not take {d} over within {timeout_s} s")
+
+
+def test_a_lost_hosts_dispatch_is_taken_over_by_another_host_within_one_lease(
+    team: tuple[Eps, Eps], gtrap: GcpTrap, s3: S3Server, bucket: str
+) -> None:
+    a, b = team
+    d = "fteam" + os.urandom(3).hex()
+    _started(a, d)
+    rc, out, _ = b.run("supervise", "--json")  # A's lease runs: B leaves it alone
+    assert rc == 0 and json.loads(out)["dispatches"] == [], out
+    a.kill_supervisor()
+    lost_at = time.monotonic()
+    shutil.rmtree(a.tmp)  # the host is lost: its HOME, state dir, key and config
+    taken_at, latency = _supervise_until_taken(b, d, 30)
+    # renewed every quarter period until the kill: the lease ran out between 3/4 of a period
+    # and one period after it, and not before (B never took it while A's lease ran); B's timer
+    # then saw it free within one run of it, and that run started B's supervisor, which took it
+    took = taken_at - lost_at
+    assert 0.75 * LEASE_S - 0.5 <= took <= LEASE_S + 2 * latency + 1.0, (took, latency)
+    _ends_on_b(b, d, gtrap, s3, bucket)
+
+
+class _Proxy:
+    """A TCP forwarder on loopback to the database, which the test can cut (every connection
+    closed, new ones refused): host A's network to the database."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.socks: list[socket.socket] = []
+        self.cut_ = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.cut_.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            self.socks += [client, server]
+            for src, dst in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def cut(self) -> None:
+        self.cut_.set()
+        self.listener.close()
+        for s in self.socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+
+def test_a_host_cut_from_the_database_stops_acting_before_another_takes_over(
+    team: tuple[Eps, Eps], gtrap: GcpTrap, s3: S3Server, bucket: str, pg_server: object, tmp_path: Path
+) -> None:
+    a, b = team
+    port = pg_server.port  # type: ignore[attr-defined]
+    proxy = _Proxy(port)
+    try:
+        passfile = tmp_path / "a.pgpass"  # A's password file knows the proxy's address too
+        passfile.write_text(Path(os.environ["PGPASSFILE"]).read_text().replace(f":{port}:", f":{proxy.port}:"))
+        passfile.chmod(0o600)
+        a.env["PGPASSFILE"] = str(passfile)
+        a.env["EPS_STATE_URL"] = a.state_url.replace(f":{port}/", f":{proxy.port}/")  # type: ignore[union-attr]
+        d = "fteam" + os.urandom(3).hex()
+        _started(a, d)
+        log = a.state / "logs" / "supervisor.log"
+        proxy.cut()
+        cut_at = time.monotonic()
+        stopped_at = taken_at = None
+        deadline = time.monotonic() + 30
+        while (stopped_at is None or taken_at is None) and time.monotonic() < deadline:
+            if stopped_at is None and f"dispatch {d}: stopped acting on it" in log.read_text():
+                stopped_at = time.monotonic()
+            if taken_at is None:
+                b.run("supervise", "--json", timeout_s=60)
+                if _owner(b, d) == "host-b":
+                    taken_at = time.monotonic()
+            time.sleep(0.05)
+        assert stopped_at is not None, log.read_text()
+        assert taken_at is not None, "host B never took the dispatch over"
+        assert stopped_at < taken_at, (stopped_at - cut_at, taken_at - cut_at)
+        _ends_on_b(b, d, gtrap, s3, bucket)
+    finally:
+        proxy.cut()
