@@ -96,19 +96,31 @@ class Supervisor:
 
     def serve(self) -> int:
         idle_since = time.monotonic()
+        said: str | None = None  # the database's error last said (None: it answers)
+        out_s = 0.0  # how long to wait before asking it again
         if self.notifier is not None:
             self.notifier.start()
         while not self.stopping.is_set():
+            wait_s = self.tick_s
             try:
                 self.take_on()
-            except LedgerError as exc:  # the database out of reach: nothing is taken on, nothing let go
-                _say(f"not taking dispatches on now: {exc}")
-            self.threads = {d: t for d, t in self.threads.items() if t.is_alive()}
-            if self.threads or (self.notifier is not None and self.notifier.owes()):
+                self.threads = {d: t for d, t in self.threads.items() if t.is_alive()}
+                busy = bool(self.threads) or (self.notifier is not None and self.notifier.owes())
+                said, out_s = None, 0.0
+            except LedgerError as exc:
+                # The database out of reach: nothing is taken on, nothing let go, and the supervisor
+                # stays (it is not idle: what it owned is to be taken on again once the database answers),
+                # asking again less and less often (up to 5 s).
+                if str(exc) != said:  # once, not every round
+                    _say(f"not taking dispatches on now: {exc}")
+                said, busy = str(exc), True
+                out_s = min(5.0, max(self.tick_s, out_s * 2))
+                wait_s = out_s
+            if busy:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since >= self.idle_s:
                 break
-            self.stopping.wait(self.tick_s)
+            self.stopping.wait(wait_s)
         for t in self.threads.values():
             t.join()
         if self.notifier is not None:

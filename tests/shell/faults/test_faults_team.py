@@ -152,6 +152,9 @@ class _Proxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            if self.cut_.is_set():
+                client.close()
+                return
             server = socket.create_connection(("127.0.0.1", self.target))
             self.socks += [client, server]
             for src, dst in ((client, server), (server, client)):
@@ -167,6 +170,8 @@ class _Proxy:
 
     def cut(self) -> None:
         self.cut_.set()
+        with contextlib.suppress(OSError):  # wakes the accept() (a close alone does not, on Linux)
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         for s in self.socks:
             with contextlib.suppress(OSError):
