@@ -44,6 +44,7 @@ def status(
     else:
         rows = ledger.recent(ACTIVE_STATES, limit)
     now = time.time() if now is None else now
+    owned = _owners(ledger, rows)
     out = []
     for r in rows:
         try:
@@ -69,6 +70,7 @@ def status(
                 "restarts": r.job.restart,
                 "next_try_at": r.next_try_at if r.state is DispatchState.WAITING else None,
                 **_sweep_fields(ledger, r),
+                **({"owner": owned.get(r.id)} if ledger.shared else {}),  # a team's ledger: which host has it
                 "attempts": [
                     {
                         "seq": a.seq,
@@ -95,6 +97,20 @@ def _sweep_fields(ledger: Ledger, r: DispatchRow) -> dict[str, Any]:
     return {"tasks": task_progress((c.state, word) for c, word in tasks),
             "task_states": [{"task": c.job.task_index, "dispatch": c.id, "state": c.state.value, "result": word,
                              "exit_code": c.exit_code} for c, word in tasks]}  # fmt: skip
+
+
+def _owners(ledger: Ledger, rows: list[DispatchRow]) -> dict[str, dict[str, str | None] | None]:
+    """On a ledger hosts share: each root's owner host and user (``None``: recorded before leases)."""
+    if not ledger.shared or not rows:
+        return {}
+    from eps.shell.state.team import owners
+
+    found = owners(ledger, {r.parent or r.id for r in rows})
+    out: dict[str, dict[str, str | None] | None] = {}
+    for r in rows:
+        o = found.get(r.parent or r.id)
+        out[r.id] = None if o is None or o.host is None else {"host": o.host, "user": o.user}
+    return out
 
 
 def _times(r: DispatchRow, now: float, policy: Policy | None) -> dict[str, Any]:

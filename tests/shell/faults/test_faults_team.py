@@ -122,6 +122,9 @@ def test_a_lost_hosts_dispatch_is_taken_over_by_another_host_within_one_lease(
     _started(a, d)
     rc, out, _ = b.run("supervise", "--json")  # A's lease runs: B leaves it alone
     assert rc == 0 and json.loads(out)["dispatches"] == [], out
+    rc, out, err = b.run("status", "--json")  # B sees A's dispatch, and whose it is; its reconcile leaves it
+    [row] = [r for r in json.loads(out)["dispatches"] if r["dispatch"] == d]
+    assert row["state"] == "started" and row["owner"]["host"] == "host-a" and row["owner"]["user"], (row, err)
     a.kill_supervisor()
     lost_at = time.monotonic()
     shutil.rmtree(a.tmp)  # the host is lost: its HOME, state dir, key and config
@@ -132,6 +135,8 @@ def test_a_lost_hosts_dispatch_is_taken_over_by_another_host_within_one_lease(
     took = taken_at - lost_at
     assert 0.75 * LEASE_S - 0.5 <= took <= LEASE_S + 2 * latency + 1.0, (took, latency)
     _ends_on_b(b, d, gtrap, s3, bucket)
+    rc, out, err = b.run("status", d, "--json")
+    assert json.loads(out)["dispatches"][0]["owner"]["host"] == "host-b", (out, err)
 
 
 class _Proxy:
