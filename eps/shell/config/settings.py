@@ -121,7 +121,7 @@ class Settings(NamedTuple):
     storage: "StorageSettings | None" = None  # [storage] (None: no section; no storage unless a job gives one)
     notify: "NotifySettings | None" = None  # [notify] (None: no section)
     state_url: str | None = None  # [state] url / EPS_STATE_URL: the ledger in PostgreSQL (None: SQLite in state_dir)
-    state_host: str | None = None  # [state] host / EPS_STATE_HOST: this host's name in the team (None: its hostname)
+    state_host: str | None = None  # [state] host / EPS_STATE_HOST: this host's name in the team (None: hostname.TAG)
     state_lease_s: float = 60.0  # [state] lease / EPS_STATE_LEASE: a host's hold on a dispatch without a renewal
 
     def cluster_access(self, name: str) -> ClusterAccess:

@@ -8,7 +8,8 @@ directory still holds the logs, the locks and eps's key.  The URL is checked and
 :mod:`eps.shell.config.state_url`.
 
 A team on one database (:mod:`eps.shell.state.team`): ``host`` names this host there
-(``EPS_STATE_HOST``; default: its hostname), ``lease`` is how long a host's hold on a
+(``EPS_STATE_HOST``; default: its hostname and a tag of its state directory; one name
+per state directory), ``lease`` is how long a host's hold on a
 dispatch lasts without a renewal (``EPS_STATE_LEASE``; a duration, default 60 s): another
 host's supervisor takes a dispatch over once its lease has run out."""
 

@@ -138,8 +138,9 @@ class Ledger:
         #: Whether other hosts may share this ledger (a database at ``url``): a host's supervisor
         #: then walks a dispatch only under its lease (:mod:`eps.shell.state.team`).
         self.shared = url is not None
-        #: This host's name in the team's database (``[state] host``, else its hostname); ``None`` on SQLite.
-        self.host = (host or _hostname()) if self.shared else None
+        #: This host's name in the team's database (``[state] host``, else its hostname and a tag
+        #: of the state directory); ``None`` on SQLite.
+        self.host = (host or _default_host(state_dir)) if self.shared else None
         #: Called with a dispatch's id before each write of its rows (a supervisor's lease check,
         #: :meth:`eps.shell.state.team.Team.check`: it raises when this host may no longer act on it).
         self.guard: Callable[[str], None] | None = None
@@ -496,10 +497,15 @@ class Ledger:
                 raise self._failed(exc) from None
 
 
-def _hostname() -> str:
+def _default_host(state_dir: str) -> str:
+    """This host's name in a team unless ``[state] host`` says: its hostname and a tag of its
+    state directory (two state directories of one machine, two users' or a test's, are two
+    hosts: each holds its own leases)."""
     import socket
+    import zlib
 
-    return socket.gethostname()
+    tag = zlib.crc32(os.path.realpath(state_dir).encode()) & 0xFFFF_FFFF
+    return f"{socket.gethostname()[:55]}.{tag:08x}"
 
 
 def _move(db: Store, dispatch: str, to: DispatchState) -> DispatchState | None:

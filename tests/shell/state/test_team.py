@@ -157,3 +157,18 @@ def test_on_sqlite_the_same_schema_and_no_lease(tmp_path: Path) -> None:
 
 def _rung() -> Rung:
     return Rung("gcp", LaneKind.GCP, Provisioning.SPOT, "", machine="e2-standard-4", zone="us-central1-a")
+
+
+def test_two_state_directories_of_one_machine_are_two_hosts(tmp_path: Path, pg_url: str) -> None:
+    a, b = Ledger(str(tmp_path / "a"), url=pg_url), Ledger(str(tmp_path / "b"), url=pg_url)
+    try:
+        assert a.host is not None and b.host is not None and a.host != b.host
+        again = Ledger(str(tmp_path / "a"), url=pg_url)
+        assert again.host == a.host  # the same state dir: the same host
+        again.close()
+        _handed_over(a, "eteam00005")
+        assert ownership.unsettled_roots(b) == []  # A's lease runs: never walked from B
+        assert not Team(b, LeaseTerms(LEASE_S)).take("eteam00005")
+    finally:
+        a.close()
+        b.close()
