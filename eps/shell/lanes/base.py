@@ -113,3 +113,6 @@ class LaneOptions:
     runpod_api_key: str | None = None  # tests only; production reads RUNPOD_API_KEY / ~/.runpod
     machine_patience: Patience | None = None  # how long a fresh VM / pod may take to let eps in (FRESH_MACHINE)
     env: dict[str, str] | None = None
+    #: The public keys of the team's other hosts (a shared ledger, eps.shell.state.team): every
+    #: GCP VM eps makes lets them in too, so a host that takes a dispatch over can reach its machine.
+    team_keys: tuple[str, ...] = ()

@@ -84,7 +84,7 @@ def _gcp(lanes: Lanes, name: str) -> Lane:
     g, s = lanes.settings.gcp, lanes.settings
     access = MachineAccess(
         s.state_dir, g.ssh_user, g.work_root, s.jobs.linger_s, **_patience(lanes),
-        max_time_limit_s=s.jobs.max_time_limit_s, kex=s.ssh_kex,
+        max_time_limit_s=s.jobs.max_time_limit_s, kex=s.ssh_kex, also_keys=lanes.options.team_keys,
     )  # fmt: skip
     st = s.storage
     if st is not None and st.machine_credentials == "service-account" and g.service_account is not None:

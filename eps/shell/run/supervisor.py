@@ -358,6 +358,15 @@ def _team(ledger: Ledger, settings: Settings) -> Team | None:
     return team
 
 
+def _team_keys(ledger: Ledger) -> tuple[str, ...]:
+    """The team's other hosts' public keys, let into every VM this supervisor makes (none on SQLite)."""
+    if not ledger.shared:
+        return ()
+    from eps.shell.state.team import team_keys
+
+    return team_keys(ledger)
+
+
 def main() -> None:
     """``python -c 'from eps.shell.run.supervisor import main; main()' STATE_DIR``: serve the
     state directory until there is nothing to do.  A second one leaves at once."""
@@ -382,10 +391,10 @@ def main() -> None:
     logging.getLogger().addHandler(logging.NullHandler())
     settings = load_settings(env)
     ledger = Ledger(state_dir, url=settings.state_url, host=settings.state_host)
-    lanes = Lanes(settings, LaneOptions(env=env))
+    team = _team(ledger, settings)
+    lanes = Lanes(settings, LaneOptions(env=env, team_keys=_team_keys(ledger)))
     from eps.shell.notify.pump import Pump  # apprise itself loads only when a target is read
 
-    team = _team(ledger, settings)
     sup = Supervisor(settings, ledger, lanes, idle_s=settings.jobs.supervisor_idle_s,
                      notifier=Pump(ledger, settings, env), team=team)  # fmt: skip
     # SIGTERM, SIGKILL, a reboot: it dies where it stands; the next eps command revives what it owned.

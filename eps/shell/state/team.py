@@ -76,6 +76,15 @@ def register(ledger: Ledger, key: str | None, user: str | None = None) -> None:
         )
 
 
+def team_keys(ledger: Ledger) -> tuple[str, ...]:
+    """The public keys the team's other hosts registered (the machines eps makes let them in)."""
+    if ledger.host is None:
+        return ()
+    rows = ledger.rows("SELECT public_key FROM hosts WHERE name != ? AND public_key IS NOT NULL ORDER BY name",
+                       (ledger.host,))  # fmt: skip
+    return tuple(dict.fromkeys(str(r[0]) for r in rows))
+
+
 def owners(ledger: Ledger, ids: Iterable[str]) -> dict[str, Owner]:
     """The owner of each of ``ids`` (those the ledger has)."""
     wanted = sorted(set(ids))

@@ -98,6 +98,25 @@ def _ends_on_b(b: Eps, d: str, gtrap: GcpTrap, s3: S3Server, bucket: str) -> Non
     assert len(attempts) == 1 and attempts[0]["state"] == "ended", attempts
 
 
+#: The public key a third host of the team registered (it never runs here).
+OTHER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJuLz1XGmYJ8Yl1bm7N2v0o5Q2qk0mYtZ3i8Yv5f4eHk eps@host-c"
+
+
+def _register_other_host(e: Eps) -> None:
+    """Host C in the team's hosts table, with its key, as its own eps would have put it there."""
+    import psycopg
+
+    with psycopg.connect(str(e.state_url), autocommit=True) as db:
+        from eps.shell.state.migrations import migrate
+        from eps.shell.state.pg_store import PgStore
+
+        store = PgStore(str(e.state_url))
+        migrate(store)
+        store.close()
+        db.execute("INSERT INTO hosts (name, user_name, public_key, seen_at) VALUES ('host-c', 'carol', %s, 0)",
+                   (OTHER_KEY,))  # fmt: skip
+
+
 def _supervise_until_taken(b: Eps, d: str, timeout_s: float) -> tuple[float, float]:
     """Run B's ``eps supervise`` every half second (its timer) until B owns ``d``: when
     (monotonic), and the longest one run of it took (the timer's own latency)."""
@@ -119,7 +138,11 @@ def test_a_lost_hosts_dispatch_is_taken_over_by_another_host_within_one_lease(
 ) -> None:
     a, b = team
     d = "fteam" + os.urandom(3).hex()
+    _register_other_host(a)
     _started(a, d)
+    [(zone, name)] = [k for k in gtrap.materialized if d in k[1]]
+    keys = gtrap.fake.metadata(zone, name)["ssh-keys"].splitlines()
+    assert keys[1:] == [f"root:{OTHER_KEY}"], keys  # the team's other host may reach the VM too
     rc, out, _ = b.run("supervise", "--json")  # A's lease runs: B leaves it alone
     assert rc == 0 and json.loads(out)["dispatches"] == [], out
     rc, out, err = b.run("status", "--json")  # B sees A's dispatch, and whose it is; its reconcile leaves it

@@ -208,6 +208,7 @@ class GcpClient:
         name: str | None = None,
         ssh_public_key: str | None = None,
         ssh_user: str = "eps",
+        also_keys: tuple[str, ...] = (),
     ) -> Result[Handle, LaneFailure]:
         """Start one machine for ``rung`` (copy ``copy`` of a ``--count`` fan-out), named
         ``name`` when given (the walker's name for the attempt), else by dispatch, rung and copy.
@@ -217,6 +218,8 @@ class GcpClient:
         ``ssh_public_key``: one OpenSSH public key line; the VM gets the metadata item
         ``ssh-keys`` = ``<ssh_user>:<key>`` (GCE's ``USERNAME:KEY_VALUE`` format), so the
         guest environment makes ``ssh_user`` with that key (:meth:`address` says where).
+        ``also_keys``: more keys let in as ``ssh_user`` (the team's other hosts': one line each;
+        one that is not an OpenSSH key line is left out, never the job's failure).
 
         Success means the insert operation finished without error.  An
         operation still RUNNING after ``operation_timeout_s`` is TRANSIENT:
@@ -226,6 +229,9 @@ class GcpClient:
         keys = ssh_keys_item(ssh_user, ssh_public_key) if ssh_public_key is not None else None
         if problem is None and isinstance(keys, LaneFailure):
             problem = keys
+        if isinstance(keys, str) and also_keys:
+            more = [k for k in (ssh_keys_item(ssh_user, k) for k in also_keys) if isinstance(k, str) and k != keys]
+            keys = "\n".join(dict.fromkeys([keys, *more]))
         if problem is not None:
             return Failure(problem)
         zone = rung.zone or ""

@@ -100,7 +100,8 @@ class GcpLane:
         client = self.client()
         # attempt=0 and the attempt's name: a create sent again for this attempt is a no-op
         made = client.create(
-            job, rung, dispatch, 0, name=name, ssh_public_key=key.public_key, ssh_user=self.access.user
+            job, rung, dispatch, 0, name=name, ssh_public_key=key.public_key, ssh_user=self.access.user,
+            also_keys=self.access.also_keys,
         )
         if isinstance(made, Failure):
             return made
