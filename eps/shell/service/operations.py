@@ -331,9 +331,11 @@ def status(
     since_s: float | None = None,
     intent: str | None = None,
     timeout_s: float = 5.0,
+    host: str | None = None,
 ) -> dict[str, Any]:
     """``eps status --json``: reconcile (each provider within ``timeout_s``; one without
-    credentials is not asked), then the rows from the ledger and notes on what was not asked."""
+    credentials is not asked), then the rows from the ledger and notes on what was not asked.
+    ``host``: only the dispatches that team host owns (a shared ledger)."""
     from eps.shell.run import held
     from eps.shell.run.reconcile import Reconciler
     from eps.shell.service.status_rows import status as rows_now
@@ -348,7 +350,8 @@ def status(
     rec = Reconciler(ledger, lanes, ctx.events, workers=settings.fanout_concurrency, answer_within_s=float(timeout_s))
     rec.reconcile({dispatch} if dispatch else None)
     since = None if since_s is None else time.time() - since_s
-    rows = rows_now(ledger, dispatch, limit=limit, active=active, since=since, intent=intent, policy=settings.policy)
+    rows = rows_now(ledger, dispatch, limit=limit, active=active, since=since, intent=intent, policy=settings.policy,
+                    host=host)  # fmt: skip
     held.annotate(ledger.state_dir, rows)  # outputs held back for lack of disk
     for d, why in sorted(ledger.quarantined.items()):
         ctx.err(f"eps: warning: dispatch {d}: its ledger row cannot be read ({why}); left as it is\n")

@@ -29,22 +29,29 @@ def status(
     intent: str | None = None,
     policy: Policy | None = None,
     now: float | None = None,
+    host: str | None = None,
 ) -> list[dict[str, Any]]:
     """The status rows: one dispatch; or, with a filter (``active``, submitted at or after
     ``since``, of ``intent``), the newest ``limit`` that match (all: ``None``); or else the
     active ones plus the ``limit`` newest.  Each row has its times (submitted, started,
-    ended, runtime) and, as information only (P12), the list price of its runtime."""
+    ended, runtime) and, as information only (P12), the list price of its runtime.  ``host``
+    (a team's ledger): only the dispatches that host owns, the newest ``limit`` of them."""
     if dispatch is not None:
         row = ledger.dispatch(dispatch)
         if row is None:
             raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
         rows = [row]
+    elif host is not None:  # every match, then that host's newest (the owner is the root's)
+        rows = ledger.select(states=ACTIVE_STATES if active else None, since=since, intent=intent)
     elif active or since is not None or intent is not None:
         rows = ledger.select(states=ACTIVE_STATES if active else None, since=since, intent=intent, limit=limit)
     else:
         rows = ledger.recent(ACTIVE_STATES, limit)
     now = time.time() if now is None else now
     owned = _owners(ledger, rows)
+    if host is not None:
+        rows = [r for r in rows if (owned.get(r.id) or {}).get("host") == host]
+        rows = rows[-limit:] if limit and dispatch is None else rows
     out = []
     for r in rows:
         try:
