@@ -145,6 +145,7 @@ class Team:
         self._held: dict[str, float] = {}  # root -> start (monotonic) of its last renewal the database confirmed
         self._root: dict[str, str] = {}  # a root's id, and its copies', -> the root
         self._lock = threading.Lock()
+        self._writing = threading.Lock()  # a renewal and a let-go of one lease never cross
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -177,17 +178,20 @@ class Team:
             roots = sorted(self._held)
         lost: list[str] = []
         for root in roots:
-            began = self.clock()
-            with self.ledger.transaction() as db:
-                now = db_now(db)
-                row = db.execute("SELECT owner_host FROM dispatches WHERE id=?", (root,)).fetchone()
-                if row is None or row[0] != self.host:
-                    lost.append(root)
-                    continue
-                db.execute("UPDATE dispatches SET lease_until=? WHERE id=? AND owner_host=?",
-                           (now + self.terms.period_s, root, self.host))  # fmt: skip
-            with self._lock:
-                if root in self._held:
+            with self._writing:
+                with self._lock:
+                    if root not in self._held:  # let go meanwhile: its lease is not extended again
+                        continue
+                began = self.clock()
+                with self.ledger.transaction() as db:
+                    now = db_now(db)
+                    row = db.execute("SELECT owner_host FROM dispatches WHERE id=?", (root,)).fetchone()
+                    if row is None or row[0] != self.host:
+                        lost.append(root)
+                        continue
+                    db.execute("UPDATE dispatches SET lease_until=? WHERE id=? AND owner_host=?",
+                               (now + self.terms.period_s, root, self.host))  # fmt: skip
+                with self._lock:
                     self._held[root] = began
         for root in lost:
             self._forget(root)
@@ -195,10 +199,12 @@ class Team:
 
     def drop(self, root: str) -> None:
         """Let ``root`` go: its lease ends now (any host may take it; this one too)."""
-        if not self._forget(root):
-            return
-        with contextlib.suppress(LedgerError):  # the database out of reach: the lease runs out by itself
-            self.ledger.write("UPDATE dispatches SET lease_until=NULL WHERE id=? AND owner_host=?", (root, self.host))
+        with self._writing:
+            if not self._forget(root):
+                return
+            with contextlib.suppress(LedgerError):  # the database out of reach: the lease runs out by itself
+                self.ledger.write("UPDATE dispatches SET lease_until=NULL WHERE id=? AND owner_host=?",
+                                  (root, self.host))  # fmt: skip
 
     def _forget(self, root: str) -> bool:
         with self._lock:
