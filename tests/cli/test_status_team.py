@@ -53,4 +53,5 @@ def test_status_shows_each_dispatchs_owner_and_filters_by_host(tmp_path: Path, p
     rc, out, err = _status(tmp_path, pg_url, "host-b", "--host", "host-a", "--limit", "1")
     assert rc == 0 and [r["dispatch"] for r in json.loads(out)["dispatches"]] == ["eteama0002"], (out, err)
     rc, out, err = _status(tmp_path, pg_url, "host-b", "--mine", "--host", "host-a")
-    assert rc == 2 and "not allowed with" in err and out == "", (out, err)
+    assert rc == 2 and out == "", (out, err)
+    assert json.loads(err)["error"] == {"code": "usage", "text": "eps status: --mine or --host NAME, not both"}

@@ -83,6 +83,8 @@ def _dispatch_command(
     if ns.cmd == "logs" and ns.follow and _piece(ns):
         raise JobError("usage", "eps logs: -f streams the whole log; --tail/--offset/--max-bytes/--json read "
                                 "a piece of it (choose one)", None)  # fmt: skip
+    if ns.cmd == "status" and ns.mine and ns.host:
+        raise JobError("usage", "eps status: --mine or --host NAME, not both", None)
     detached = settings.jobs.supervise == "detached"
     if detached and ns.cmd in ("status", "wait", "attach", "logs", "reconcile", "supervise"):
         pid = operations.revive(ctx)  # a dispatch left by a dead supervisor is taken on again
