@@ -64,8 +64,7 @@ def test_readme_example_files_load(tmp_path: Path) -> None:
             f.write_text(text)
             assert load_grants(str(f)).tiers("fellows")
             kinds.append("grants")
-    assert sorted(kinds) == ["config", "grants", "intents", "job", "pipeline", "section", "section", "section",
-                            "snapshot"]
+    assert sorted(kinds) == ["config", "grants", "intents", "job", "pipeline", *["section"] * 4, "snapshot"]
 
 
 def test_readme_commands_are_the_ci_commands() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -157,3 +158,26 @@ def test_a_cut_connection_is_unreachable_in_one_line_and_the_next_call_connects_
     assert "\n" not in str(info.value) and str(info.value).startswith(pg_url)
     assert [d.id for d in ledger.dispatches()] == ["e-cut"]  # connected again
     ledger.close()
+
+
+def test_a_team_hosts_name_and_lease_come_from_the_config_and_the_environment_overrides_them(tmp_path: Path) -> None:
+    config = '[state]\nurl = "postgresql://eps@db/eps"\nhost = "vm-alice"\nlease = "2m"\n'
+    settings = load_settings(_env(tmp_path, config=config))
+    assert (settings.state_host, settings.state_lease_s) == ("vm-alice", 120.0)
+    settings = load_settings({**_env(tmp_path, config=config), "EPS_STATE_HOST": "vm-bob", "EPS_STATE_LEASE": "5s"})
+    assert (settings.state_host, settings.state_lease_s) == ("vm-bob", 5.0)
+    assert load_settings(_env(tmp_path)).state_lease_s == 60.0
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "said"),
+    [
+        ('[state]\nhost = "a b"\n', {}, "'a b' cannot name a host"),
+        ('[state]\nlease = "0s"\n', {}, "must be positive @ $.state.lease"),
+        ("", {"EPS_STATE_HOST": "no/slash"}, "EPS_STATE_HOST: 'no/slash' cannot name a host"),
+        ("", {"EPS_STATE_LEASE": "soon"}, "EPS_STATE_LEASE: bad duration 'soon'"),
+    ],
+)
+def test_a_bad_host_name_or_lease_is_one_line(tmp_path: Path, config: str, env: dict[str, str], said: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        load_settings({**_env(tmp_path, config=config), **env})
