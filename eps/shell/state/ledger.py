@@ -13,7 +13,9 @@ Concurrency: short write transactions that each run alone (SQLite: ``BEGIN IMMED
 PostgreSQL: an advisory lock, :mod:`eps.shell.state.pg_store`), so a state read and its
 update never race another process; a dispatch being walked is owned through an exclusive ``flock``
 on ``locks/<dispatch>.lock``, so a second executor on the same dispatch is
-refused and reconcile can tell a live walk from a dead one.
+refused and reconcile can tell a live walk from a dead one.  On a ledger hosts share, a
+supervisor also holds a lease on each dispatch it walks (:mod:`eps.shell.state.team`), and
+:attr:`Ledger.guard` refuses its writes of a dispatch whose lease it may no longer act on.
 
 The database is behind one small door (:class:`eps.shell.state.store.Store`): the SQL here
 and the migrations (:mod:`eps.shell.state.migrations`) are the same for both backends.

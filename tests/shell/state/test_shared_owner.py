@@ -1,8 +1,8 @@
-"""A ledger on a database several hosts share (``[state] url``): a host's supervisor walks
-only the dispatches that host handed over (their inputs are kept in its own state directory),
-never another host's.  Until ownership crosses hosts (issue 37, item 2), a second host on the
-same database must not take over a live dispatch whose supervisor it cannot see: that would be
-a second walk, and so a second submission.  On SQLite (one host) nothing changes."""
+"""A ledger on a database several hosts share (``[state] url``), for dispatches recorded
+without an owner (before leases, schema 9): a host's supervisor walks only those that host
+handed over (their inputs are kept in its own state directory), never another host's: a
+second walk would be a second submission.  Dispatches with an owner go by their lease
+(tests/shell/state/test_team.py).  On SQLite (one host) nothing changes."""
 
 from __future__ import annotations
 
