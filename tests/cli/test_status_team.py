@@ -22,13 +22,13 @@ def _dispatch(ledger: Ledger, d: str) -> None:
     ledger.set_dispatch(d, DispatchState.FAILED, message="done")  # settled: nothing to revive or reconcile
 
 
-def _status(tmp_path: Path, url: str, host: str, *args: str) -> tuple[int, str, str]:
+def _status(tmp_path: Path, url: str, host: str, *args: str, json_out: bool = True) -> tuple[int, str, str]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "EPS_STATE_DIR": str(tmp_path / host),
            "EPS_STATE_URL": url, "EPS_STATE_HOST": host, "PGPASSFILE": os.environ["PGPASSFILE"],
            "EPS_CONFIG": str(tmp_path / "none.toml")}  # fmt: skip
     (tmp_path / "none.toml").write_text("")
-    p = subprocess.run([sys.executable, "-c", "from eps.shell.cli import entry; entry()", "status", "--json", *args],
-                       env=env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    argv = [sys.executable, "-c", "from eps.shell.cli import entry; entry()", "status", *(["--json"] * json_out), *args]
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -52,6 +52,8 @@ def test_status_shows_each_dispatchs_owner_and_filters_by_host(tmp_path: Path, p
     assert rc == 0 and [r["dispatch"] for r in json.loads(out)["dispatches"]] == ["eteamb0001"], (out, err)
     rc, out, err = _status(tmp_path, pg_url, "host-b", "--host", "host-a", "--limit", "1")
     assert rc == 0 and [r["dispatch"] for r in json.loads(out)["dispatches"]] == ["eteama0002"], (out, err)
+    rc, out, err = _status(tmp_path, pg_url, "host-b", "--host", "host-a", json_out=False)  # the table
+    assert rc == 0 and "eteama0001" in out and "eteamb0001" not in out, (out, err)
     rc, out, err = _status(tmp_path, pg_url, "host-b", "--mine", "--host", "host-a")
     assert rc == 2 and out == "", (out, err)
     assert json.loads(err)["error"] == {"code": "usage", "text": "eps status: --mine or --host NAME, not both"}
