@@ -40,7 +40,7 @@ from eps.core.events import RUN_BEGINS, WITH_FACTS, Event
 from eps.core.model import CapacitySnapshot, Job, LaneDown, QosGrants, evolve
 from eps.core.states import DispatchState
 from eps.shell.run.ownership import SUPERVISED, lock_path, pid_path, read_inputs, unsettled_roots
-from eps.shell.state.errors import LedgerError
+from eps.shell.state.errors import LedgerError, StateUnreachable
 from eps.shell.state.events import EventLog
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class Supervisor:
                 self.threads = {d: t for d, t in self.threads.items() if t.is_alive()}
                 busy = bool(self.threads) or (self.notifier is not None and self.notifier.owes())
                 said, out_s = None, 0.0
-            except LedgerError as exc:
+            except StateUnreachable as exc:
                 # The database out of reach: nothing is taken on, nothing let go, and the supervisor
                 # stays (it is not idle: what it owned is to be taken on again once the database answers),
                 # asking again less and less often (up to 5 s).
@@ -157,7 +157,7 @@ class Supervisor:
             self.drive(dispatch)
             if not self.acting(dispatch):
                 raise LeaseLost(f"dispatch {dispatch}: its lease was not renewed in time")
-        except LedgerError as exc:  # its lease lost, or the database out of reach: it stops here, as it is
+        except (LeaseLost, StateUnreachable) as exc:  # its lease lost, or the database out of reach: it stops, as it is
             _say(f"dispatch {dispatch}: stopped acting on it: {exc}")
             retry_s = 1.0 if self.team is None else self.team.terms.renew_every_s
         except Exception:  # a bug or an unreadable row: logged; the dispatch is taken on again later
