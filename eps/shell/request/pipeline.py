@@ -108,9 +108,14 @@ def pipeline_file(path: str) -> PipelineRequest | None:
     from eps.shell.config.convert import read_data
 
     data = read_data(path)
-    if not isinstance(data, dict) or "phases" not in data:
+    if not holds_phases(data):
         return None
     return PipelineRequest.from_data(path, data)
+
+
+def holds_phases(data: object) -> bool:
+    """Whether a job file's data is a pipeline (it has ``phases``), not one job."""
+    return isinstance(data, dict) and "phases" in data
 
 
 def _phase(path: str, i: int, table: object) -> PhaseRequest:

@@ -80,9 +80,9 @@ def refuse_execute(path: str) -> None:
     """Refuse ``eps execute --job PATH`` when PATH is a pipeline file (one line, exit 2); a
     one-job file passes (read again by the request)."""
     from eps.shell.config.convert import read_data
+    from eps.shell.request.pipeline import holds_phases
 
-    data = read_data(path)
-    if isinstance(data, dict) and "phases" in data:
+    if holds_phases(read_data(path)):
         raise JobError("pipeline_not_yet", f"{path}: a pipeline ([[phases]]) is planned, not yet executed: "
                        f"`eps plan --job {path}` shows each phase's route; for now execute each phase as a job "
                        "of its own, in the order of its waves")  # fmt: skip
