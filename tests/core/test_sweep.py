@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eps.core.array_move import AfterCancel, after_cancel, clock_runs, cluster_reason, moved_at_once, task_index
 from eps.core.model import CapacitySnapshot, ClusterConfig, Job, JobError, LaneKind, Provisioning, Rung, evolve
 from eps.core.router import plan
 from eps.core.sbatch import TASK_MARK, SbatchArray, SbatchRenderError, render_sbatch
@@ -239,3 +240,56 @@ def test_task_i_of_a_sweeps_array_is_its_task_row_and_lives_in_the_sweeps_root()
     assert sweep_of_task("esw1n6", "4711_5") == "esw1"
     assert sweep_of_task("esw1n6", "4711_4") is None  # task 4 is esw1n5, not esw1n6
     assert sweep_of_task("esw1n1", "4711") is None  # not an array task: the row's own root
+
+
+# --- the ladder of an array's pending tasks (eps.core.array_move) -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reasons", "runs", "shown"),
+    [
+        (["JobArrayTaskLimit", "JobArrayTaskLimit"], False, None),  # only its own %K: the clock stands
+        (["JobArrayTaskLimit", "QOSMaxGRESPerUser"], True, "QOSMaxGRESPerUser"),  # a QoS cap
+        (["Priority"], True, "Priority"),
+        (["Resources", "JobArrayTaskLimit"], True, "Resources"),
+        ([None], True, None),  # not looked at yet: it waits for the cluster, as one job does
+        ([], False, None),
+    ],
+)
+def test_the_park_clock_runs_only_for_a_reason_of_the_cluster(
+    reasons: list[str | None], runs: bool, shown: str | None
+) -> None:
+    assert clock_runs(reasons) is runs
+    assert cluster_reason(reasons) == shown
+
+
+@pytest.mark.parametrize(
+    ("k", "running", "at"),
+    [(None, 2, None), (4, 2, 2), (4, 0, 4), (2, 2, 1), (2, 5, 1), (1, 0, 1)],
+)
+def test_the_moved_array_runs_what_is_left_of_k_at_least_one(k: int | None, running: int, at: int | None) -> None:
+    assert moved_at_once(k, running) == at
+
+
+@pytest.mark.parametrize(
+    ("pending", "states", "after"),
+    [
+        ((2, 3), {2: "CANCELLED", 3: "CANCELLED"}, AfterCancel((2, 3), ())),
+        ((2, 3), {2: "RUNNING"}, AfterCancel((3,), (2,))),  # 3 left squeue and sacct: gone unstarted
+        ((2, 3, 5), {2: "COMPLETED", 3: "GONE", 5: "CANCELLED"}, AfterCancel((3, 5), (2,))),  # 2 ran and ended
+        ((2, 3), {2: "CANCELLED", 3: "PENDING"}, None),  # not confirmed yet
+        ((), {}, AfterCancel((), ())),
+    ],
+)
+def test_after_the_cancel_the_unstarted_move_and_the_started_stay(
+    pending: tuple[int, ...], states: dict[int, str], after: AfterCancel | None
+) -> None:
+    assert after_cancel(pending, states) == after
+
+
+@pytest.mark.parametrize(
+    ("job_id", "array", "index"),
+    [("47_3", "47", 3), ("47_13", "47", 13), ("470_3", "47", None), ("47", "47", None), ("47_[2-5%2]", "47", None)],
+)
+def test_a_task_of_an_array_is_its_id_and_index(job_id: str, array: str, index: int | None) -> None:
+    assert task_index(job_id, array) == index

@@ -7,7 +7,10 @@ sweep as one dispatch; ``eps cancel`` leaves nothing of it pending or running.""
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from faults_support import Eps, SlurmTrap, squeue, wait_until
@@ -21,13 +24,31 @@ def _id() -> str:
     return "f" + uuid.uuid4().hex[:10]
 
 
+def _cap_high_eur(gpus: int) -> None:
+    subprocess.run(["sacctmgr", "-i", "modify", "qos", "where", "name=high-eur", "set",
+                    f"MaxTRESPerUser=gres/gpu={gpus}"], check=False, capture_output=True, timeout=30)  # fmt: skip
+
+
+@pytest.fixture
+def high_allows_two(slurm_cluster: Path) -> Iterator[None]:
+    """high-eur's per-user cap lowered to 2 GPUs (the cluster's own cap: a third 1-GPU task
+    pends there with QOSMaxGRESPerUser while normal-eur has room); restored at the end."""
+    _cap_high_eur(2)
+    try:
+        yield
+    finally:
+        _cap_high_eur(16)
+
+
 def test_a_sweep_is_one_dispatch_one_array_and_every_task_runs_as_task_i_of_n(seps: Eps, strap: SlurmTrap) -> None:
     d = _id()
     rc, events, err = seps.execute("--dispatch-id", d, "--wait", "--sweep", "3", "--sweep-parallel", "2",
-                                   "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=1),
+                                   "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=4),
                                    timeout_s=120)  # fmt: skip
     assert rc == 0, (events, err)
-    assert [q for q, _ in strap.sbatches()] == ["high-eur"]  # one sbatch for the three tasks
+    # one sbatch for the three tasks: task 2 waited longer than the park cap (2 s) for the array's
+    # own %2 (JobArrayTaskLimit), which does not run the park clock, so it did not move
+    assert [q for q, _ in strap.sbatches()] == ["high-eur"]
     tasks = [f"{d}n{i}" for i in (1, 2, 3)]
     for i, t in enumerate(tasks):
         row = seps.dispatch(t)
@@ -43,18 +64,92 @@ def test_a_sweep_is_one_dispatch_one_array_and_every_task_runs_as_task_i_of_n(se
     assert squeue(f"eps-{d}") == []
 
 
-def test_cancel_of_a_sweep_leaves_nothing_pending_or_running(seps: Eps, strap: SlurmTrap) -> None:
+def _scancels(strap: SlurmTrap, after: int) -> list[str]:
+    return [c for c in strap.calls()[after:] if c.startswith("scancel")]
+
+
+def test_cancel_of_a_parked_sweep_is_one_scancel_and_leaves_nothing(seps: Eps, strap: SlurmTrap) -> None:
+    """4 tasks, one at a time (``%1``): the walk parks on the array (its own %K does not run the
+    park clock); ``eps cancel`` stops it, with ONE ``scancel J`` for the array."""
     d = _id()
-    rc, events, err = seps.execute("--dispatch-id", d, "--sweep", "4", "--sweep-parallel", "1",
-                                   "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=300),
-                                   timeout_s=60)  # fmt: skip
-    assert rc == 0, (events, err)
+    walk = seps.start("execute", "--json", "--dispatch-id", d, "--sweep", "4", "--sweep-parallel", "1",
+                      "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=300))  # fmt: skip
     wait_until(lambda: any(s == "RUNNING" for _, s, *_ in squeue(f"eps-{d}")), 30, "a task of the sweep to run")
-    assert len(strap.sbatches()) == 1
-    rc, out, err = seps.run("cancel", d)
+    [(_, array)] = strap.sbatches()
+    seen = len(strap.calls())
+    rc, out, err = seps.run("cancel", d, timeout_s=90)
     assert rc == 0, (out, err)
-    wait_until(lambda: squeue(f"eps-{d}") == [], 30, "nothing of the sweep in the queue")
+    walk.wait(30)  # the walk saw the cancel and stopped
+    assert "Traceback" not in walk.err, walk.err
+    assert squeue(f"eps-{d}") == []
+    assert _scancels(strap, seen) == [f"scancel -u root {array}"], strap.calls()[seen:]
+    assert len(strap.sbatches()) == 1
     states = {seps.dispatch(f"{d}n{i}")["state"] for i in (1, 2, 3, 4)}
     assert states == {"cancelled"}, states
     [row] = [r for r in json.loads(seps.run("status", "--json", d)[1])["dispatches"] if r["dispatch"] == d]
     assert row["tasks"]["total"] == 4 and row["tasks"]["running"] == row["tasks"]["pending"] == 0, row
+
+
+def test_cancel_of_a_sweep_on_two_arrays_is_one_scancel_per_array(
+    seps: Eps, strap: SlurmTrap, high_allows_two: None
+) -> None:
+    """6 tasks, high-eur allowing 2: 2 run on the first array, 4 on the second (the move);
+    ``eps cancel`` is two scancels, one per array, and leaves nothing pending or running."""
+    d = _id()
+    rc, events, err = seps.execute("--dispatch-id", d, "--sweep", "6",
+                                   "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=300),
+                                   timeout_s=90)  # fmt: skip
+    assert rc == 0, (events, err)
+    arrays = [job.split(";")[0] for _, job in strap.sbatches()]
+    assert len(arrays) == 2, strap.calls()
+    wait_until(lambda: len([s for _, s, *_ in squeue(f"eps-{d}") if s == "RUNNING"]) == 6, 30, "all six to run")
+    seen = len(strap.calls())
+    rc, out, err = seps.run("cancel", d, timeout_s=90)
+    assert rc == 0, (out, err)
+    assert squeue(f"eps-{d}") == []
+    assert sorted(_scancels(strap, seen)) == sorted(f"scancel -u root {a}" for a in arrays), strap.calls()[seen:]
+    states = {seps.dispatch(f"{d}n{i}")["state"] for i in range(1, 7)}
+    assert states == {"cancelled"}, states
+
+
+def test_the_pending_tasks_of_an_array_move_down_the_ladder_as_one_array(
+    seps: Eps, strap: SlurmTrap, high_allows_two: None
+) -> None:
+    """6 gpu-1 tasks, high-eur allowing 2 at once: one array on high-eur, 2 run; after the park
+    cap the 4 pending move as ONE array to normal-eur and the 2 running stay; all 6 end."""
+    d = _id()
+    rc, events, err = seps.execute("--dispatch-id", d, "--wait", "--sweep", "6",
+                                   "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=6),
+                                   timeout_s=120)  # fmt: skip
+    assert rc == 0, (events, err)
+    sbatches = strap.sbatches()
+    assert [q for q, _ in sbatches] == ["high-eur", "normal-eur"], strap.calls()  # two sbatch calls in all
+    first, second = (job.split(";")[0] for _, job in sbatches)
+    calls = strap.calls()
+    before = calls[: calls.index(f"sbatch normal-eur {sbatches[1][1]}")]
+    scancels = [c for c in before if c.startswith("scancel")]
+    assert scancels == [f"scancel -u root --state=PENDING {first}"], calls  # the pending tasks alone moved
+    stayed, moved = [], []
+    for i in range(6):
+        t = f"{d}n{i + 1}"
+        row = seps.dispatch(t)
+        assert (row["state"], row["exit_code"]) == ("ended", 0), row
+        assert (seps.state / "outputs" / t / "me").read_text() == f"{i} of 6\n"
+        tried = [(a["qos"], a["state"], a["outcome"], a["handle"]) for a in seps.attempts(t)]
+        if row["handle"]["id"] == f"{first}_{i}":
+            assert tried == [("high-eur", "ended", "ended", f"{first}_{i}")], tried
+            stayed.append(i)
+        else:  # an attempt per tier, each with the task's own handle there
+            assert row["handle"]["id"] == f"{second}_{i}", row
+            assert tried == [("high-eur", "advanced", "park_timeout", f"{first}_{i}"),
+                             ("normal-eur", "ended", "ended", f"{second}_{i}")], tried  # fmt: skip
+            moved.append(i)
+    assert (len(stayed), len(moved)) == (2, 4), (stayed, moved)
+    advanced = [e for e in events if e.get("event") == "advanced"]
+    assert [(e["dispatch"], e["qos"], e["id"]) for e in advanced] == [(d, "high-eur", first)], advanced
+    rc, out, err = seps.run("status", "--json", d)
+    assert rc == 0, err
+    [row] = [r for r in json.loads(out)["dispatches"] if r["dispatch"] == d]
+    assert row["tasks"] == {"total": 6, "done": 6, "failed": 0, "running": 0, "pending": 0}, row
+    assert seps.run("wait", d)[0] == 0
+    assert squeue(f"eps-{d}") == []

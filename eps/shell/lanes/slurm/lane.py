@@ -38,6 +38,7 @@ from eps.shell.lanes.slurm.cli import GONE, JobStatus, SlurmClient
 from eps.shell.util.polling import poll_until
 
 if TYPE_CHECKING:  # eps status builds this lane for its inventory (squeue) alone: no ssh or rsync for that
+    from eps.core.array_move import AfterCancel
     from eps.core.walk import AttemptRecord
     from eps.shell.lanes.jobs import JobFiles, Site
 
@@ -157,7 +158,7 @@ class SlurmLane:
         comes from the wrapper as on every lane), then the array submitted with at most
         ``at_once`` running (``%K``) and each task's sbatch output in its own root.  The
         handle is the array's job id J; task i is ``J_i`` in squeue and sacct.  The walker
-        does not call it yet (docs/design/sweeps.md)."""
+        parks on it as one job (eps.shell.run.sweeps)."""
         import posixpath
 
         from eps.shell.lanes.jobs import stage
@@ -182,6 +183,65 @@ class SlurmLane:
         queued = Handle(self.name, LaneKind.SLURM, "", rung.key, qos=rung.qos, machine=rung.machine)
         submitted = self.client.submit(script, [f"--output={base}/%a/sbatch.out"])
         return submitted.map(lambda job_id: evolve(queued, id=job_id, state=HandleState.PENDING))
+
+    def sweep_jobs(self, dispatch: str) -> Result[tuple[JobStatus, ...], LaneFailure]:
+        """The live tasks (``J_i``) of every array of sweep ``dispatch``: one ``squeue -r``."""
+        name = self.job_name(dispatch)
+        return self.client.list_by_name(name).map(lambda jobs: tuple(j for j in jobs if j.name == name))
+
+    def cancel_pending(
+        self, dispatch: str, array_id: str, pending: tuple[int, ...]
+    ) -> Result[AfterCancel, LaneFailure]:
+        """``scancel --state=PENDING J`` (the array's running tasks stay), then wait until
+        every task of ``pending`` has left the pending state: which left unstarted (they move)
+        and which started between the last poll and the cancel (they stay)."""
+        from eps.core.array_move import after_cancel, task_index
+
+        cancelled = self.client.cancel(array_id, pending_only=True)
+        if isinstance(cancelled, Failure):
+            return cancelled
+        still = LaneFailure(
+            FailureKind.TRANSIENT,
+            f"array {array_id}: tasks still pending {self._cancel_timeout_s:g} s after scancel",
+            code="cancel_not_confirmed",
+        )
+
+        def settled() -> AfterCancel | None:
+            live = self.sweep_jobs(dispatch).value_or(None)
+            if live is None:
+                return None
+            states = {i: j.state for j in live if (i := task_index(j.job_id, array_id)) is not None}
+            if any(states.get(i) == "PENDING" for i in pending):
+                return None
+            for i in pending:
+                if i not in states:  # squeue forgot it: sacct says whether it ran (a robot login: GONE)
+                    states[i] = self.client.poll(f"{array_id}_{i}").map(lambda s: s.state).value_or("PENDING")
+            return after_cancel(pending, states)
+
+        found = poll_until(
+            settled, timeout_s=self._cancel_timeout_s, interval_s=0.1, clock=self._clock, sleep=self._sleep
+        )
+        return Success(found) if found is not None else Failure(still)
+
+    def cancel_array(self, dispatch: str, array_id: str) -> Result[None, LaneFailure]:
+        """``scancel J``: every task of sweep ``dispatch``'s array J at once (running and
+        pending), then wait until squeue lists none of them."""
+        from eps.core.array_move import task_index
+
+        cancelled = self.client.cancel(array_id)
+        if isinstance(cancelled, Failure):
+            return cancelled
+
+        def gone() -> bool | None:
+            live = self.sweep_jobs(dispatch).value_or(None)
+            if live is None:
+                return None
+            return True if not any(task_index(j.job_id, array_id) is not None for j in live) else None
+
+        if poll_until(gone, timeout_s=self._cancel_timeout_s, interval_s=0.1, clock=self._clock, sleep=self._sleep):
+            return Success(None)
+        said = f"array {array_id}: tasks still live {self._cancel_timeout_s:g} s after scancel"
+        return Failure(LaneFailure(FailureKind.TRANSIENT, said, code="cancel_not_confirmed"))
 
     def start_estimate(self, job: Job, rung: Rung, dispatch: str) -> int | None:
         """How long until ``job`` would start on ``rung`` here, by the cluster's estimate

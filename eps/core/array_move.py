@@ -1,0 +1,75 @@
+"""A sweep's array on a SLURM tier: when its park clock runs, and what a move takes.
+
+The tasks of a sweep on a SLURM tier are one array (docs/design/sweeps.md).  Its pending
+tasks walk the ladder together: the tier's park clock runs while some task is pending for a
+reason of the cluster (priority, resources, a QoS cap), not while the only thing holding
+tasks back is the array's own ``%K`` (:data:`OWN_LIMIT`).  After the tier's cap the pending
+tasks are cancelled (``scancel --state=PENDING J``: the running ones stay) and those that
+were still pending go on to the next tier as one array, whose ``%`` is what is left of K
+beside the tasks still running.  Here, pure: those decisions, each a small function.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from attrs import frozen
+
+#: SLURM's pending reason for a task its own array's ``%K`` holds back (squeue(1),
+#: "JOB REASON CODES"): not a reason of the cluster, so no reason to move on.
+OWN_LIMIT = "JobArrayTaskLimit"
+
+#: A task's state after ``scancel --state=PENDING`` that says it was cancelled before it
+#: started (squeue forgot it, or sacct says CANCELLED): it moves to the next tier.
+_LEFT_UNSTARTED = frozenset({"CANCELLED", "GONE"})
+
+_TASK = re.compile(r"([0-9]+)_([0-9]+)")
+
+
+def task_index(job_id: str, array_id: str) -> int | None:
+    """Task i of array ``array_id`` when ``job_id`` is ``<array_id>_<i>``, else ``None``."""
+    m = _TASK.fullmatch(job_id)
+    return int(m.group(2)) if m is not None and m.group(1) == array_id else None
+
+
+def clock_runs(reasons: Iterable[str | None]) -> bool:
+    """Whether the tier's park clock runs, given the pending reasons of the array's pending
+    tasks: yes while one of them waits for the cluster (a reason other than the array's own
+    ``%K``; a task not yet looked at, reason ``None``, waits for the cluster too)."""
+    return any(r != OWN_LIMIT for r in reasons)
+
+
+def cluster_reason(reasons: Iterable[str | None]) -> str | None:
+    """The pending reason of the cluster the array waits on (the first that is not its own
+    ``%K``), for the park decision and the log."""
+    return next((r for r in reasons if r is not None and r != OWN_LIMIT), None)
+
+
+def moved_at_once(k: int | None, running: int) -> int | None:
+    """The ``%`` of the array the moved tasks become: K minus the sweep's tasks still running,
+    at least 1 (a robot login has no scontrol to raise it later); no cap when K is none."""
+    return None if k is None else max(1, k - running)
+
+
+@frozen
+class AfterCancel:
+    """What ``scancel --state=PENDING J`` did to the tasks that were pending: ``moved`` left
+    unstarted (they go to the next tier), ``started`` began between the poll and the cancel
+    (they stay where they are, as one job does)."""
+
+    moved: tuple[int, ...]
+    started: tuple[int, ...]
+
+
+def after_cancel(pending: Iterable[int], states: Mapping[int, str]) -> AfterCancel | None:
+    """Split the tasks that were pending by the state each is in now (``GONE``: neither squeue
+    nor sacct knows it); ``None`` while one is still PENDING (the cancel is not confirmed yet)."""
+    moved: list[int] = []
+    started: list[int] = []
+    for i in sorted(set(pending)):
+        state = states.get(i, "GONE")
+        if state == "PENDING":
+            return None
+        (moved if state in _LEFT_UNSTARTED else started).append(i)
+    return AfterCancel(tuple(moved), tuple(started))
