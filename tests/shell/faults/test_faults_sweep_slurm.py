@@ -2,7 +2,11 @@
 docs/design/sweeps.md): ``eps execute --sweep N --sweep-parallel K`` records one dispatch
 with N task rows and submits them as ONE ``sbatch --array`` (the wrapper's call log counts
 the sbatch calls); each task runs as task i of N; ``eps wait`` and ``eps status`` see the
-sweep as one dispatch; ``eps cancel`` leaves nothing of it pending or running."""
+sweep as one dispatch.  The array's pending tasks walk the ladder together (after the park
+cap the pending ones move as ONE array, the running ones stay; the array's own %K does not
+run the clock); ``eps cancel`` is one scancel per array and leaves nothing pending or
+running; an array submitted but not recorded (the supervisor killed after its sbatch) is
+adopted by its job name, task by task, never submitted again."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_support import Eps, SlurmTrap, squeue, wait_until
+from faults_support import Eps, GcpTrap, RunpodTrap, SlurmTrap, scancel_names, squeue, wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -152,4 +156,45 @@ def test_the_pending_tasks_of_an_array_move_down_the_ladder_as_one_array(
     [row] = [r for r in json.loads(out)["dispatches"] if r["dispatch"] == d]
     assert row["tasks"] == {"total": 6, "done": 6, "failed": 0, "running": 0, "pending": 0}, row
     assert seps.run("wait", d)[0] == 0
+    assert squeue(f"eps-{d}") == []
+
+
+@pytest.fixture
+def dseps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, slurm_cluster: Path, sshd: Path) -> Iterator[Eps]:
+    """Detached eps (a supervisor walks each dispatch) against the real cluster."""
+    e = Eps(tmp_path, gtrap.fake, rtrap.fake, slurm=True, caps=(2, 1), detached=True)
+    yield e
+    e.close()
+    scancel_names("eps-f")
+
+
+def test_an_array_submitted_but_not_recorded_is_adopted_never_submitted_again(dseps: Eps) -> None:
+    """The supervisor killed right after the array's sbatch ran, before its answer was
+    recorded: each task's attempt is on record without a handle.  ``eps execute --resume``:
+    reconcile finds the array by its job name (``eps-D``), gives each task row its own
+    ``J_i``, and the sweep ends 3/3 with the one sbatch it made."""
+    strap = SlurmTrap(dseps.faults)
+    d = _id()
+    strap.arm("sbatch", "after")
+    caller = dseps.start("execute", "--json", "--dispatch-id", d, "--sweep", "3",
+                         "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=15))  # fmt: skip
+    wait_until(lambda: strap.fired() == ["KILL after sbatch"], 60, "the supervisor killed after the sbatch")
+    caller.kill()
+    caller.wait(10)
+    [(_, array)] = strap.sbatches()
+    tasks = [f"{d}n{i}" for i in (1, 2, 3)]
+    for t in tasks:
+        [a] = dseps.attempts(t)
+        assert (a["state"], a["qos"], a["handle"]) == ("intent", "high-eur", None), a
+    assert {j.split("_")[0] for j, *_ in squeue(f"eps-{d}")} == {array}  # the array lives on, unrecorded
+    rc, events, err = dseps.execute("--resume", d, timeout_s=90)
+    assert rc == 0, (events, err)
+    assert dseps.run("wait", d, timeout_s=90)[0] == 0
+    assert strap.sbatches() == [("high-eur", array)]  # never submitted again
+    for i, t in enumerate(tasks):
+        row = dseps.dispatch(t)
+        assert (row["state"], row["exit_code"], row["handle"]["id"]) == ("ended", 0, f"{array}_{i}"), row
+        [a] = dseps.attempts(t)
+        assert (a["state"], a["handle"]) == ("ended", f"{array}_{i}"), a
+        assert (dseps.state / "outputs" / t / "me").read_text() == f"{i} of 3\n"
     assert squeue(f"eps-{d}") == []

@@ -136,3 +136,41 @@ def test_the_lane_ships_each_task_its_own_wrapper_and_submits_them_with_one_sbat
         task = lane.poll(evolve(handle, id=f"{handle.id}_{i}")).unwrap()  # task i is a handle of its own
         assert task.state is HandleState.FINISHED
     assert called.count("sbatch") == 1
+
+
+def test_the_lane_moves_pending_tasks_cancels_an_array_at_once_and_finds_it_by_the_sweeps_name(
+    fellows: ClusterConfig, tmp_path: Path
+) -> None:
+    """``cancel_pending``: the pending tasks leave unstarted (moved), the running one stays;
+    ``cancel_array``: one scancel J ends the rest; ``was_submitted`` of task 0 finds its run in
+    sacct under the sweep's name (``eps-sweep2``), and a task index the array never had is not."""
+    import time
+
+    from eps.core.array_move import AfterCancel
+    from eps.core.names import copy_id
+    from eps.core.states import AttemptState
+    from eps.core.walk import AttemptRecord
+
+    called: list[str] = []
+
+    def runner(argv: Sequence[str], stdin: str | None = None) -> tuple[int, str, str]:
+        called.append(" ".join(argv))
+        return subprocess_runner(argv, stdin)
+
+    lane = SlurmLane(fellows, SlurmClient(runner), user=USER, work_root=str(tmp_path / "work"))
+    job = Job("gpu-1", 600, command=("sleep", "120"), sweep=4, sweep_parallel=1)
+    rung = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "sweep", qos="high-eur", gpus=1)
+    began = time.time()
+    array = lane.start_array(job, rung, "sweep2", (0, 1, 2, 3), JobFiles(), at_once=1).unwrap().id
+    wait_until(lambda: _tasks(array).get(f"{array}_0", ("", ""))[0] == "RUNNING", 30, f"{array}_0 to run")
+    assert lane.cancel_pending("sweep2", array, (1, 2, 3)).unwrap() == AfterCancel((1, 2, 3), ())
+    assert list(_tasks(array)) == [f"{array}_0"]  # the running task stays
+    assert [j.job_id for j in lane.sweep_jobs("sweep2").unwrap()] == [f"{array}_0"]
+    lane.cancel_array("sweep2", array).unwrap()
+    assert _tasks(array) == {}
+    assert [c for c in called if c.startswith("scancel")] == [f"scancel --state=PENDING {array}", f"scancel {array}"]
+    attempt = AttemptRecord(1, rung, AttemptState.INTENT, started_at=began, name=lane.job_name("sweep2"))
+
+    wait_until(lambda: f"{array}_0" in _ended(array), 30, "sacct to know task 0")
+    assert lane.was_submitted(copy_id("sweep2", 1), attempt).unwrap() is True
+    assert lane.was_submitted(copy_id("sweep2", 9), attempt).unwrap() is False

@@ -328,8 +328,13 @@ class SlurmLane:
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         if self.cluster.robot:
             return self._robot_submitted(dispatch, attempt)
-        seen = self.client.history_by_name(self.job_name(dispatch), attempt.started_at - 60)
-        return seen.map(lambda jobs: any(j.qos == attempt.rung.qos for j in jobs))
+        # By the name the attempt was recorded with: a task of a sweep is in its array, named
+        # for the sweep (``eps-D``), task i as ``J_i`` (a task never started is not its own row there)
+        name = attempt.name or self.job_name(dispatch)
+        seen = self.client.history_by_name(name, attempt.started_at - 60)
+        owner = dispatch_of_job(name)
+        return seen.map(lambda jobs: any(j.qos == attempt.rung.qos and task_of_array(owner, j.job_id) == dispatch
+                                         for j in jobs))  # fmt: skip
 
     def _robot_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         """No sacct through a robot login: a live job of this name and tier in squeue, else a
