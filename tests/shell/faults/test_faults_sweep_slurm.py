@@ -198,3 +198,28 @@ def test_an_array_submitted_but_not_recorded_is_adopted_never_submitted_again(ds
         assert (a["state"], a["handle"]) == ("ended", f"{array}_{i}"), a
         assert (dseps.state / "outputs" / t / "me").read_text() == f"{i} of 3\n"
     assert squeue(f"eps-{d}") == []
+
+
+def test_when_the_ladder_is_spent_the_pending_tasks_go_to_a_paid_lane_task_by_task(
+    seps: Eps, strap: SlurmTrap, gtrap: GcpTrap, blocker: str
+) -> None:
+    """2 gpu-8 tasks pend on every tier (the blocker holds a GPU): ONE array per tier (3 sbatch
+    calls, not 6), each moved with an attempt per tier; then each task is its own GCP machine."""
+    d = _id()
+    rc, events, err = seps.execute("--dispatch-id", d, "--sweep", "2", "gpu-8", "--duration", "10m",
+                                   "--", "sleep", "300", timeout_s=120)  # fmt: skip
+    assert rc == 0, (events, err)
+    assert [q for q, _ in strap.sbatches()] == ["high-eur", "normal-eur", "low-eur"], strap.calls()
+    machines = set()
+    for i in (1, 2):
+        t = f"{d}n{i}"
+        row = seps.dispatch(t)
+        assert (row["state"], row["handle"]["lane"]) == ("started", "gcp"), row
+        machines.add(row["handle"]["id"])
+        tried = [(a["lane"], a["qos"], a["state"], a["outcome"]) for a in seps.attempts(t)]
+        assert tried[:3] == [("fellows", q, "advanced", "park_timeout") for q in ("high-eur", "normal-eur", "low-eur")]
+        assert [x[0] for x in tried[3:]] == ["gcp"], tried
+    assert len(machines) == 2
+    assert squeue(f"eps-{d}") == []
+    rc, out, err = seps.run("cancel", d, timeout_s=90)
+    assert rc == 0, (out, err)
