@@ -170,13 +170,16 @@ def status(
     intent: str | None = None,
     limit: int | None = 20,
     env: Mapping[str, str] | None = None,
+    mine: bool = False,
+    host: str | None = None,
 ) -> list[dict[str, Any]]:
     """The dispatches as ``eps status --json`` lists them (schema: ``eps schema status``):
     one, or the active ones and the newest ``limit`` (``None``: all), or those matching
-    ``active`` / ``since`` (a duration: ``"2d"``) / ``intent``."""
+    ``active`` / ``since`` (a duration: ``"2d"``) / ``intent``; on a team's ledger, ``mine``
+    (this host's alone) or ``host`` (that host's alone)."""
     from eps.shell.service.operations import Service
 
     since_s = None if since is None else seconds(since, "since")
     rows: list[dict[str, Any]] = Service(env).status(dispatch, active=active, since_s=since_s, intent=intent,
-                                                     limit=limit)["dispatches"]  # fmt: skip
+                                                     limit=limit, mine=mine, host=host)["dispatches"]  # fmt: skip
     return rows

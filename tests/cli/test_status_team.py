@@ -1,6 +1,7 @@
 """``eps status`` on a team's ledger (PostgreSQL shared by hosts): every dispatch, each with its
-owner host and user; ``--mine`` this host's alone, ``--host NAME`` that host's; the two
-together are a usage error (exit 2)."""
+owner host and user (the table's ``owner`` column, ``user@host``; a SQLite ledger's table has
+no such column); ``--mine`` this host's alone, ``--host NAME`` that host's; the two together
+are a usage error (exit 2).  The MCP tool and the Python API take the same filters."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
+
+import eps
 from eps.core.model import Job
 from eps.core.states import DispatchState
 from eps.shell.state.ledger import Ledger
@@ -22,11 +27,15 @@ def _dispatch(ledger: Ledger, d: str) -> None:
     ledger.set_dispatch(d, DispatchState.FAILED, message="done")  # settled: nothing to revive or reconcile
 
 
-def _status(tmp_path: Path, url: str, host: str, *args: str, json_out: bool = True) -> tuple[int, str, str]:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "EPS_STATE_DIR": str(tmp_path / host),
-           "EPS_STATE_URL": url, "EPS_STATE_HOST": host, "PGPASSFILE": os.environ["PGPASSFILE"],
-           "EPS_CONFIG": str(tmp_path / "none.toml")}  # fmt: skip
+def _env(tmp_path: Path, url: str | None, host: str) -> dict[str, str]:
     (tmp_path / "none.toml").write_text("")
+    return {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "EPS_STATE_DIR": str(tmp_path / host),
+            "EPS_CONFIG": str(tmp_path / "none.toml"),
+            **({"EPS_STATE_URL": url, "EPS_STATE_HOST": host, "PGPASSFILE": os.environ["PGPASSFILE"]} if url else {})}
+
+
+def _status(tmp_path: Path, url: str | None, host: str, *args: str, json_out: bool = True) -> tuple[int, str, str]:
+    env = _env(tmp_path, url, host)
     argv = [sys.executable, "-c", "from eps.shell.cli import entry; entry()", "status", *(["--json"] * json_out), *args]
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
     return p.returncode, p.stdout, p.stderr
@@ -54,6 +63,60 @@ def test_status_shows_each_dispatchs_owner_and_filters_by_host(tmp_path: Path, p
     assert rc == 0 and [r["dispatch"] for r in json.loads(out)["dispatches"]] == ["eteama0002"], (out, err)
     rc, out, err = _status(tmp_path, pg_url, "host-b", "--host", "host-a", json_out=False)  # the table
     assert rc == 0 and "eteama0001" in out and "eteamb0001" not in out, (out, err)
+    rc, out, err = _status(tmp_path, pg_url, "host-b", "--wide", json_out=False)  # whose each one is
+    head, *lines = out.splitlines()
+    assert rc == 0 and head.split()[:2] == ["dispatch", "owner"], (out, err)
+    owner_of = {line.split()[0]: line.split()[1] for line in lines if line.startswith("eteam")}
+    assert owner_of == {"eteama0001": "user-of-host-a@host-a", "eteama0002": "user-of-host-a@host-a",
+                        "eteamb0001": "user-of-host-b@host-b"}, out  # fmt: skip
     rc, out, err = _status(tmp_path, pg_url, "host-b", "--mine", "--host", "host-a")
     assert rc == 2 and out == "", (out, err)
     assert json.loads(err)["error"] == {"code": "usage", "text": "eps status: --mine or --host NAME, not both"}
+
+
+def _tool(env: dict[str, str], name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    from eps.shell.mcp.server import build
+    from eps.shell.service.operations import Service
+
+    result = anyio.run(build(Service(dict(env))).call_tool, name, arguments)
+    doc: dict[str, Any] = result.structured_content
+    assert result.is_error == ("error" in doc), doc
+    return doc
+
+
+def test_the_mcp_tool_and_the_python_api_filter_as_the_command_does(tmp_path: Path, pg_url: str) -> None:
+    a = Ledger(str(tmp_path / "host-a"), url=pg_url, host="host-a")
+    b = Ledger(str(tmp_path / "host-b"), url=pg_url, host="host-b")
+    try:
+        _dispatch(a, "eteama0001")
+        _dispatch(b, "eteamb0001")
+    finally:
+        a.close()
+        b.close()
+    env = _env(tmp_path, pg_url, "host-b")
+    mine = _tool(env, "status", {"mine": True})
+    assert [r["dispatch"] for r in mine["dispatches"]] == ["eteamb0001"], mine
+    theirs = _tool(env, "status", {"host": "host-a"})
+    assert [(r["dispatch"], r["owner"]) for r in theirs["dispatches"]] == [
+        ("eteama0001", {"host": "host-a", "user": "user-of-host-a"})], theirs  # fmt: skip
+    both = _tool(env, "status", {"mine": True, "host": "host-a"})
+    assert both["error"] == {"code": "usage", "text": "status: mine or host NAME, not both"}, both
+    assert [r["dispatch"] for r in eps.status(env=env, mine=True)] == ["eteamb0001"]
+    assert [r["dispatch"] for r in eps.status(env=env, host="host-a")] == ["eteama0001"]
+    assert len(eps.status(env=env)) == 2
+
+
+def test_a_ledger_no_other_host_shares_has_no_owner_column(tmp_path: Path) -> None:
+    ledger = Ledger(str(tmp_path / "solo"))
+    try:
+        ledger.new_dispatch("esolo00001", Job("cpu-small", 60, command=("true",)))
+        ledger.set_dispatch("esolo00001", DispatchState.FAILED, message="done")
+    finally:
+        ledger.close()
+    rc, out, err = _status(tmp_path, None, "solo", "--wide", json_out=False)
+    head = out.splitlines()[0].split()
+    assert rc == 0 and head[:2] == ["dispatch", "intent"] and "owner" not in head, (out, err)
+    rc, out, err = _status(tmp_path, None, "solo")
+    assert rc == 0 and "owner" not in json.loads(out)["dispatches"][0], out
+    rc, out, err = _status(tmp_path, None, "solo", "--mine")  # on one host every dispatch is this host's
+    assert rc == 0 and [r["dispatch"] for r in json.loads(out)["dispatches"]] == ["esolo00001"], (out, err)

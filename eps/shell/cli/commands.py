@@ -359,9 +359,8 @@ def _status(ns: argparse.Namespace, ctx: Ctx) -> int:
     """``eps status``: the service's document, as JSON or a table."""
     from eps.shell.service import operations
     limit = None if ns.all else ns.limit
-    host = ctx.ledger.host if ns.mine else ns.host  # --mine on SQLite: every dispatch is this host's
     doc = operations.status(ctx, ns.dispatch, limit=limit, active=ns.active, since_s=ns.since, intent=ns.intent,
-                            timeout_s=float(ns.timeout), host=host)  # fmt: skip
+                            timeout_s=float(ns.timeout), host=ns.host, mine=ns.mine)  # fmt: skip
     if ns.json:
         _emit(doc)
     else:

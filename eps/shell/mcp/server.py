@@ -67,6 +67,8 @@ Duration = Annotated[
 ]
 Command = Annotated[str | list[str], Field(description="one string: a shell line (run by bash -lc); a list: an argv")]
 Dispatch = Annotated[str, Field(description="a dispatch id (from execute or status)")]
+Mine = Annotated[bool, Field(description="a team's ledger: only this host's dispatches")]
+Host = Annotated[str | None, Field(description="a team's ledger: only the dispatches of this host")]
 Doc = Annotated[dict[str, Any] | str | None, Field(description="the object inline, or the path of its file")]
 Retry = Annotated[
     str | list[str] | None,
@@ -232,11 +234,12 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
 
     @tool(description=_say("status", "eps status --json"))
     def status(dispatch: str | None = None, active: bool = False, since: Duration = None, intent: IntentFilter = None,
-               limit: int = 20, all: bool = False, timeout: Duration = "5s") -> CallToolResult:  # fmt: skip
+               limit: int = 20, all: bool = False, timeout: Duration = "5s", mine: Mine = False,
+               host: Host = None) -> CallToolResult:  # fmt: skip
         def run() -> dict[str, Any]:
             since_s = None if since is None else seconds(since, "since")
             return svc.status(dispatch, active=active, since_s=since_s, intent=intent, limit=None if all else limit,
-                              timeout_s=seconds(timeout or 5, "timeout"))  # fmt: skip
+                              timeout_s=seconds(timeout or 5, "timeout"), mine=mine, host=host)  # fmt: skip
 
         return _answer(run)
 

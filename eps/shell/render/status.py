@@ -1,5 +1,6 @@
 """``eps status`` for people: one row per dispatch that fits the width (the note wraps),
-with its times and, as information only (P12), the list price of its runtime."""
+with its times and, as information only (P12), the list price of its runtime; on a ledger
+hosts share, who started it and from which host (``owner``, ``user@host``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from eps.shell.render.table import Column, render, styled, width_for
 
 _COLS = (
     Column("dispatch", keep=True),
+    Column("owner"),  # a team's ledger only: who started it, from which host (user@host)
     Column("intent"),
     Column("result"),
     Column("outputs"),
@@ -34,6 +36,13 @@ def _outputs(outputs: dict[str, Any] | None) -> str:
     return "-" if where == "none" else str(where)
 
 
+def _owner(owner: dict[str, Any] | None) -> str:
+    """Who started a dispatch of a team's ledger and from which host (``-``: recorded before leases)."""
+    if not owner:
+        return "-"
+    return f"{owner.get('user') or '?'}@{owner.get('host') or '?'}"
+
+
 def _when(ts: float | None) -> str:
     return "-" if ts is None else time.strftime("%m-%d %H:%M", time.localtime(ts))
 
@@ -46,6 +55,8 @@ def print_status(
     out = sys.stdout
     width = width_for(out, env, wide=wide)
     keep = [c.header for c in _COLS if width is None or width >= FULL_WIDTH or c.header not in ("started", "ended")]
+    if not any("owner" in r for r in rows):  # a ledger no other host shares: every dispatch is this host's
+        keep.remove("owner")
     table = []
     for r in rows:
         h = r["handle"] or {}
@@ -72,7 +83,8 @@ def print_status(
         if r.get("restarts"):
             note = f"restart {r['restarts']}: {note}"
         cells = {
-            "dispatch": r["dispatch"], "intent": r["intent"], "result": r["result"], "where": where,
+            "dispatch": r["dispatch"], "owner": _owner(r.get("owner")), "intent": r["intent"], "result": r["result"],
+            "where": where,
             "outputs": _outputs(r.get("outputs")),
             "submitted": _when(r["submitted_at"]), "started": _when(r["started_at"]), "ended": _when(r["ended_at"]),
             "runtime": runtime, "list $": money, "note": note,

@@ -332,10 +332,12 @@ def status(
     intent: str | None = None,
     timeout_s: float = 5.0,
     host: str | None = None,
+    mine: bool = False,
 ) -> dict[str, Any]:
     """``eps status --json``: reconcile (each provider within ``timeout_s``; one without
     credentials is not asked), then the rows from the ledger and notes on what was not asked.
-    ``host``: only the dispatches that team host owns (a shared ledger)."""
+    ``host``: only the dispatches that team host owns (a shared ledger); ``mine``: only this
+    host's (on SQLite every dispatch is this host's)."""
     from eps.shell.run import held
     from eps.shell.run.reconcile import Reconciler
     from eps.shell.service.status_rows import status as rows_now
@@ -347,6 +349,11 @@ def status(
         from eps.core.router import unknown_intent
 
         raise unknown_intent(intent, settings.policy)
+    if mine and host is not None:
+        raise JobError("usage", "status: mine or host NAME, not both", None)
+    if host is not None and (not isinstance(host, str) or not host.strip()):
+        raise JobError("usage", f"status: host must be a host's name, got {host!r}", None)
+    host = ledger.host if mine else host  # mine on SQLite (host None): every dispatch is this host's
     rec = Reconciler(ledger, lanes, ctx.events, workers=settings.fanout_concurrency, answer_within_s=float(timeout_s))
     rec.reconcile({dispatch} if dispatch else None)
     since = None if since_s is None else time.time() - since_s
@@ -513,7 +520,8 @@ class Service:
             return execute_doc(ctx, submit(ctx, request, dispatch_id, snapshot, grants))
 
     def status(self, dispatch: str | None = None, **filters: Any) -> dict[str, Any]:
-        """:func:`status`: ``limit``, ``active``, ``since_s``, ``intent``, ``timeout_s``."""
+        """:func:`status`: ``limit``, ``active``, ``since_s``, ``intent``, ``timeout_s``,
+        ``mine``, ``host``."""
         with self.opened(revive=True) as ctx:
             return status(ctx, dispatch, **filters)
 
