@@ -120,3 +120,62 @@ def test_a_ledger_no_other_host_shares_has_no_owner_column(tmp_path: Path) -> No
     assert rc == 0 and "owner" not in json.loads(out)["dispatches"][0], out
     rc, out, err = _status(tmp_path, None, "solo", "--mine")  # on one host every dispatch is this host's
     assert rc == 0 and [r["dispatch"] for r in json.loads(out)["dispatches"]] == ["esolo00001"], (out, err)
+
+
+def _waiting(ledger: Ledger, d: str, user: str) -> None:
+    """A dispatch of ``user`` waiting for capacity (live, and nothing at a provider to release)."""
+    ledger.new_dispatch(d, Job("cpu-small", 60, command=("true",)))
+    share(ledger, d, "{}", 60.0, user=user)
+    ledger.wait_for_capacity(d, 4e9, "no capacity")
+
+
+def _cancel(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    argv = [sys.executable, "-c", "from eps.shell.cli import entry; entry()", "cancel", *args]
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_cancelling_another_users_dispatch_asks_for_force_and_records_who_did(tmp_path: Path, pg_url: str) -> None:
+    a = Ledger(str(tmp_path / "host-a"), url=pg_url, host="host-a")
+    b = Ledger(str(tmp_path / "host-b"), url=pg_url, host="host-b")
+    try:
+        for d in ("eteama0001", "eteama0002"):
+            _waiting(a, d, "alice")
+        _waiting(b, "eteamb0001", "bob")
+    finally:
+        a.close()
+        b.close()
+    env = {**_env(tmp_path, pg_url, "host-b"), "LOGNAME": "bob", "USER": "bob"}  # host B is bob's
+    (tmp_path / "none.toml").write_text('[jobs]\nsupervise = "inline"\n')  # nothing revived by a status here
+
+    def rows() -> dict[str, tuple[str, str | None]]:
+        led = Ledger(str(tmp_path / "look"), url=pg_url, host="look")
+        try:
+            return {str(r[0]): (str(r[1]), r[2]) for r in led.rows("SELECT id, state, cancelled_by FROM dispatches")}
+        finally:
+            led.close()
+
+    before = rows()
+    for args in (("--all",), ("eteama0001", "--json")):
+        rc, out, err = _cancel(env, *args)
+        assert rc == 2 and out == "" and err.count("\n") == 1, (args, out, err)
+        assert "eteama000" in err and "alice on host-a" in err and "--force" in err, err
+        assert rows() == before, args  # nothing changed
+    assert json.loads(err)["error"]["code"] == "not_yours", err
+    rc, out, err = _cancel(env, "eteamb0001", "--json")  # bob's own: no --force needed
+    assert rc == 0 and json.loads(out)["cancelled"] == ["eteamb0001"], (out, err)
+    rc, out, err = _cancel(env, "eteama0001", "--force", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["cancelled"] == ["eteama0001"], (out, err)
+    assert doc["cancelled_by"] == {"user": "bob", "host": "host-b"}, doc
+    rc, out, err = _status(tmp_path, pg_url, "host-b", "eteama0001")
+    [row] = json.loads(out)["dispatches"]
+    assert row["state"] == "cancelled" and row["cancelled_by"] == {"user": "bob", "host": "host-b"}, row
+    assert row["owner"] == {"host": "host-a", "user": "alice"}, row  # whose it was stays
+    assert rows()["eteama0002"] == ("waiting", None)
+    refused = _tool(env, "cancel", {"dispatch": "eteama0002"})  # the MCP tool asks the same
+    assert refused["error"]["code"] == "not_yours", refused
+    assert rows()["eteama0002"] == ("waiting", None)
+    forced = _tool(env, "cancel", {"dispatch": "eteama0002", "force": True})
+    assert forced["cancelled"] == ["eteama0002"] and forced["cancelled_by"] == {"user": "bob", "host": "host-b"}
+    assert json.loads(rows()["eteama0002"][1] or "{}") == {"user": "bob", "host": "host-b"}

@@ -97,12 +97,14 @@ def _dispatch_command(
     if ns.cmd == "cancel":
         if not ns.dispatch and not ns.all:
             raise JobError("usage", "eps cancel: name a dispatch or --all", None)
-        rep = operations.cancel(ctx, [ns.dispatch] if ns.dispatch else None)
+        rep = operations.cancel(ctx, [ns.dispatch] if ns.dispatch else None, force=ns.force)
         if ns.json:
             _emit(rep)
         else:
             cancelled = ", ".join(rep["cancelled"]) or "nothing"
-            sys.stdout.write(f"cancelled {cancelled}; released {len(rep['released'])}\n")
+            by = rep.get("cancelled_by")
+            by = f" (by {by['user']}@{by['host']})" if by else ""
+            sys.stdout.write(f"cancelled {cancelled}{by}; released {len(rep['released'])}\n")
             for line in (*rep["finished"], *rep["skipped"]):
                 sys.stdout.write(f"  {line}\n")
             for e in rep["errors"]:

@@ -446,6 +446,7 @@ def build(only: str | None = None) -> _Parser:  # noqa: PLR0915  (one statement 
     c = _sub(sub, "cancel", "stop a dispatch and release every resource (a finished one is left as it is)")
     _dispatch_arg(c, "the dispatch id", optional=True)
     c.add_argument("--all", action="store_true", help="every live dispatch")
+    c.add_argument("--force", action="store_true", help="a team's ledger: another user's dispatch too (recorded)")
     _json(c)
 
     r = _sub(sub, "reconcile", "compare the ledger with the providers; adopt or clean up")

@@ -68,6 +68,7 @@ Duration = Annotated[
 Command = Annotated[str | list[str], Field(description="one string: a shell line (run by bash -lc); a list: an argv")]
 Dispatch = Annotated[str, Field(description="a dispatch id (from execute or status)")]
 Mine = Annotated[bool, Field(description="a team's ledger: only this host's dispatches")]
+Force = Annotated[bool, Field(description="a team's ledger: cancel another user's dispatch too (recorded as yours)")]
 Host = Annotated[str | None, Field(description="a team's ledger: only the dispatches of this host")]
 Doc = Annotated[dict[str, Any] | str | None, Field(description="the object inline, or the path of its file")]
 Retry = Annotated[
@@ -273,8 +274,8 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
         return _answer(lambda: svc.pull(dispatch, to=to))
 
     @tool(description=_say("cancel", "eps cancel --json"))
-    def cancel(dispatch: str | None = None, all: bool = False) -> CallToolResult:
-        return _answer(lambda: svc.cancel(dispatch, every=all))
+    def cancel(dispatch: str | None = None, all: bool = False, force: Force = False) -> CallToolResult:
+        return _answer(lambda: svc.cancel(dispatch, every=all, force=force))
 
     @server.resource("eps://guide", name="guide", description="the agent guide (eps guide)", mime_type="text/markdown")
     def guide() -> str:

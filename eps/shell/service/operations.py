@@ -387,12 +387,29 @@ def _status_notes(rows: list[dict[str, Any]], lanes: Lanes, unchecked: dict[str,
     return notes
 
 
-def cancel(ctx: Ctx, dispatches: Sequence[str] | None) -> dict[str, Any]:
+def cancel(ctx: Ctx, dispatches: Sequence[str] | None, *, force: bool = False) -> dict[str, Any]:
     """``eps cancel --json``: stop ``dispatches`` (``None``: every live one) and release what
-    they hold."""
+    they hold.  On a ledger hosts share, a dispatch another user started is cancelled only
+    with ``force`` (without it: ``not_yours``, before anything is changed or asked), and each
+    cancel records who made it, from which host (``cancelled_by``, in the ledger)."""
     from eps.shell.run.reconcile import cancel as stop
 
-    return doc(**stop(ctx.ledger, ctx.lanes, ctx.events, dispatches, workers=ctx.settings.fanout_concurrency))
+    ledger = ctx.ledger
+    if ledger.shared and not force:
+        from eps.shell.state.team import others_of
+
+        if theirs := others_of(ledger, dispatches, ctx.lanes.env):
+            (d, o), more = theirs[0], f" (and {len(theirs) - 1} more of other users)" if len(theirs) > 1 else ""
+            raise JobError("not_yours", f"dispatch {d} was started by {o.user} on {o.host}{more}; to cancel it "
+                           "anyway: eps cancel --force (recorded as your cancel)", None)  # fmt: skip
+    rep = stop(ledger, ctx.lanes, ctx.events, dispatches, workers=ctx.settings.fanout_concurrency)
+    if ledger.shared and rep["cancelled"]:
+        from eps.shell.state.team import record_cancel, user_name
+
+        user = user_name(ctx.lanes.env)
+        record_cancel(ledger, rep["cancelled"], user)
+        rep["cancelled_by"] = {"user": user, "host": ledger.host}
+    return doc(**rep)
 
 
 def pull(ctx: Ctx, dispatch: str, to: str | None = None,
@@ -548,12 +565,12 @@ class Service:
         with self.opened() as ctx:
             return pull(ctx, dispatch, to)
 
-    def cancel(self, dispatch: str | None = None, *, every: bool = False) -> dict[str, Any]:
-        """``eps cancel DISPATCH`` (or ``--all``: ``every``)."""
+    def cancel(self, dispatch: str | None = None, *, every: bool = False, force: bool = False) -> dict[str, Any]:
+        """``eps cancel DISPATCH`` (or ``--all``: ``every``; ``force``: another user's too)."""
         if not dispatch and not every:
             raise JobError("usage", "eps cancel: name a dispatch or --all", None)
         with self.opened() as ctx:
-            return cancel(ctx, [dispatch] if dispatch else None)
+            return cancel(ctx, [dispatch] if dispatch else None, force=force)
 
     def next_events(self, dispatches: Sequence[str] | None = None, cursor: Mapping[str, int] | None = None, *,
                     timeout_s: float | None = None, max_events: int | None = None) -> dict[str, Any]:  # fmt: skip

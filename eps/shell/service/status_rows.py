@@ -48,7 +48,7 @@ def status(
     else:
         rows = ledger.recent(ACTIVE_STATES, limit)
     now = time.time() if now is None else now
-    owned = _owners(ledger, rows)
+    owned, cancels = _owners(ledger, rows)
     if host is not None:
         rows = [r for r in rows if (owned.get(r.id) or {}).get("host") == host]
         rows = rows[-limit:] if limit and dispatch is None else rows
@@ -78,6 +78,7 @@ def status(
                 "next_try_at": r.next_try_at if r.state is DispatchState.WAITING else None,
                 **_sweep_fields(ledger, r),
                 **({"owner": owned.get(r.id)} if ledger.shared else {}),  # a team's ledger: which host has it
+                **({"cancelled_by": by} if (by := cancels.get(r.id)) else {}),  # a team's: who cancelled it
                 "attempts": [
                     {
                         "seq": a.seq,
@@ -106,18 +107,26 @@ def _sweep_fields(ledger: Ledger, r: DispatchRow) -> dict[str, Any]:
                              "exit_code": c.exit_code} for c, word in tasks]}  # fmt: skip
 
 
-def _owners(ledger: Ledger, rows: list[DispatchRow]) -> dict[str, dict[str, str | None] | None]:
-    """On a ledger hosts share: each root's owner host and user (``None``: recorded before leases)."""
+def _owners(ledger: Ledger, rows: list[DispatchRow]) -> tuple[dict[str, dict[str, str | None] | None],
+                                                              dict[str, dict[str, str]]]:  # fmt: skip
+    """On a ledger hosts share: each root's owner host and user (``None``: recorded before
+    leases), and who cancelled each row (user, host) where one did."""
     if not ledger.shared or not rows:
-        return {}
+        return {}, {}
+    import json
+
     from eps.shell.state.team import owners
 
-    found = owners(ledger, {r.parent or r.id for r in rows})
+    found = owners(ledger, {r.parent or r.id for r in rows} | {r.id for r in rows})
     out: dict[str, dict[str, str | None] | None] = {}
+    cancels: dict[str, dict[str, str]] = {}
     for r in rows:
         o = found.get(r.parent or r.id)
         out[r.id] = None if o is None or o.host is None else {"host": o.host, "user": o.user}
-    return out
+        by = found.get(r.id)
+        if by is not None and by.cancelled_by:
+            cancels[r.id] = json.loads(by.cancelled_by)
+    return out, cancels
 
 
 def _times(r: DispatchRow, now: float, policy: Policy | None) -> dict[str, Any]:

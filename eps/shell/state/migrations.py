@@ -162,8 +162,14 @@ def _v9(db: Store) -> None:
         db.execute(f"ALTER TABLE dispatches ADD COLUMN {column}")
 
 
+def _v10(db: Store) -> None:
+    """A team's cancels: who cancelled a dispatch, from which host (JSON: ``user``, ``host``;
+    ``eps cancel`` on a ledger hosts share).  Unused on SQLite."""
+    db.execute("ALTER TABLE dispatches ADD COLUMN cancelled_by TEXT")
+
+
 MIGRATIONS: Mapping[int, Callable[[Store], None]] = {
-    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9, 10: _v10
 }  # fmt: skip
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -23,7 +23,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from eps.core.lease import LeaseState, LeaseTerms, lease_state
@@ -41,11 +41,17 @@ class Owner(NamedTuple):
     host: str | None
     user: str | None
     until: float | None  # when its lease ends (the database's clock); None: nobody holds it
+    cancelled_by: str | None = None  # who cancelled it (JSON: user, host), when one did
 
 
-def user_name() -> str:
+def user_name(env: Mapping[str, str] | None = None) -> str:
+    """This user's name: as ``getpass.getuser`` finds it (``LOGNAME``, ``USER``, ``LNAME``,
+    ``USERNAME``, then the password database), in ``env`` when given (a front door's)."""
     import getpass
 
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME") if env is not None else ():
+        if found := (env or {}).get(name):
+            return found
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no name for this uid
@@ -92,10 +98,41 @@ def owners(ledger: Ledger, ids: Iterable[str]) -> dict[str, Owner]:
     for i in range(0, len(wanted), 500):
         part = wanted[i : i + 500]
         marks = ",".join("?" * len(part))
-        sql = f"SELECT id, owner_host, owner_user, lease_until FROM dispatches WHERE id IN ({marks})"  # noqa: S608
+        columns = "id, owner_host, owner_user, lease_until, cancelled_by"
+        sql = f"SELECT {columns} FROM dispatches WHERE id IN ({marks})"  # noqa: S608
         for r in ledger.rows(sql, tuple(part)):
-            found[str(r[0])] = Owner(r[1], r[2], r[3])
+            found[str(r[0])] = Owner(r[1], r[2], r[3], r[4])
     return found
+
+
+def others_of(ledger: Ledger, dispatches: Iterable[str] | None, env: Mapping[str, str]) -> list[tuple[str, Owner]]:
+    """The roots of ``dispatches`` (``None``: every unsettled root) another user started, each
+    with its owner (``env``'s user is this one); one the ledger lacks is not among them."""
+    from eps.core.states import SETTLED_DISPATCH_STATES, DispatchState
+
+    if dispatches is None:
+        unsettled = tuple(s for s in DispatchState if s not in SETTLED_DISPATCH_STATES)
+        roots = [r.id for r in ledger.dispatches(states=unsettled) if r.parent is None]
+    else:
+        rows = [ledger.dispatch(d) for d in dispatches]
+        roots = [r.parent or r.id for r in rows if r is not None]
+    me, found = user_name(env), owners(ledger, roots)
+    return [(d, o) for d in dict.fromkeys(roots) if (o := found.get(d)) is not None and o.user not in (None, me)]
+
+
+def record_cancel(ledger: Ledger, ids: Iterable[str], user: str | None = None) -> None:
+    """Who cancelled ``ids`` (this host's user, or ``user``) and from which host."""
+    import json
+
+    wanted = sorted(set(ids))
+    if ledger.host is None or not wanted:
+        return
+    by = json.dumps({"user": user or user_name(), "host": ledger.host})
+    with ledger.transaction() as db:
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            db.execute(f"UPDATE dispatches SET cancelled_by=? WHERE id IN ({','.join('?' * len(part))})",  # noqa: S608
+                       (by, *part))  # fmt: skip
 
 
 def lease_of(ledger: Ledger, owner: Owner, now: float) -> LeaseState:
