@@ -6,6 +6,9 @@ installs it), one throwaway cluster per test session, a fresh database per test.
   a test database need not survive a power cut).  As root (CI), both run as the ``postgres``
   user (``runuser``), as PostgreSQL refuses root.  The session fixture's teardown stops the
   server (SIGINT: a fast shutdown) and removes the directory: no process is left behind.
+  A test that takes the database away starts a server of its own (:func:`start_server`) and
+  stops it for a while (:meth:`PgServer.halt`, then :meth:`PgServer.serve` on the same data
+  and port).
 - Connections over TCP need a password (scram-sha-256), so a test's URL holds none: the
   password is in a ``.pgpass`` file the session points ``PGPASSFILE`` at, as a user's would
   be.  The URL eps is given is credential-free, like a team's config.
@@ -57,9 +60,9 @@ class PgServer:
     root: str
     port: int
     password: str
-    proc: subprocess.Popen[bytes]
     as_user: list[str]
     bindir: str
+    proc: subprocess.Popen[bytes] | None = None  # the postmaster's runner while it serves
 
     def url(self, database: str = "postgres", *, password: bool = False) -> str:
         secret = f":{self.password}" if password else ""
@@ -86,8 +89,36 @@ class PgServer:
         except (OSError, ValueError):
             return None
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
+    def halt(self) -> None:
+        """Stop the server (a fast shutdown: every connection dropped), keeping its data, so
+        :meth:`serve` can start it again on the same port (a database outage)."""
+        self._shutdown()
+
+    def serve(self) -> None:
+        """Start the server (again) on its data directory and port, and wait until it answers."""
+        log = open(os.path.join(self.root, "server.log"), "ab")  # noqa: SIM115 (the server's for its life)
+        self.proc = subprocess.Popen(
+            [*self.as_user, f"{self.bindir}/postgres", "-D", os.path.join(self.root, "data"), "-k", self.root,
+             "-h", "127.0.0.1", "-p", str(self.port), "-F", "-c", "max_connections=200", "-c", "shared_buffers=64MB"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                self.admin("SELECT 1")
+            except Exception:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    with open(os.path.join(self.root, "server.log"), errors="replace") as fh:
+                        said = fh.read()[-2000:]
+                    self.stop()
+                    raise RuntimeError(f"PostgreSQL did not start: {said}") from None
+                time.sleep(0.1)
+            else:
+                return
+
+    def _shutdown(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
             # to the postmaster itself (runuser does not pass signals on): a fast shutdown
             pid = self.postmaster()
             with contextlib.suppress(ProcessLookupError):
@@ -98,6 +129,10 @@ class PgServer:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+
+    def stop(self) -> None:
+        """Stop the server and remove its directory: nothing is left behind."""
+        self._shutdown()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -112,7 +147,7 @@ def start_server() -> PgServer:
         os.chown(root, pw.pw_uid, pw.pw_gid)
         os.chmod(root, 0o700)
         as_user = ["runuser", "-u", "postgres", "--"]
-    data, sockets = os.path.join(root, "data"), root
+    data = os.path.join(root, "data")
     password = uuid.uuid4().hex
     pwfile = os.path.join(root, "pw")
     with open(pwfile, "w") as fh:
@@ -125,28 +160,9 @@ def start_server() -> PgServer:
         check=True, capture_output=True,
     )  # fmt: skip
     os.unlink(pwfile)
-    port = _free_port()
-    log = open(os.path.join(root, "server.log"), "wb")  # noqa: SIM115 (the server's for its life)
-    proc = subprocess.Popen(
-        [*as_user, f"{bindir}/postgres", "-D", data, "-k", sockets, "-h", "127.0.0.1", "-p", str(port),
-         "-F", "-c", "max_connections=200", "-c", "shared_buffers=64MB"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    log.close()
-    server = PgServer(root, port, password, proc, as_user, bindir)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            server.admin("SELECT 1")
-        except Exception:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                with open(os.path.join(root, "server.log"), errors="replace") as fh:
-                    said = fh.read()[-2000:]
-                server.stop()
-                raise RuntimeError(f"PostgreSQL did not start: {said}") from None
-            time.sleep(0.1)
-        else:
-            return server
+    server = PgServer(root, _free_port(), password, as_user, bindir)
+    server.serve()
+    return server
 
 
 @pytest.fixture(scope="session")

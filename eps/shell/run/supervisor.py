@@ -102,9 +102,11 @@ class Supervisor:
             self.notifier.start()
         while not self.stopping.is_set():
             wait_s = self.tick_s
+            # a dispatch whose thread ended (a lease lost, the database out of reach) is taken on again
+            # this round, once the database answers: the first round after an outage is busy, not idle
+            self.threads = {d: t for d, t in self.threads.items() if t.is_alive()}
             try:
                 self.take_on()
-                self.threads = {d: t for d, t in self.threads.items() if t.is_alive()}
                 busy = bool(self.threads) or (self.notifier is not None and self.notifier.owes())
                 said, out_s = None, 0.0
             except StateUnreachable as exc:
