@@ -7,11 +7,16 @@ The server is a throwaway cluster on loopback (tests/pg_support.py: Debian's Pos
 fsync off, the password in a .pgpass), stopped at the end.  Goal: at most 200 ms.
 Asserts nothing.
 
-Here (2 cores, a quiet machine, PostgreSQL 15, psycopg 3.3.9): PostgreSQL median 285 ms
-(CPU 262 ms), SQLite median 131 ms (CPU 126 ms).  The goal is not met: ``import psycopg``
-alone costs about 110 ms of CPU; the connection (scram-sha-256) and ~25 round trips most
-of the rest.  ``eps status --all --json``: 24.6 s against SQLite's 8.8 s (one query per
-dispatch for its attempts: a round trip each on PostgreSQL).
+Here (2 cores shared with other work, load 14-30, PostgreSQL 15, psycopg 3.3.9 with
+psycopg-binary), 2026-12-04: PostgreSQL CPU median 244 ms (wall 311 ms), SQLite CPU median
+125 ms (wall 265 ms: the machine was busy; CPU is the steadier figure).  The goal is not
+met, and the gap to SQLite is not the database's work: ``import psycopg`` alone costs about 115 ms of
+CPU (its C libpq wrapper, its error classes, asyncio and importlib.metadata, which it loads
+unconditionally), the connection (scram-sha-256) about 10 ms, and the 10 statements of a
+status about 10 ms on loopback.  Before the attempts of the rows shown were read in one query
+(``Ledger.attempts_of``) a status made 32 statements and took 259 ms of CPU;
+``eps status --all --json`` took 24.1 s (a round trip per dispatch), now 9.0 s against
+SQLite's 8.4 s.
 """
 
 from __future__ import annotations

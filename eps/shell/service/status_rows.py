@@ -16,7 +16,7 @@ from eps.shell.run.outputs_at import outputs_of
 from eps.shell.run.reconcile import ACTIVE_STATES
 from eps.shell.run.stalls import stall_fields
 from eps.shell.state import codec
-from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
+from eps.shell.state.ledger import DispatchRow, Ledger
 
 
 def status(
@@ -53,11 +53,9 @@ def status(
         rows = [r for r in rows if (owned.get(r.id) or {}).get("host") == host]
         rows = rows[-limit:] if limit and dispatch is None else rows
     out = []
+    attempts_of = ledger.attempts_of([r.id for r in rows])  # one query, not one per row
     for r in rows:
-        try:
-            attempts = ledger.attempts(r.id)
-        except QuarantinedRow:
-            attempts = []
+        attempts = attempts_of.get(r.id, [])  # none: an attempt row cannot be read (quarantined)
         out.append(
             {
                 "dispatch": r.id,

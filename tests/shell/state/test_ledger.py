@@ -146,6 +146,25 @@ def test_a_row_that_cannot_be_read_is_quarantined_and_the_others_work(tmp_path: 
     assert "ebad000001" in ledger.quarantined
     with pytest.raises(QuarantinedRow, match="egood00002"):
         ledger.attempts("egood00002")
+    assert ledger.attempts_of(["egood00001", "egood00002"]) == {"egood00001": []}  # read together: left out
+    ledger.close()
+
+
+def test_the_attempts_of_many_dispatches_are_read_together_as_each_alone(tmp_path: Path,
+                                                                        ledger_url: str | None) -> None:  # fmt: skip
+    ledger = Ledger(str(tmp_path), url=ledger_url)
+    job = Job("cpu-small", 60, command=("true",))
+    rung = Rung("gcp", LaneKind.GCP, Provisioning.SPOT, "", machine="e2-standard-4", zone="us-central1-a")
+    ids = [f"emany{i:05d}" for i in range(3)]
+    for i, d in enumerate(ids):
+        ledger.new_dispatch(d, job)
+        for n in range(i):
+            ledger.update_attempt(ledger.begin_attempt(d, rung, f"eps-{d}-{n}").id, AttemptState.FAILED, reason="x")
+    together = ledger.attempts_of([*reversed(ids), "enone00000"])
+    assert together == {**{d: ledger.attempts(d) for d in ids}, "enone00000": []}
+    assert [len(together[d]) for d in ids] == [0, 1, 2] and [a.seq for a in together[ids[2]]] == [1, 2]
+    many = [f"eabsent{i:04d}" for i in range(1200)] + [ids[2]]  # more than one query's worth
+    assert ledger.attempts_of(many)[ids[2]] == ledger.attempts(ids[2])
     ledger.close()
 
 
