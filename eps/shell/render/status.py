@@ -1,6 +1,7 @@
 """``eps status`` for people: one row per dispatch that fits the width (the note wraps),
 with its times and, as information only (P12), the list price of its runtime; on a ledger
-hosts share, who started it and from which host (``owner``, ``user@host``)."""
+hosts share, whose it is (``owner``, ``user@host``: who started it, or the host that took it
+over since)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from eps.shell.render.table import Column, render, styled, width_for
 
 _COLS = (
     Column("dispatch", keep=True),
-    Column("owner"),  # a team's ledger only: who started it, from which host (user@host)
+    Column("owner"),  # a team's ledger only: whose it is (user@host)
     Column("intent"),
     Column("result"),
     Column("outputs"),

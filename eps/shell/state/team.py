@@ -49,8 +49,8 @@ def user_name(env: Mapping[str, str] | None = None) -> str:
     ``USERNAME``, then the password database), in ``env`` when given (a front door's)."""
     import getpass
 
-    for name in ("LOGNAME", "USER", "LNAME", "USERNAME") if env is not None else ():
-        if found := (env or {}).get(name):
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if env is not None and (found := env.get(name)):
             return found
     try:
         return getpass.getuser()
