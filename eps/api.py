@@ -12,7 +12,7 @@ and the environment) unless ``env`` replaces the environment.  A :class:`Job`'s 
 are checked when it is made, and whether it can be planned by :func:`plan` and
 :func:`execute` (once, in the service), with the messages the command line gives; a bad
 one raises :class:`JobError` or :class:`ConfigError` (both ``ValueError``).  :func:`execute`,
-:func:`wait` and :func:`status` call the operations the CLI and the MCP server call
+:func:`wait`, :func:`status` and :func:`cancel` call the operations the CLI and the MCP server call
 (:mod:`eps.shell.service.operations`) and return their documents: nothing runs the CLI or
 redirects stdout.  ``execute(job, detach=True)`` returns as soon as the supervisor owns
 the dispatch; ``wait(dispatch, timeout=50)`` waits at most ``timeout``.
@@ -34,7 +34,7 @@ from eps.shell.service.planning import Planned
 if TYPE_CHECKING:
     from eps.shell.service.operations import Service
 
-__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "execute", "plan", "status", "wait"]
+__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "cancel", "execute", "plan", "status", "wait"]
 
 #: The exit codes :class:`Execution` carries, as plain ints (the contract's :class:`Exit`).
 OK, NOTHING_STARTS, STILL_RUNNING = int(Exit.OK), int(Exit.NOTHING_STARTS), int(Exit.STILL_RUNNING)
@@ -183,3 +183,14 @@ def status(
     rows: list[dict[str, Any]] = Service(env).status(dispatch, active=active, since_s=since_s, intent=intent,
                                                      limit=limit, mine=mine, host=host)["dispatches"]  # fmt: skip
     return rows
+
+
+def cancel(dispatch: str | None = None, *, every: bool = False, force: bool = False,
+           env: Mapping[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Stop ``dispatch`` (or, ``every``, every live one) and release what it holds: the
+    ``cancel`` document (``eps schema cancel``).  On a team's ledger a dispatch another user
+    started is cancelled only with ``force`` (else :class:`JobError` ``not_yours``, nothing
+    changed); the cancel is recorded as this user's (``cancelled_by``)."""
+    from eps.shell.service.operations import Service
+
+    return Service(env).cancel(dispatch, every=every, force=force)

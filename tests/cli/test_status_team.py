@@ -1,7 +1,8 @@
 """``eps status`` on a team's ledger (PostgreSQL shared by hosts): every dispatch, each with its
 owner host and user (the table's ``owner`` column, ``user@host``; a SQLite ledger's table has
 no such column); ``--mine`` this host's alone, ``--host NAME`` that host's; the two together
-are a usage error (exit 2).  The MCP tool and the Python API take the same filters."""
+are a usage error (exit 2).  The MCP tool and the Python API take the same filters.  A cancel
+of another user's dispatch asks for ``--force`` (``force``) at every door and is recorded."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 import eps
 from eps.core.model import Job
@@ -139,7 +141,7 @@ def test_cancelling_another_users_dispatch_asks_for_force_and_records_who_did(tm
     a = Ledger(str(tmp_path / "host-a"), url=pg_url, host="host-a")
     b = Ledger(str(tmp_path / "host-b"), url=pg_url, host="host-b")
     try:
-        for d in ("eteama0001", "eteama0002"):
+        for d in ("eteama0001", "eteama0002", "eteama0003"):
             _waiting(a, d, "alice")
         _waiting(b, "eteamb0001", "bob")
     finally:
@@ -179,3 +181,8 @@ def test_cancelling_another_users_dispatch_asks_for_force_and_records_who_did(tm
     forced = _tool(env, "cancel", {"dispatch": "eteama0002", "force": True})
     assert forced["cancelled"] == ["eteama0002"] and forced["cancelled_by"] == {"user": "bob", "host": "host-b"}
     assert json.loads(rows()["eteama0002"][1] or "{}") == {"user": "bob", "host": "host-b"}
+    with pytest.raises(eps.JobError) as refused_here:  # and the Python API
+        eps.cancel("eteama0003", env=env)
+    assert refused_here.value.code == "not_yours" and rows()["eteama0003"] == ("waiting", None)
+    assert eps.cancel("eteama0003", force=True, env=env)["cancelled"] == ["eteama0003"]
+    assert rows()["eteama0003"][0] == "cancelled"
