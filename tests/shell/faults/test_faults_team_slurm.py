@@ -1,0 +1,175 @@
+"""A team on one PostgreSQL (issue 37) on the real local SLURM cluster: a host lost while its
+dispatch is parked on high-eur.
+
+Two hosts are simulated as in test_faults_team.py (each its own HOME, state dir, config and
+supervisors; ``EPS_STATE_HOST``), sharing the session's throwaway PostgreSQL and the
+cluster's work root.  high-eur is full the way a busy user's is (its per-user cap lowered
+to 2 GPUs, held by a 2-GPU job of this suite), so a gpu-1 job parks there.
+
+Host A parks it with a 12 s park cap; A's supervisor is SIGKILLed and A's HOME and state dir
+deleted.  Host B's ``eps supervise`` (every half second, its timer; B's own park caps are 2 s
+and 1 s) takes it over within one lease period and continues the ladder from the ELAPSED
+park with the caller's cap: the job moves to normal-eur at A's original deadline, not after
+a fresh cap from the takeover and not at once by B's own cap.  squeue is polled throughout:
+never two live jobs of the dispatch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faults_support import Eps, GcpTrap, RunpodTrap, SlurmTrap, scancel_names, squeue, wait_until
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("sshd")]
+
+LEASE_S = 4
+CAP_S = 12  # the caller's (host A's) park cap on high-eur
+
+
+def _host(root: Path, name: str, gtrap: GcpTrap, rtrap: RunpodTrap, url: str, cluster: Path, faults: Path,
+          caps: tuple[int, int]) -> Eps:  # fmt: skip
+    """One host: its own HOME, state dir and config; the cluster's work root and the SLURM
+    wrapper's call log outside its HOME (they are the cluster's, not the host's)."""
+    root.mkdir()
+    e = Eps(root, gtrap.fake, rtrap.fake, slurm=True, caps=caps, detached=True, state_url=url)
+    text = e.config.read_text().replace(f'work_root = "{root / "shared"}"', f'work_root = "{cluster}"')
+    assert f'work_root = "{cluster}"' in text
+    e.config.write_text(text)
+    e.env.update({"EPS_STATE_HOST": name, "EPS_STATE_LEASE": f"{LEASE_S}s", "EPS_FAULT_DIR": str(faults)})
+    return e
+
+
+@pytest.fixture
+def high_eur_full(slurm_cluster: Any) -> Iterator[str]:
+    """high-eur's per-user cap lowered to 2 GPUs and held by a 2-GPU job of this suite, so a
+    gpu-1 job pends there (QOSMaxGRESPerUser) while normal-eur has room.  Restored at the end."""
+
+    def cap(gpus: int) -> None:
+        subprocess.run(["sacctmgr", "-i", "modify", "qos", "where", "name=high-eur", "set",
+                        f"MaxTRESPerUser=gres/gpu={gpus}"], check=True, capture_output=True, timeout=30)  # fmt: skip
+
+    name = f"faults-blocker-{uuid.uuid4().hex[:6]}"
+    cap(2)
+    try:
+        out = subprocess.run(
+            ["sbatch", "--parsable", "-J", name, "--qos=high-eur", "--partition=general",
+             "--gres=gpu:2", "--time=10", "-o", "/dev/null", "--wrap", "sleep 600"],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+        job_id = out.stdout.strip().split(";")[0]
+        wait_until(lambda: any(j == job_id and s == "RUNNING" for j, s, *_ in squeue(name)), 20, "the blocker to run")
+        yield job_id
+    finally:
+        scancel_names(name)
+        cap(16)
+
+
+@pytest.fixture
+def team(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, pg_url: str, slurm_cluster: Any) -> Iterator[
+        tuple[Eps, Eps, SlurmTrap]]:  # fmt: skip
+    cluster = tmp_path / "cluster"
+    faults = tmp_path / "slurm-calls"
+    faults.mkdir()
+    a = _host(tmp_path / "a", "host-a", gtrap, rtrap, pg_url, cluster, faults, (CAP_S, 5))
+    b = _host(tmp_path / "b", "host-b", gtrap, rtrap, pg_url, cluster, faults, (2, 1))
+    try:
+        yield a, b, SlurmTrap(faults)
+    finally:
+        for e in (a, b):
+            with contextlib.suppress(Exception):
+                e.close()
+        scancel_names("eps-f")
+
+
+class _Watch:
+    """squeue polled in a thread, from before the dispatch is started until the test ends:
+    every sight of the dispatch's live jobs."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.seen: list[list[tuple[str, str, str, str]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
+                self.seen.append(squeue(self.prefix))
+            self._stop.wait(0.1)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def _owner(e: Eps, d: str) -> str | None:
+    with contextlib.suppress(Exception):
+        return e.dispatch(d)["owner_host"]  # type: ignore[no-any-return]
+    return None
+
+
+def test_a_host_lost_while_parked_on_high_eur_is_taken_over_from_the_elapsed_park(
+    team: tuple[Eps, Eps, SlurmTrap], high_eur_full: str
+) -> None:
+    a, b, strap = team
+    d = "f" + uuid.uuid4().hex[:10]
+    watch = _Watch(f"eps-{d}")
+    try:
+        rc, out, err = a.run("execute", "--dispatch-id", d, "--detach", "--json", "gpu-1", "--duration", "1h",
+                             "--", "sleep", "300", timeout_s=60)  # fmt: skip
+        assert rc == 0, (out, err)
+        high = a.wait_attempt(d, lambda r: r["qos"] == "high-eur" and r["state"] == "pending", 60, "parked on high-eur")
+        [(job_id, state, qos, _)] = wait_until(lambda: squeue(f"eps-{d}"), 10, "the high-eur job in squeue")
+        assert (job_id, state, qos) == (high["handle"], "PENDING", "high-eur")
+        assert _owner(a, d) == "host-a"
+        time.sleep(1.0)  # parked a while on A: the part of the park B must not give it again
+        a.kill_supervisor()
+        lost_at = time.monotonic()
+        shutil.rmtree(a.tmp)  # the host is lost: its HOME, state dir, key and config
+        deadline = lost_at + 3 * LEASE_S
+        latency = 0.0  # the longest one run of B's timer took
+        while _owner(b, d) != "host-b":
+            assert time.monotonic() < deadline, f"host B did not take {d} over within {3 * LEASE_S} s"
+            began = time.monotonic()
+            rc, out, err = b.run("supervise", "--json", timeout_s=60)
+            latency = max(latency, time.monotonic() - began)
+            assert rc == 0, (out, err)
+            time.sleep(0.5)
+        took = time.monotonic() - lost_at
+        # A's lease ran out within one period of the kill (not before 3/4 of it: it was renewed
+        # every quarter); B's timer saw it free within one run, and that run's supervisor took it
+        assert 0.75 * LEASE_S - 0.5 <= took <= LEASE_S + 2 * latency + 1.0, (took, latency)
+        assert squeue(f"eps-{d}")[0][:3] == (job_id, "PENDING", "high-eur")  # still parked, not withdrawn early
+        normal = b.wait_attempt(d, lambda r: r["qos"] == "normal-eur", 3 * CAP_S, "the move to normal-eur")
+        wait_until(lambda: [(s, q) for _j, s, q, _n in squeue(f"eps-{d}")] == [("RUNNING", "normal-eur")], 20,
+                   "the normal-eur job to run")  # fmt: skip
+        # the move came at A's deadline (the caller's cap from the submission on high-eur), not
+        # a fresh cap from the takeover (that would be at least ``took`` later) nor B's own 2 s
+        waited = normal["started_at"] - high["started_at"]
+        assert CAP_S - 0.5 <= waited <= CAP_S + 2.5, (waited, took)
+        attempts = b.attempts(d)
+        assert [(r["qos"], r["state"], r["outcome"]) for r in attempts][:1] == [
+            ("high-eur", "advanced", "park_timeout")], attempts  # fmt: skip
+        assert [r["qos"] for r in attempts] == ["high-eur", "normal-eur"], attempts
+        assert [q for q, _ in strap.sbatches()] == ["high-eur", "normal-eur"], strap.calls()  # one submission each
+        assert all(c.startswith(f"scancel -u {getpass.getuser()} ") for c in strap.calls() if c.startswith("scancel"))
+        wait_until(lambda: b.dispatch(d)["state"] == "started", 20, "B to record it started")
+        assert _owner(b, d) == "host-b"
+    finally:
+        watch.stop()
+    assert all(len(jobs) <= 1 for jobs in watch.seen), [j for j in watch.seen if len(j) > 1]
+    assert any(jobs and jobs[0][2] == "normal-eur" for jobs in watch.seen)
+    rc, out, err = b.run("cancel", d, timeout_s=90)
+    assert rc == 0, (out, err)
+    assert squeue(f"eps-{d}") == []
