@@ -350,11 +350,13 @@ def _team(ledger: Ledger, settings: Settings) -> Team | None:
         return None
     from eps.core.lease import LeaseTerms
     from eps.shell.run.ownership import public_key
+    from eps.shell.state.ledger import Ledger
     from eps.shell.state.team import Team, register
 
     key = public_key(ledger.state_dir)
     register(ledger, key)
-    team = Team(ledger, LeaseTerms(settings.state_lease_s), key=key)
+    renew_on = Ledger(ledger.state_dir, url=settings.state_url, host=ledger.host)  # its own connection
+    team = Team(ledger, LeaseTerms(settings.state_lease_s), key=key, renew_on=renew_on)
     ledger.guard = team.check
     team.start()
     return team

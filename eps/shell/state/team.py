@@ -170,10 +170,13 @@ class Team:
     """One supervisor's leases on a shared ledger (the ledger's guard while it lives)."""
 
     def __init__(self, ledger: Ledger, terms: LeaseTerms, *, user: str | None = None, key: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.monotonic, renew_on: Ledger | None = None) -> None:  # fmt: skip
         if ledger.host is None:
             raise ValueError("a team needs a shared ledger")
         self.ledger = ledger
+        #: The renewals' own connection (closed by :meth:`stop`): they never wait behind the
+        #: dispatch threads' queries on the supervisor's one connection (``ledger``'s lock).
+        self.renew_on = renew_on or ledger
         self.host = ledger.host
         self.user = user or user_name()
         self.key = key  # eps's public key on this host (registered with its name)
@@ -208,28 +211,35 @@ class Team:
         return True
 
     def renew(self) -> list[str]:
-        """Renew every held lease; the roots another host has taken meanwhile (let go here).
-        A database that cannot be reached renews nothing (its leases run on: their dispatches
-        stop being acted on when :meth:`check` says so; nothing is released or cancelled)."""
-        with self._lock:
-            roots = sorted(self._held)
+        """Renew every held lease, in one transaction (one per 500 leases: a host holding many
+        dispatches costs the shared database one short write each round, not one each); the
+        roots another host has taken meanwhile (let go here).  A database that cannot be
+        reached renews nothing (its leases run on: their dispatches stop being acted on when
+        :meth:`check` says so; nothing is released or cancelled)."""
         lost: list[str] = []
-        for root in roots:
-            with self._writing:
-                with self._lock:
-                    if root not in self._held:  # let go meanwhile: its lease is not extended again
-                        continue
-                began = self.clock()
-                with self.ledger.transaction() as db:
-                    now = db_now(db)
-                    row = db.execute("SELECT owner_host FROM dispatches WHERE id=?", (root,)).fetchone()
-                    if row is None or row[0] != self.host:
-                        lost.append(root)
-                        continue
-                    db.execute("UPDATE dispatches SET lease_until=? WHERE id=? AND owner_host=?",
-                               (now + self.terms.period_s, root, self.host))  # fmt: skip
-                with self._lock:
-                    self._held[root] = began
+        with self._writing:  # a let-go waits for this round, and is not undone by it
+            with self._lock:
+                roots = sorted(self._held)
+            began = self.clock()
+            renewed: list[str] = []
+            with self.renew_on.transaction() as db:
+                now = db_now(db)
+                for i in range(0, len(roots), 500):
+                    part = roots[i : i + 500]
+                    marks = ",".join("?" * len(part))
+                    owned = {str(r[0]): r[1] for r in db.execute(
+                        f"SELECT id, owner_host FROM dispatches WHERE id IN ({marks})", tuple(part)).fetchall()}  # noqa: S608  # fmt: skip
+                    mine = [r for r in part if owned.get(r) == self.host]
+                    lost += [r for r in part if owned.get(r) != self.host]
+                    if mine:
+                        marks = ",".join("?" * len(mine))
+                        db.execute(f"UPDATE dispatches SET lease_until=? WHERE id IN ({marks}) AND owner_host=?",  # noqa: S608
+                                   (now + self.terms.period_s, *mine, self.host))  # fmt: skip
+                    renewed += mine
+            with self._lock:
+                for root in renewed:
+                    if root in self._held:
+                        self._held[root] = began
         for root in lost:
             self._forget(root)
         return lost
@@ -280,12 +290,14 @@ class Team:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
+        if self.renew_on is not self.ledger and (self._thread is None or not self._thread.is_alive()):
+            self.renew_on.close()
 
     def _renewing(self) -> None:
         while not self._stop.wait(self.terms.renew_every_s):
             try:
                 self.renew()
-                register(self.ledger, self.key, self.user)
+                register(self.renew_on, self.key, self.user)
             except LedgerError as exc:  # out of reach: tried again next round; the leases run on meanwhile
                 sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} leases not renewed: {exc}\n")
                 sys.stderr.flush()

@@ -117,6 +117,20 @@ def _register_other_host(e: Eps) -> None:
                    (OTHER_KEY,))  # fmt: skip
 
 
+def _lose(a: Eps) -> None:
+    """Host A is lost: its ssh masters die with it (they were its processes; their sockets go
+    with its state dir, so nothing could close them later), then its HOME, state dir, key and
+    config are deleted."""
+    import signal
+
+    from eps.shell.remote import mux
+
+    for pid in mux.masters_under([str(a.tmp)]):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(a.tmp)
+
+
 def _supervise_until_taken(b: Eps, d: str, timeout_s: float) -> tuple[float, float]:
     """Run B's ``eps supervise`` every half second (its timer) until B owns ``d``: when
     (monotonic), and the longest one run of it took (the timer's own latency)."""
@@ -150,7 +164,7 @@ def test_a_lost_hosts_dispatch_is_taken_over_by_another_host_within_one_lease(
     assert row["state"] == "started" and row["owner"]["host"] == "host-a" and row["owner"]["user"], (row, err)
     a.kill_supervisor()
     lost_at = time.monotonic()
-    shutil.rmtree(a.tmp)  # the host is lost: its HOME, state dir, key and config
+    _lose(a)
     taken_at, latency = _supervise_until_taken(b, d, 30)
     # renewed every quarter period until the kill: the lease ran out between 3/4 of a period
     # and one period after it, and not before (B never took it while A's lease ran); B's timer
