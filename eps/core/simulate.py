@@ -81,6 +81,27 @@ class Wait:
     run_s: int | None = None  # how long it ran, when it started and ended
 
 
+def ledger_wait(state: str, outcome: str | None, submitted: float, changed: float, seen_started: float | None,
+                now: float) -> tuple[int, bool] | None:  # fmt: skip
+    """One SLURM attempt of the ledger (every host's, on a ledger a team shares) as a wait:
+    ``(seconds, started)``, or ``None`` when it says nothing of the queue.  Times are epochs:
+    ``submitted`` (the attempt recorded), ``changed`` (its row's last change),
+    ``seen_started`` (when eps saw its dispatch started), ``now`` (when the ledger is read).
+
+    - started (``running``, ``ended``, or outcome ``started``/``ended``): to when it was seen
+      started, else to its row's last change;
+    - left at its park cap (outcome ``park_timeout``): to then, not started (a lower bound);
+    - parked now (``pending``, on any host): to ``now``, not started (a lower bound);
+    - anything else (never queued, failed, cancelled by hand): ``None``."""
+    if outcome in ("started", "ended") or state in ("running", "ended"):
+        return max(0, round((seen_started if seen_started is not None else changed) - submitted)), True
+    if outcome == "park_timeout":
+        return max(0, round(changed - submitted)), False
+    if state == "pending":
+        return max(0, round(now - submitted)), False
+    return None
+
+
 @frozen
 class Caps:
     """One park-cap setting: rung 1's cap and the rungs-2+ setting (``None``: unbounded)."""

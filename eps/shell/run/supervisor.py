@@ -73,6 +73,10 @@ def gather(
     if not grants_given and wants_cluster:
         grants, cluster_down = lanes.discover_grants(grants)
         down = (*down, *cluster_down)
+    if wants_cluster:  # what the user's jobs hold under each capped QoS, every host's (eps.core.holdings)
+        from eps.shell.state.team import with_holdings
+
+        snapshot = with_holdings(snapshot, ledger, lanes.policy, grants)
     return evolve(snapshot, unavailable=(*snapshot.unavailable, *down)), grants
 
 

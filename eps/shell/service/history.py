@@ -30,7 +30,7 @@ from returns.result import Failure, Result, Success
 from eps.core.model import LaneKind, Policy
 from eps.core.names import dispatch_of_job
 from eps.core.outcome import LaneFailure
-from eps.core.simulate import Wait
+from eps.core.simulate import Wait, ledger_wait
 
 if TYPE_CHECKING:
     from eps.shell.lanes.slurm.cli import Runner, SlurmClient
@@ -155,9 +155,10 @@ class LedgerUnread(HistoryError):
 
 
 def read_ledger(state_dir: str, policy: Policy, cluster: str, since_epoch: float, url: str | None = None) -> list[Wait]:
-    """eps's own SLURM attempts on ``cluster`` since ``since_epoch``, as the ledger saw them.
-    Nothing when there is no ledger (it is never created here).  :class:`LedgerUnread` when
-    it cannot be read."""
+    """eps's own SLURM attempts on ``cluster`` since ``since_epoch``, as the ledger saw them
+    (every host's, on a ledger a team shares; a park still running counts as a wait so far:
+    :func:`eps.core.simulate.ledger_wait`).  Nothing when there is no ledger (it is never
+    created here).  :class:`LedgerUnread` when it cannot be read."""
     if not url and not os.path.exists(os.path.join(state_dir, "ledger.sqlite3")):
         return []
     from eps.shell.state.ledger import LedgerError
@@ -169,11 +170,11 @@ def read_ledger(state_dir: str, policy: Policy, cluster: str, since_epoch: float
 
 
 def _read_ledger(state_dir: str, policy: Policy, cluster: str, since_epoch: float, url: str | None) -> list[Wait]:
-    from eps.core.states import AttemptState, Outcome
     from eps.shell.state.ledger import Ledger
 
     ledger = Ledger(state_dir, url=url)
     try:
+        now = time.time()
         found: list[Wait] = []
         for d in ledger.select(since=since_epoch):
             intent = policy.intent(d.job.intent)
@@ -181,16 +182,11 @@ def _read_ledger(state_dir: str, policy: Policy, cluster: str, since_epoch: floa
             for a in ledger.attempts(d.id):
                 if a.kind != LaneKind.SLURM or a.lane != cluster or not a.handle or not a.qos:
                     continue
-                started = a.outcome in (Outcome.STARTED, Outcome.ENDED) or a.state in (
-                    AttemptState.RUNNING, AttemptState.ENDED,
-                )  # fmt: skip
-                if not started and a.outcome != Outcome.PARK_TIMEOUT:
-                    continue
-                seen = d.started_at if started and d.started_at is not None else a.updated_at
-                found.append(Wait(
-                    job_id=a.handle, tier=a.qos, dispatch=d.id, gpus=gpus, submit_s=clock_of(a.started_at),
-                    wait_s=max(0, round(seen - a.started_at)), started=started,
-                ))  # fmt: skip
+                outcome = None if a.outcome is None else str(a.outcome)
+                got = ledger_wait(str(a.state), outcome, a.started_at, a.updated_at, d.started_at, now)
+                if got is not None:
+                    found.append(Wait(job_id=a.handle, tier=a.qos, dispatch=d.id, gpus=gpus,
+                                      submit_s=clock_of(a.started_at), wait_s=got[0], started=got[1]))  # fmt: skip
         return found
     finally:
         ledger.close()

@@ -10,10 +10,12 @@ supervisor acts on each dispatch, by lease (:mod:`eps.core.lease`; docs/design/t
   that dispatch: it stops acting before the lease ends, and only then may another host take it.
 - :func:`owners`: the owner host, user and lease end of rows (``unsettled_roots``, the reconcile).
 - :func:`share`: what a takeover needs, kept with the dispatch (its inputs, no secret).
+- :func:`with_holdings`: a walk's snapshot with what the user's live SLURM jobs hold under
+  each capped QoS, from every host's rows (:mod:`eps.core.holdings` counts; both backends).
 
 Times of leases are the database's (``clock_timestamp()``): hosts' clocks may differ, the
 database's is one.  A host's own deadline is its monotonic clock.  Nothing here runs on
-SQLite (one host): its ledger is never shared.
+SQLite (one host), but :func:`with_holdings`: its ledger is never shared.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
+from eps.core.holdings import LiveJob, capped_queues, holdings
 from eps.core.lease import LeaseState, LeaseTerms, lease_state
+from eps.core.model import CapacitySnapshot, Policy, QosGrants
 from eps.shell.state.db import Store
 from eps.shell.state.errors import LedgerError
 from eps.shell.state.ledger import Ledger
@@ -164,6 +168,39 @@ def share(ledger: Ledger, dispatch: str, doc: str, lease_s: float, user: str | N
 def inputs_of(ledger: Ledger, dispatch: str) -> str | None:
     rows = ledger.rows("SELECT inputs FROM dispatches WHERE id=?", (dispatch,))
     return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+
+#: The live SLURM attempts of every host (copies carry their root's starter), with their intent.
+LIVE_JOBS = (
+    "SELECT a.lane, a.qos, a.state, d.intent, coalesce(d.owner_user, p.owner_user) FROM attempts a"
+    " JOIN dispatches d ON d.id = a.dispatch LEFT JOIN dispatches p ON p.id = d.parent"
+    " WHERE a.state IN (?, ?) AND a.kind = ?"
+)
+
+
+def live_jobs(ledger: Ledger, policy: Policy) -> list[LiveJob]:
+    """The ledger's live SLURM jobs (parked or running), every host's."""
+    from eps.core.model import LaneKind
+    from eps.core.states import AttemptState
+
+    rows = ledger.rows(LIVE_JOBS, (AttemptState.PENDING.value, AttemptState.RUNNING.value, LaneKind.SLURM.value))
+    jobs: list[LiveJob] = []
+    for r in rows:
+        intent = policy.intent(str(r[3]))
+        running = str(r[2]) == AttemptState.RUNNING.value
+        jobs.append(LiveJob(str(r[0]), None if r[1] is None else str(r[1]), intent.gpus if intent else 0, running,
+                            None if r[4] is None else str(r[4])))  # fmt: skip
+    return jobs
+
+
+def with_holdings(snapshot: CapacitySnapshot, ledger: Ledger, policy: Policy, grants: QosGrants,
+                  user: str | None = None) -> CapacitySnapshot:  # fmt: skip
+    """``snapshot`` with the GPUs left under each capped QoS after what ``user``'s (this
+    user's) live jobs hold there, counted over every host's rows of the ledger."""
+    from eps.core.model import evolve
+
+    facts = capped_queues(holdings(live_jobs(ledger, policy), user or user_name()), grants)
+    return evolve(snapshot, queues=(*snapshot.queues, *facts)) if facts else snapshot
 
 
 class Team:
