@@ -92,6 +92,10 @@ class DispatchView(NamedTuple):
     pinned: bool = False
     handle: Handle | None = None
     attempts: tuple[AttemptRecord, ...] = ()
+    #: The job's end is on record (its exit code, written before its machine is released): a
+    #: machine gone since was released by the walk that ended it (killed, or its lease lost,
+    #: before it wrote the dispatch's end), not taken back by the provider.
+    job_ended: bool = False
 
 
 class Verdict(StrEnum):
@@ -238,7 +242,7 @@ def _nothing_live(view: DispatchView, *, resuming: bool) -> Settlement:
             dispatch_state=DispatchState.INTERRUPTED,
             message="the walk stopped; eps execute --resume",
         )
-    if view.state is DispatchState.STARTED and view.handle is not None and _on_spot(view):
+    if view.state is DispatchState.STARTED and view.handle is not None and _on_spot(view) and not view.job_ended:
         return _preempted(view, release=())
     if view.state in (DispatchState.STARTED, DispatchState.HELD) and view.handle is not None:
         return Settlement(Verdict.ENDED, dispatch_state=DispatchState.ENDED)

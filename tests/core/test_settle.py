@@ -71,6 +71,16 @@ def test_a_vanished_spot_vm_was_preempted_judged_by_the_rung_not_its_name() -> N
     assert settle(v, [], blind=frozenset(), resuming=False).verdict is Verdict.ENDED
 
 
+def test_a_vanished_spot_vm_whose_jobs_end_is_on_record_was_released_by_its_walk_not_preempted() -> None:
+    """The walk recorded the job's end, pulled, released the machine, and was killed (or lost
+    its lease) before it wrote the dispatch's end: the job ended; nothing to run again."""
+    handle = Handle("gcp", LaneKind.GCP, "vm-1", SPOT.key, zone=SPOT.zone)
+    v = view(DispatchState.STARTED, attempt(1, SPOT, AttemptState.RUNNING, "vm-1"), handle=handle)
+    ended = v._replace(job_ended=True)
+    assert (settle(ended, [], blind=frozenset(), resuming=False).verdict,
+            settle(ended, [], blind=frozenset(), resuming=True).verdict) == (Verdict.ENDED, Verdict.ENDED)  # fmt: skip
+
+
 def test_the_newest_resource_is_kept_and_the_rest_released() -> None:
     old, new = slurm_item("10", "high-eur", HandleState.PENDING), slurm_item("11", "normal-eur", HandleState.RUNNING)
     v = view(

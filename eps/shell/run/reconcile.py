@@ -73,7 +73,8 @@ _REPORT_KEYS = ("adopted", "released", "foreign", "interrupted", "ended", "preem
 
 def view_of(row: DispatchRow, ledger: Ledger) -> DispatchView:
     attempts = tuple(a.record() for a in ledger.attempts(row.id))
-    return DispatchView(row.id, row.state, row.job.pin is not None, row.handle, attempts)
+    return DispatchView(row.id, row.state, row.job.pin is not None, row.handle, attempts,
+                        job_ended=row.exit_code is not None)  # fmt: skip
 
 
 def _last_change(row: DispatchRow, ledger: Ledger) -> float:

@@ -2,7 +2,7 @@
 
 Hosts A and B (as in test_faults_team.py: each its own HOME, state dir, config, key and
 supervisors, ``EPS_STATE_HOST``; one throwaway PostgreSQL) each start 100 cheap GCP
-dispatches at once (one process per host, ``eps.execute(detach=True)`` from 16 threads),
+dispatches at once (one process per host, ``eps.execute(detach=True)`` from 48 threads),
 while each runs ``eps supervise`` in a loop (its timer).  The lease is short (15 s; 60 s by default) and
 both hosts' supervisors are busy, so leases are renewed late and dispatches change hands
 while they are walked: exactly what must never give a dispatch two walkers.
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.usefixtures("sshd")
 N = 100  # dispatches per host
 LEASE_S = 15
 
-#: One host's burst: N dispatches started at once from 16 threads, their ids printed as JSON.
+#: One host's burst: N dispatches started at once from 48 threads, their ids printed as JSON.
 STARTER = """
 import json, sys
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +43,7 @@ def one(i):
     d = f"{prefix}{i:03d}"
     got = execute(Job("cpu-small", duration="30m", backend="gcp", command=["true"]), detach=True, dispatch_id=d)
     return d, list(got.dispatches), got.exit_code, got.error
-with ThreadPoolExecutor(16) as pool:
+with ThreadPoolExecutor(48) as pool:
     print(json.dumps(list(pool.map(one, range(n)))))
 """
 
