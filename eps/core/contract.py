@@ -11,8 +11,8 @@ from __future__ import annotations
 from enum import IntEnum
 
 __all__ = ["EXIT_TABLE", "LOGS_DEFAULT_BYTES", "LOGS_MAX_BYTES", "NEXT_DEFAULT_EVENTS", "NEXT_DEFAULT_S",
-           "NEXT_MAX_EVENTS", "NEXT_MAX_S", "SCHEMA_VERSION", "TOOLS", "WAIT_CODES", "WAIT_DEFAULT_S", "WAIT_MAX_S",
-           "Exit"]  # fmt: skip
+           "NEXT_MAX_EVENTS", "NEXT_MAX_S", "PHASE_FAILED", "SCHEMA_VERSION", "TOOLS", "WAIT_CODES", "WAIT_DEFAULT_S",
+           "WAIT_MAX_S", "Exit"]  # fmt: skip
 
 #: The version of every ``--json`` document (and of the schemas in ``eps/schemas``).
 #: Raised only when a field changes meaning or goes away; new fields do not raise it.
@@ -50,10 +50,15 @@ EXIT_TABLE: tuple[tuple[int, str, str], ...] = (
 )  # fmt: skip
 
 #: ``eps wait`` / ``execute --wait``: the job's own code; these are eps's own words for the rest.
+#: ``eps wait`` of a pipeline one of whose phases failed (named on stderr, with the phases it
+#: ended ``dependency_failed``): never a job's own code, which the phases' rows keep.
+PHASE_FAILED = 3
+
 WAIT_CODES: tuple[tuple[int, str], ...] = (
     (124, "the job's time limit stopped it"),
     (125, "the job's stall watch stopped it (--on-stall stop)"),
     (130, "the job was cancelled (by eps cancel)"),
+    (PHASE_FAILED, "a pipeline's phase failed: its dependents ended dependency_failed (each named on stderr)"),
     (1, "nothing started, the job's exit code is unknown, or its outputs could not be pulled "
         "(eps notify test: a target did not answer)"),
 )

@@ -174,6 +174,10 @@ class JobScriptError(ValueError):
         self.why = why
 
 
+#: Where a pipeline's phase finds the outputs of the phases it needs, in its workdir
+#: (``$EPS_INPUT_DIR``, exported when it is there; docs/design/pipelines.md).
+INPUTS_DIR = ".eps-inputs"
+
 #: Names the wrapper exports itself; an env file may not override them.
 RESERVED_NAMES: frozenset[str] = frozenset(
     {"EPS_DISPATCH_ID", "EPS_TASK_INDEX", "EPS_TASK_COUNT", "EPS_OUTPUT_DIR", "EPS_RESTART_COUNT"}
@@ -301,6 +305,10 @@ def render_jobscript(spec: JobSpec) -> str:
         "  fi",
         "  # date -u +%FT%TZ, by printf from bash 4.3 (4.2's printf ignores a TZ given to it)",
         *store_before,
+        "  # a pipeline's phase: the outputs of the phases it needs, one directory each (docs/design/pipelines.md)",
+        f"  if [ -d {q(lay.workdir + '/' + INPUTS_DIR)} ]; then",
+        f'    export EPS_INPUT_DIR="$_eps_root/{lay.workdir}/{INPUTS_DIR}"',
+        "  fi",
         f"  {utc_now_line('_eps_utc')}",
         "  # what hostname prints, the kernel's node name ($HOSTNAME may come from the environment)",
         "  _eps_host=$HOSTNAME; { read -r _eps_host < /proc/sys/kernel/hostname; } 2>/dev/null",

@@ -1,8 +1,9 @@
 """``eps plan --job pipeline.toml`` (issue 36 item 2) through main(argv): each phase's route is
 the same job's ``eps plan`` alone, the waves and the worst-case wait before a paid lane are
 shown and in ``--json`` (valid against ``eps/schemas/pipeline.json``); every bad pipeline is one
-line naming the file and the path, exit 2, nothing recorded; ``eps execute`` of a pipeline is
-refused in one line (``pipeline_not_yet``) before anything is opened."""
+line naming the file and the path, exit 2, nothing recorded; ``eps execute`` of a pipeline
+with a command, a job option, a bad phase, or without a supervisor, is refused in one line
+before anything is opened (running one: tests/shell/faults/test_faults_pipeline.py)."""
 
 from __future__ import annotations
 
@@ -195,19 +196,37 @@ def test_job_options_on_the_command_line_cannot_say_which_phase(
     assert "a pipeline's phases give their own job options in the file" in err, err
 
 
-@pytest.mark.parametrize("extra", [[], ["--json"], ["--detach"], ["--wait"]])
-def test_execute_of_a_pipeline_is_refused_before_anything_is_opened(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, extra: list[str]
+@pytest.mark.parametrize(("extra", "said"), [
+    (["--", "echo", "hi"], "each phase gives its own command in the file"),
+    (["--duration", "1h"], "a pipeline's phases give their own job options in the file; --duration"),
+    (["--json", "--pin", "gcp"], "--pin cannot say which phase it is for"),
+    (["--wait"], 'a pipeline runs under a supervisor ([jobs] supervise = "detached")'),
+])  # fmt: skip
+def test_execute_of_a_pipeline_refused_before_anything_is_opened(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, extra: list[str], said: str
 ) -> None:
     env = set_up_env(tmp_path)
+    if "supervisor" in said:  # a config that walks inline
+        Path(env["EPS_CONFIG"]).write_text(Path(env["EPS_CONFIG"]).read_text() + "[jobs]\nsupervise = 'inline'\n")
     f = _file(tmp_path, THREE)
     rc, out, err = run(capsys, ["execute", "--job", str(f), *extra], env)
     assert rc == 2 and out == ""
     if "--json" in extra:
-        assert json.loads(err)["error"]["code"] == "pipeline_not_yet"
+        assert json.loads(err)["error"]["code"] == "usage" and said in err, err
     else:
-        assert err.count("\n") == 1 and "a pipeline ([[phases]]) is planned, not yet executed" in err
+        assert err.count("\n") == 1 and said in err, err
     assert not Path(env["EPS_STATE_DIR"]).exists()  # no ledger, no supervisor, nothing recorded
+
+
+def test_execute_of_a_bad_pipeline_is_its_plan_refusal_before_anything_is_opened(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    env = set_up_env(tmp_path)
+    f = _file(tmp_path, THREE.replace('needs = ["prep"]', 'needs = ["prep", "report"]', 1))
+    rc, out, err = run(capsys, ["execute", "--job", str(f)], env)
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "the phases' needs form a cycle" in err, err
+    assert not Path(env["EPS_STATE_DIR"]).exists()
 
 
 def test_a_one_job_file_is_still_one_job(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

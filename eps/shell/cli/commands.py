@@ -123,6 +123,15 @@ def _dispatch_command(
         raise JobError("usage", 'eps attach: this config walks dispatches inline ([jobs] supervise = "inline")', None)
     if ns.cmd in ("logs", "pull", "wait", "ssh"):
         return _lifecycle(ns, ctx, command, reporter)
+    if ns.cmd == "execute" and getattr(ns, "job", None) and not ns.resume:
+        from eps.shell.cli.pipeline_cmd import pipeline_dispatch
+
+        if (piped := pipeline_dispatch(ns, ctx, command)) is not None:  # a file of [[phases]]: handed over
+            if ns.wait or ns.follow:
+                return _follow(ns, ctx, reporter, piped, history=True, wait=True, timeout_s=None)
+            from eps.shell.cli.pipeline_cmd import handed_over
+
+            return handed_over(ctx, piped, as_json=reporter.json_lines)
     if detached:
         return _hand_over(ns, ctx, command, request_of, reporter)
     return _execute(ns, ctx, command, request_of, reporter)
@@ -322,6 +331,11 @@ def _follow(
                              f"eps wait {dispatch}; eps cancel {dispatch} stops it\n")  # fmt: skip
         return Exit.STILL_RUNNING
     if wait:
+        from eps.shell.service.pipelines import exit_of as phases_exit
+
+        code = phases_exit(ctx, rows, sys.stderr.write)
+        if code is not None:  # a pipeline's phases: 0, or PHASE_FAILED naming the failed phase
+            return code
         code = exit_of(rows, sys.stderr.write)
         if not any(r.handle is not None for r in rows) and ns.cmd == "execute":
             return max(code, _nothing(rows))

@@ -167,11 +167,11 @@ def _run(args: list[str], command: list[str], env: Mapping[str, str], lane_optio
     if ns.cmd == "execute" and getattr(ns, "detach", False) and (ns.wait or ns.follow):
         # said before anything is read or opened: --detach returns at once, --wait/--follow stay
         raise UsageError("eps execute: --detach returns at once; --wait and --follow stay with the job (choose one)")
-    if ns.cmd == "execute" and getattr(ns, "job", None):  # before anything is opened or recorded
-        from eps.shell.service.pipelines import refuse_execute
-
-        refuse_execute(ns.job)
     settings = load_settings(env)
+    if ns.cmd == "execute" and getattr(ns, "job", None) and not ns.resume:  # before anything is opened
+        from eps.shell.cli.pipeline_cmd import check_execute
+
+        check_execute(ns, command, settings, env)
     if ns.list_intents or ns.cmd == "intents":
         return cmd_intents(ns, settings, env)
     if ns.cmd is None:

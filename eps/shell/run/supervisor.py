@@ -285,6 +285,10 @@ class Supervisor:
         rows = children or [row]
         revived = row.state is not DispatchState.WALKING or any(self.ledger.attempts(r.id) for r in rows)
         log.emit(Event.SUPERVISED, dispatch=dispatch, pid=os.getpid(), state=row.state.value, revived=revived)
+        from eps.shell.run import pipelines
+
+        if pipelines.drive(self, dispatch, gather):  # a pipeline: its phases, each walked and followed as one job
+            return
         walking = [r.id for r in rows if r.state is DispatchState.WALKING]
         settings, lanes = self.own_settings(dispatch)
         try:

@@ -4,13 +4,16 @@ the intent's default duration, its ``inputs`` checked, the boot loops and cluste
 machine remembers, the config's grants, each lane marked usable here or not), by the core's
 :func:`eps.core.pipeline.plan_pipeline`.  Nothing is created or called.
 
-Executing a pipeline is not built yet: ``eps execute --job pipeline.toml`` is refused in one
-line (:func:`refuse_execute`, code ``pipeline_not_yet``) before anything is opened or recorded.
+``eps execute --job pipeline.toml`` (:func:`submit`; docs/design/pipelines.md): every
+phase checked as ``eps execute`` checks one job (nothing recorded when one is refused), then
+ONE dispatch recorded, a child row per phase, and handed to the state directory's supervisor,
+which runs the phases (:mod:`eps.shell.run.pipelines`).  It needs a supervisor: with
+``[jobs] supervise = "inline"`` it is refused in one line (:func:`refuse_execute`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from eps.core.model import CapacitySnapshot, JobError, QosGrants
 from eps.core.pipeline import Phase, Pipeline, PipelinePlan
@@ -22,9 +25,13 @@ if TYPE_CHECKING:
     from typing import Any
 
     from eps.shell.config.settings import Settings
+    from eps.shell.lanes.jobs import JobFiles
     from eps.shell.request.pipeline import PipelineRequest
+    from eps.shell.run.pipelines import PhaseRecord
+    from eps.shell.service.context import Ctx
+    from eps.shell.state.ledger import DispatchRow
 
-__all__ = ["PlannedPipeline", "plan_pipeline", "refuse_execute"]
+__all__ = ["PlannedPipeline", "exit_of", "phases_of", "plan_pipeline", "refuse_execute", "submit"]
 
 
 class PlannedPipeline(NamedTuple):
@@ -76,13 +83,101 @@ def plan_pipeline(
                                                    for pp in got.phases))  # fmt: skip
 
 
-def refuse_execute(path: str) -> None:
-    """Refuse ``eps execute --job PATH`` when PATH is a pipeline file (one line, exit 2); a
-    one-job file passes (read again by the request)."""
-    from eps.shell.config.convert import read_data
-    from eps.shell.request.pipeline import holds_phases
+def refuse_execute(ctx: Ctx) -> None:
+    """A pipeline runs under a supervisor: refused inline (one line, exit 2, nothing recorded)."""
+    if ctx.settings.jobs.supervise != "detached":
+        raise JobError("usage", 'a pipeline ([[phases]]) runs under a supervisor ([jobs] supervise = "detached"); '
+                       "this config walks dispatches inline", None)  # fmt: skip
 
-    if holds_phases(read_data(path)):
-        raise JobError("pipeline_not_yet", f"{path}: a pipeline ([[phases]]) is planned, not yet executed: "
-                       f"`eps plan --job {path}` shows each phase's route; for now execute each phase as a job "
-                       "of its own, in the order of its waves")  # fmt: skip
+
+def submit(ctx: Ctx, request: PipelineRequest, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
+           grants: QosGrants | None) -> str:  # fmt: skip
+    """``eps execute --job pipeline.toml`` for every door: the pipeline linted and planned,
+    each phase prepared as one job's execute prepares it (every input error first, nothing
+    recorded), then the pipeline's record, its dispatch and a child row per phase, handed
+    over to the supervisor; the dispatch's id."""
+    from eps.core.model import evolve
+    from eps.core.names import copy_id
+    from eps.core.tables import DEFAULT_GRANTS
+    from eps.shell.lanes.jobs import write_env_values
+    from eps.shell.run import ownership
+    from eps.shell.run import pipelines as run
+    from eps.shell.service import operations as ops
+
+    refuse_execute(ctx)
+    ops.unused(ctx, dispatch_id)
+    plan_pipeline(ctx.settings, ctx.lanes.env, request, snapshot, grants)  # the pipeline's own refusals first
+    snap, granted = snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS
+    ready = []
+    for i, p in enumerate(request.phases):
+        try:
+            ready.append(ops.prepare(ctx, p.request, None, snap, granted))
+        except JobError as exc:
+            line = f"{request.file}: phase {p.name!r}: {exc.plain}"
+            raise JobError(exc.code, line, exc.job, field=f"phases[{i}]", plain=line) from None
+    dispatch = dispatch_id or ops.new_dispatch_id()
+    if dispatch_id is not None:
+        from eps.core.names import BadName, check_dispatch_id
+
+        try:
+            check_dispatch_id(dispatch_id, user_given=True)
+        except BadName as exc:
+            raise JobError("bad_dispatch_id", str(exc), None) from None
+    state_dir = ctx.settings.state_dir
+    ids = {p.name: copy_id(dispatch, i + 1) for i, p in enumerate(request.phases)}
+    jobs = []
+    own = {p.name: got.job for p, got in zip(request.phases, ready, strict=True)}
+    for p, got in zip(request.phases, ready, strict=True):
+        job = got.job
+        if p.needs and all(own[n].storage for n in p.needs):  # its own machine copies them from storage
+            from eps.core.jobscript import INPUTS_DIR
+            from eps.core.lifecycle import storage_plan
+
+            places = [storage_plan(own[n], ids[n]) for n in p.needs]
+            urls = [f"{sp.place.outputs_url}:{INPUTS_DIR}/{n}" for n, sp in zip(p.needs, places, strict=True)
+                    if sp is not None and sp.place is not None]  # fmt: skip
+            job = evolve(job, inputs=(*job.inputs, *urls))
+        elif p.needs:  # shipped from a staged workdir: its own files, then its inputs (at its start)
+            staged = run.stage_dir(state_dir, dispatch, p.name)
+            _copy_files(got.files, staged)
+            job = evolve(job, workdir=staged)
+        jobs.append(job)
+    run.write_record(state_dir, dispatch, [run.PhaseRecord(p.name, ids[p.name], p.needs) for p in request.phases])
+    ownership.write_inputs(state_dir, dispatch, snapshot, grants, ctx.lanes.env)
+    ctx.ledger.new_dispatch(dispatch, jobs[0])
+    for p, got, job in zip(request.phases, ready, jobs, strict=True):
+        ctx.ledger.new_dispatch(ids[p.name], job, parent=dispatch)
+        write_env_values(state_dir, ids[p.name], got.values)
+    ownership.share_inputs(ctx.ledger, dispatch, ctx.settings)
+    ops.take_over(ctx, dispatch)
+    return dispatch
+
+
+def _copy_files(files: JobFiles, to: str) -> None:
+    """The phase's own workdir files (as its job would ship them) copied to ``to``."""
+    import os
+    import shutil
+
+    os.makedirs(to, mode=0o700, exist_ok=True)
+    workdir = files.workdir
+    if workdir is None:
+        return
+    for rel in workdir.files:
+        dst = os.path.join(to, rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(os.path.join(workdir.root, rel), dst, follow_symlinks=False)
+
+
+def exit_of(ctx: Ctx, rows: Sequence[DispatchRow], say: Callable[[str], object]) -> int | None:
+    """``eps wait`` of a pipeline's phases (``rows``): 0, or ``PHASE_FAILED`` naming each phase
+    that failed and each it ended dependency_failed through ``say``; ``None``: no pipeline."""
+    from eps.shell.run.pipelines import exit_of as of
+
+    return of(ctx.settings.state_dir, rows, say)
+
+
+def phases_of(ctx: Ctx, dispatch: str) -> tuple[PhaseRecord, ...]:
+    """The phases of pipeline ``dispatch`` (its name, child row, needs); none for another dispatch."""
+    from eps.shell.run.pipelines import read_record
+
+    return read_record(ctx.settings.state_dir, dispatch) or ()

@@ -46,7 +46,12 @@ def wait(ctx: Ctx, dispatch: str, *, timeout_s: float | None = WAIT_DEFAULT_S, l
                              follow=follow, until=until, clock=clock)  # fmt: skip
     rows = [r for r in (ctx.ledger.dispatch(d) for d in ids) if r is not None]
     ended = (done and not landed) or all(settled(r) for r in rows)
-    code = exit_of(rows, ctx.err) if ended else None
+    code = None
+    if ended:
+        from eps.shell.run.pipelines import exit_of as phases_exit
+
+        code = phases_exit(ctx.settings.state_dir, rows, ctx.err)  # a pipeline's phases (None: no pipeline)
+        code = exit_of(rows, ctx.err) if code is None else code
     failed = {"failed_tasks": [r.job.task_index for r in rows if _failed(r)]} if ended and len(rows) > 1 else {}
     return doc(dispatch=dispatch, ended=ended, state=",".join(sorted({r.state.value for r in rows})),
                exit_code=code, waited_s=round(clock() - start, 3), timeout_s=bound,

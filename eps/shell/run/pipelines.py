@@ -1,0 +1,346 @@
+"""A pipeline run by the supervisor (docs/design/pipelines.md): one dispatch D, a child row
+per phase, each phase walked and followed to its end as a single job is, started when the
+core's :func:`eps.core.pipeline_run.schedule` says (everything it needs succeeded), its
+needs' outputs staged as its inputs first; the phases whose need failed are ended
+``dependency_failed`` with nothing created for them.
+
+The pipeline's own record, ``<state>/pipelines/D.json``, names each phase's child row and
+what it needs; a phase's staged workdir is ``<state>/pipelines/D/<phase>/``.  Both are
+written by ``eps execute`` before the rows; the ledger says the rest (which phases ended,
+which were started), so a revived supervisor carries on where the dead one stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from eps.core.events import Event
+from eps.core.jobscript import INPUTS_DIR
+from eps.core.lifecycle import result_word
+from eps.core.pipeline import Phase, Pipeline
+from eps.core.pipeline_run import DEPENDENCY_FAILED, PhaseState, schedule
+from eps.core.records import NamedTuple
+from eps.core.states import DispatchState
+
+if TYPE_CHECKING:
+    import threading as _threading
+    from typing import Protocol
+
+    from eps.core.model import CapacitySnapshot, Job, QosGrants
+    from eps.shell.config.settings import Settings
+    from eps.shell.lanes import Lanes
+    from eps.shell.state.events import EventLog
+    from eps.shell.state.ledger import DispatchRow, Ledger
+
+    class Supervisor(Protocol):
+        """What a pipeline's loop uses of :class:`eps.shell.run.supervisor.Supervisor`."""
+
+        ledger: Ledger
+        lanes: Lanes
+        stopping: _threading.Event
+
+        def acting(self, dispatch: str) -> bool: ...
+        def log(self, dispatch: str) -> EventLog: ...
+        def own_settings(self, dispatch: str) -> tuple[Any, Any]: ...
+
+    class Gather(Protocol):
+        def __call__(self, lanes: Lanes, ledger: Ledger, job: Job | None, snapshot: CapacitySnapshot,
+                     grants: QosGrants, *, grants_given: bool) -> tuple[CapacitySnapshot, QosGrants]: ...  # fmt: skip
+
+
+__all__ = ["PhaseRecord", "drive", "exit_of", "phase_state", "read_record", "resolve", "stage_dir", "write_record"]
+
+#: A phase whose thread ended with its row still unsettled (an error) is tried again after this.
+RETRY_S = 5.0
+
+
+class PhaseRecord(NamedTuple):
+    """A phase of a recorded pipeline: its ``name``, its child row ``id``, what it ``needs``."""
+
+    name: str
+    id: str
+    needs: tuple[str, ...]
+
+
+def record_path(state_dir: str, dispatch: str) -> str:
+    return os.path.join(state_dir, "pipelines", f"{dispatch}.json")
+
+
+def stage_dir(state_dir: str, dispatch: str, phase: str) -> str:
+    """The workdir a phase with needs is shipped from: its own files, then its inputs."""
+    return os.path.join(state_dir, "pipelines", dispatch, phase)
+
+
+def write_record(state_dir: str, dispatch: str, phases: Sequence[PhaseRecord]) -> None:
+    path = record_path(state_dir, dispatch)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    doc = {"phases": [{"name": p.name, "id": p.id, "needs": list(p.needs)} for p in phases]}
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh)
+    os.replace(tmp, path)
+
+
+def read_record(state_dir: str, dispatch: str) -> tuple[PhaseRecord, ...] | None:
+    """The phases of pipeline ``dispatch``; ``None`` when it is no pipeline."""
+    try:
+        with open(record_path(state_dir, dispatch)) as fh:
+            doc: dict[str, Any] = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return tuple(PhaseRecord(str(p["name"]), str(p["id"]), tuple(str(n) for n in p["needs"])) for p in doc["phases"])
+
+
+def resolve(state_dir: str, address: str) -> str | None:
+    """The child row of ``D/phase`` (``None``: no such pipeline or phase); a plain id is itself."""
+    if "/" not in address:
+        return address
+    dispatch, _, name = address.partition("/")
+    record = read_record(state_dir, dispatch) or ()
+    return next((p.id for p in record if p.name == name), None)
+
+
+def phase_of(state_dir: str, row: DispatchRow) -> str | None:
+    """The phase name of a child row of a pipeline (``None``: it is none)."""
+    if row.parent is None:
+        return None
+    return next((p.name for p in read_record(state_dir, row.parent) or () if p.id == row.id), None)
+
+
+def phase_state(row: DispatchRow | None, started: bool) -> PhaseState:
+    """A phase's state for the core, from its row; ``started``: this supervisor started it."""
+    if row is None:
+        return PhaseState.WAITING
+    if row.state is DispatchState.ENDED:
+        ok = result_word(row.state, row.job_status, row.exit_code) == "succeeded" and _back(row)
+        return PhaseState.SUCCEEDED if ok else PhaseState.FAILED
+    if row.state is DispatchState.FAILED and (row.message or "").startswith(DEPENDENCY_FAILED):
+        return PhaseState.DEPENDENCY_FAILED
+    if row.state in (DispatchState.FAILED, DispatchState.CANCELLED):
+        return PhaseState.FAILED
+    if row.state is DispatchState.WALKING and not started and row.handle is None and not row.message:
+        return PhaseState.WAITING
+    return PhaseState.RUNNING
+
+
+def _back(row: DispatchRow) -> bool:
+    """Its outputs came back (here, or in storage): what a phase that needs it is given."""
+    return row.pulled_at is not None or row.stored_at is not None
+
+
+# --- the supervisor's loop --------------------------------------------------------------------
+
+
+def drive(sup: Supervisor, dispatch: str, gather: Gather) -> bool:
+    """Drive pipeline ``dispatch`` to its end under ``sup`` (``gather``: the supervisor's, what
+    a walk knows before it starts); ``False`` when it is no pipeline."""
+    record = read_record(sup.ledger.state_dir, dispatch)
+    if record is None:
+        return False
+    _Run(sup, dispatch, record, gather).run()
+    return True
+
+
+class _Run:
+    def __init__(self, sup: Supervisor, dispatch: str, record: tuple[PhaseRecord, ...], gather: Gather) -> None:
+        from eps.core.model import Job
+
+        self.gather = gather
+        self.sup = sup
+        self.ledger: Ledger = sup.ledger
+        self.dispatch = dispatch
+        self.record = {p.name: p for p in record}
+        self.pipeline = Pipeline(tuple(Phase(p.name, Job("cpu-small"), p.needs) for p in record))
+        self.log = sup.log(dispatch)
+        self.threads: dict[str, threading.Thread] = {}
+        self.retry_at: dict[str, float] = {}
+
+    def stop(self) -> bool:
+        return self.sup.stopping.is_set() or not self.sup.acting(self.dispatch)
+
+    def states(self) -> dict[str, PhaseState]:
+        rows = {r.id: r for r in self.ledger.children(self.dispatch)}
+        out = {}
+        for name, p in self.record.items():
+            row = rows.get(p.id)
+            started = name in self.threads or bool(row is not None and self.ledger.attempts(p.id))
+            out[name] = phase_state(row, started)
+        return out
+
+    def run(self) -> None:
+        got_settings: tuple[Settings, Lanes] = self.sup.own_settings(self.dispatch)
+        settings, lanes = got_settings
+        try:
+            while not self.stop():
+                parent = self.ledger.dispatch(self.dispatch)
+                if parent is None or parent.state is DispatchState.CANCELLED:
+                    return
+                states = self.states()
+                got = schedule(self.pipeline, states)
+                for name in got.doomed:
+                    self.doom(name, got.because[name])
+                if got.over:
+                    self.end(got.failed, got.dependency_failed)
+                    return
+                now = time.monotonic()
+                for name, state in states.items():
+                    if (name in got.ready or state is PhaseState.RUNNING) and self.free(name, now):
+                        t = threading.Thread(target=self.phase, args=(name, settings, lanes),
+                                             name=f"phase-{self.dispatch}-{name}", daemon=True)  # fmt: skip
+                        self.threads[name] = t
+                        t.start()
+                self.sup.stopping.wait(settings.jobs.wait_poll_s)
+        finally:
+            for t in self.threads.values():
+                t.join()
+            if lanes is not self.sup.lanes:
+                lanes.close()
+
+    def free(self, name: str, now: float) -> bool:
+        """No thread runs phase ``name`` now (one that died lets it be taken on again, later)."""
+        t = self.threads.get(name)
+        if t is not None and t.is_alive():
+            return False
+        if t is not None:
+            del self.threads[name]
+            self.retry_at.setdefault(name, now + RETRY_S)
+        return self.retry_at.get(name, 0.0) <= now
+
+    def doom(self, name: str, need: str) -> None:
+        p = self.record[name]
+        why = f"{DEPENDENCY_FAILED}: needs {need!r}, which did not succeed; nothing was started for it"
+        self.ledger.set_dispatch(p.id, DispatchState.FAILED, message=why)
+        self.log.emit(Event.STOPPED, dispatch=p.id, message=why, reason={"code": DEPENDENCY_FAILED, "text": why})
+
+    def end(self, failed: Sequence[str], doomed: Sequence[str]) -> None:
+        n = len(self.record)
+        if not failed and not doomed:
+            self.ledger.set_dispatch(self.dispatch, DispatchState.ENDED, message=f"{n}/{n} phases succeeded")
+            return
+        said = f"phase {', '.join(failed)} failed"
+        if doomed:
+            said += f"; {', '.join(doomed)}: {DEPENDENCY_FAILED}"
+        # the parent's own walk is over: ended, its phases' results are on their rows (eps wait reads them)
+        self.ledger.set_dispatch(self.dispatch, DispatchState.ENDED, message=said)
+
+    def phase(self, name: str, settings: Settings, lanes: Lanes) -> None:
+        """One phase: its inputs staged (a first start), then walked and followed to its end."""
+        import sys
+        import traceback
+
+        from eps.core.tables import DEFAULT_GRANTS
+        from eps.shell.run.follow import follow_to_end
+        from eps.shell.run.ownership import read_inputs
+        from eps.shell.run.walker import Walker
+
+        p = self.record[name]
+        try:
+            row = self.ledger.dispatch(p.id)
+            if row is None:
+                return
+            if row.state is DispatchState.WALKING:
+                if not self.ledger.attempts(p.id) and p.needs:
+                    why = self.stage(p, settings)
+                    if why is not None:
+                        self.ledger.set_dispatch(p.id, DispatchState.FAILED, message=why)
+                        self.log.emit(Event.STOPPED, dispatch=p.id, message=why,
+                                      reason={"code": "inputs", "text": why})  # fmt: skip
+                        return
+                snap, grants = read_inputs(self.ledger.state_dir, self.dispatch, self.ledger)
+                from eps.core.model import CapacitySnapshot
+
+                snapshot, grants_now = self.gather(lanes, self.ledger, row.job, snap or CapacitySnapshot(),
+                                              grants or DEFAULT_GRANTS, grants_given=grants is not None)  # fmt: skip
+                walker = Walker(settings, self.ledger, lanes, self.log, grants=grants_now, snapshot=snapshot,
+                                supervised=True)  # fmt: skip
+                walker.walk_recorded(p.id)
+            follow_to_end(self.ledger, lanes, self.log, [p.id], poll_s=settings.jobs.wait_poll_s,
+                          stop=self.stop, sync=True)  # fmt: skip
+        except Exception:  # logged; the phase is taken on again after RETRY_S
+            sys.stderr.write(f"dispatch {self.dispatch} phase {name}:\n{traceback.format_exc()}")
+            sys.stderr.flush()
+
+    def stage(self, p: PhaseRecord, settings: Settings) -> str | None:
+        """Put each need's outputs under ``.eps-inputs/<need>/`` of the phase's staged workdir
+        (its job ships it); ``None``, or why it could not (the disk's margin, a need's
+        outputs not here).  A job with storage is given them by its own machine (its job's
+        ``inputs``, set at execute), so nothing is staged here."""
+        from eps.core.room import margin_bytes
+
+        row = self.ledger.dispatch(p.id)
+        staged = stage_dir(self.ledger.state_dir, self.dispatch, p.name)
+        if row is None or row.job.workdir != staged:  # storage: its machine copies them (its job's inputs)
+            return None
+        root = os.path.join(staged, INPUTS_DIR)
+        sources = {}
+        for need in p.needs:
+            src = os.path.join(self.ledger.state_dir, "outputs", self.record[need].id)
+            if not os.path.isdir(src):
+                return f"inputs: the outputs of {need!r} are not on this host ({src})"
+            sources[need] = src
+        size = sum(_size(s) for s in sources.values())
+        margin = margin_bytes(settings.policy.thresholds.vm_disk_margin_gb)
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        free = shutil.disk_usage(root).free
+        if free - size < margin:
+            return (f"inputs: staging {size} bytes would leave {free - size} bytes free on this host, "
+                    f"below its margin of {margin} (vm_disk_margin_gb)")  # fmt: skip
+        for need, src in sources.items():
+            dst = os.path.join(root, need)
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst, symlinks=True)
+        self.log.emit(Event.INPUTS, dispatch=p.id, inputs=[
+            {"url": s, "dest": f"{INPUTS_DIR}/{n}", "objects": _count(s), "bytes": _size(s)}
+            for n, s in sources.items()])  # fmt: skip
+        return None
+
+
+def _count(path: str) -> int:
+    return sum(len(files) for _base, _dirs, files in os.walk(path))
+
+
+def _size(path: str) -> int:
+    total = 0
+    for base, _dirs, files in os.walk(path):
+        for f in files:
+            full = os.path.join(base, f)
+            if not os.path.islink(full):
+                total += os.path.getsize(full)
+    return total
+
+
+# --- eps wait ---------------------------------------------------------------------------------
+
+
+def exit_of(state_dir: str, rows: Sequence[DispatchRow], say: Callable[[str], object]) -> int | None:
+    """The exit code of waiting for a pipeline's phases (``rows``), each failed phase named
+    through ``say``, each phase ended dependency_failed too; ``None`` when they are no
+    pipeline's.  0: every phase succeeded; :data:`PHASE_FAILED` otherwise."""
+    from eps.core.contract import PHASE_FAILED
+
+    parent = rows[0].parent if rows else None
+    record = read_record(state_dir, parent) if parent is not None else None
+    if record is None or parent is None:
+        return None
+    by_id = {r.id: r for r in rows}
+    bad = 0
+    for p in record:
+        row = by_id.get(p.id)
+        state = phase_state(row, True)
+        if row is None or state is PhaseState.SUCCEEDED:
+            continue
+        bad += 1
+        if state is PhaseState.DEPENDENCY_FAILED:
+            say(f"eps: {parent} phase {p.name} ({p.id}): {row.message}\n")
+        else:
+            say(
+                f"eps: {parent} phase {p.name} ({p.id}): {result_word(row.state, row.job_status, row.exit_code)}"
+                f"{'' if _back(row) or row.state is not DispatchState.ENDED else ' (its outputs did not come back)'}\n"
+            )
+    return PHASE_FAILED if bad else 0

@@ -1,0 +1,140 @@
+"""A pipeline run as one dispatch under the supervisor (issue 36 item 2;
+docs/design/pipelines.md), eps as real processes in detached mode, every phase on the VM
+lane: the phases run in the order of their needs, independent ones at once, each phase's
+inputs are the outputs of what it needs (checked by hash), a failed phase ends its
+dependents ``dependency_failed`` with nothing created for them, and a supervisor SIGKILLed
+mid-pipeline is revived without running a finished phase again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faults_support import Eps, GcpTrap, RunpodTrap
+
+from eps.core.contract import PHASE_FAILED
+
+#: Each phase writes a random blob, and the hash of every input file it was given.
+WRITE = 'head -c 200000 /dev/urandom > "$EPS_OUTPUT_DIR/blob"'
+SEEN = '( cd "$EPS_INPUT_DIR" && find . -type f | sort | xargs sha256sum ) > "$EPS_OUTPUT_DIR/seen"'
+
+
+@pytest.fixture
+def eps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path) -> Iterator[Eps]:
+    e = Eps(tmp_path, gtrap.fake, rtrap.fake, detached=True)
+    yield e
+    e.close()
+
+
+def _file(tmp: Path, phases: list[dict[str, Any]]) -> Path:
+    lines = []
+    for p in phases:
+        lines += [
+            "[[phases]]",
+            f'name = "{p["name"]}"',
+            'intent = "cpu-small"',
+            'duration = "20s"',
+            "cpu = true",
+            f"needs = {json.dumps(p.get('needs', []))}",
+            f"command = {json.dumps(p['command'])}",
+            "",
+        ]
+    path = tmp / "pipeline.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _seen(out: Path) -> dict[str, str]:
+    """``seen`` as {relative path: sha256}."""
+    got = {}
+    for line in (out / "seen").read_text().splitlines():
+        digest, name = line.split(maxsplit=1)
+        got[name.removeprefix("./")] = digest
+    return got
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _phase_ids(eps: Eps, d: str) -> dict[str, str]:
+    doc = json.loads((eps.state / "pipelines" / f"{d}.json").read_text())
+    return {p["name"]: p["id"] for p in doc["phases"]}
+
+
+def test_a_pipeline_runs_its_phases_in_order_each_given_its_needs_outputs(eps: Eps, tmp_path: Path) -> None:
+    path = _file(tmp_path, [
+        {"name": "prep", "command": WRITE},
+        {"name": "lint", "command": WRITE},
+        {"name": "train", "needs": ["prep"], "command": f"{SEEN}; {WRITE}"},
+        {"name": "report", "needs": ["train", "lint"], "command": SEEN},
+    ])  # fmt: skip
+    rc, out, err = eps.run("execute", "--job", str(path), "--dispatch-id", "pipea", "--wait", timeout_s=120)
+    assert rc == 0, (out, err)
+    ids = _phase_ids(eps, "pipea")
+    outs = {name: eps.state / "outputs" / i for name, i in ids.items()}
+    assert _seen(outs["train"]) == {"prep/blob": _sha(outs["prep"] / "blob")}
+    train, lint = outs["train"], outs["lint"]
+    assert _seen(outs["report"]) == {"train/blob": _sha(train / "blob"), "train/seen": _sha(train / "seen"),
+                                     "lint/blob": _sha(lint / "blob")}  # fmt: skip
+    # one attempt each; train started only after prep ended, report after train and lint
+    rows = {name: eps.dispatch(i) for name, i in ids.items()}
+    assert all(len(eps.attempts(i)) == 1 for i in ids.values())
+    began = {name: eps.attempts(i)[0]["started_at"] for name, i in ids.items()}
+    assert rows["prep"]["ended_at"] <= began["train"]  # the wrapper's end, whole seconds
+    assert max(rows["train"]["ended_at"], rows["lint"]["ended_at"]) <= began["report"]
+    assert abs(began["prep"] - began["lint"]) < 5  # independent: started together
+    assert eps.dispatch("pipea")["state"] == "ended"
+    rc, out, err = eps.run("wait", "pipea")
+    assert rc == 0, err
+
+
+def test_a_failed_phase_ends_its_dependents_dependency_failed_and_wait_says_so(eps: Eps, tmp_path: Path) -> None:
+    path = _file(tmp_path, [
+        {"name": "prep", "command": f"{WRITE}; exit 4"},
+        {"name": "side", "command": WRITE},
+        {"name": "train", "needs": ["prep"], "command": SEEN},
+        {"name": "report", "needs": ["train", "side"], "command": SEEN},
+    ])  # fmt: skip
+    rc, out, err = eps.run("execute", "--job", str(path), "--dispatch-id", "pipeb", "--wait", timeout_s=120)
+    assert rc == PHASE_FAILED, (out, err)
+    ids = _phase_ids(eps, "pipeb")
+    assert f"pipeb phase prep ({ids['prep']}): failed (exit 4)" in err, err
+    for name in ("train", "report"):
+        row = eps.dispatch(ids[name])
+        assert row["state"] == "failed" and row["message"].startswith("dependency_failed"), row
+        assert eps.attempts(ids[name]) == []  # nothing created: no attempt, no provider call
+        assert f"pipeb phase {name} ({ids[name]}): dependency_failed" in err, err
+    assert eps.dispatch(ids["side"])["state"] == "ended"
+    rc, out, err = eps.run("wait", "pipeb")
+    assert rc == PHASE_FAILED and "phase prep" in err, err
+
+
+def test_a_supervisor_killed_mid_pipeline_is_revived_and_runs_no_finished_phase_again(eps: Eps, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    path = _file(tmp_path, [
+        {"name": "prep", "command": WRITE},
+        {"name": "train", "needs": ["prep"], "command": f"while [ ! -e {go} ]; do sleep 0.1; done; {SEEN}; {WRITE}"},
+        {"name": "report", "needs": ["train"], "command": SEEN},
+    ])  # fmt: skip
+    rc, out, err = eps.run("execute", "--job", str(path), "--dispatch-id", "pipec", "--detach")
+    assert rc == 0, (out, err)
+    ids = _phase_ids(eps, "pipec")
+    eps.wait_attempt(ids["train"], lambda a: a["state"] == "running", 60, "train to run")
+    eps.kill_supervisor()  # mid-pipeline: prep ended, train running, report not started
+    assert eps.dispatch(ids["prep"])["state"] == "ended"
+    assert eps.dispatch(ids["report"])["state"] == "walking" and eps.attempts(ids["report"]) == []
+    go.touch()
+    rc, out, err = eps.run("status")  # revives the supervisor
+    assert rc == 0, err
+    rc, out, err = eps.run("wait", "pipec", timeout_s=90)
+    assert rc == 0, (out, err)
+    assert [len(eps.attempts(ids[n])) for n in ("prep", "train", "report")] == [1, 1, 1]  # prep not run again
+    outs = {name: eps.state / "outputs" / i for name, i in ids.items()}
+    assert _seen(outs["train"]) == {"prep/blob": _sha(outs["prep"] / "blob")}
+    assert _seen(outs["report"])["train/blob"] == _sha(outs["train"] / "blob")
+    assert eps.dispatch("pipec")["state"] == "ended"
