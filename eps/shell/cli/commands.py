@@ -73,6 +73,7 @@ def _dispatch_command(
     if getattr(ns, "resume", None) and getattr(ns, "notify", None):
         raise JobError("usage", "eps execute --resume DISPATCH takes no --notify (its targets are those it was "
                        "handed over with)", None)  # fmt: skip
+    _phase_address(ns, ctx)  # D/phase: a pipeline's phase, its own row
     for named in (getattr(ns, "dispatch", None), getattr(ns, "resume", None)):
         if named:
             operations.known(ctx, named)
@@ -123,18 +124,34 @@ def _dispatch_command(
         raise JobError("usage", 'eps attach: this config walks dispatches inline ([jobs] supervise = "inline")', None)
     if ns.cmd in ("logs", "pull", "wait", "ssh"):
         return _lifecycle(ns, ctx, command, reporter)
-    if ns.cmd == "execute" and getattr(ns, "job", None) and not ns.resume:
-        from eps.shell.cli.pipeline_cmd import pipeline_dispatch
-
-        if (piped := pipeline_dispatch(ns, ctx, command)) is not None:  # a file of [[phases]]: handed over
-            if ns.wait or ns.follow:
-                return _follow(ns, ctx, reporter, piped, history=True, wait=True, timeout_s=None)
-            from eps.shell.cli.pipeline_cmd import handed_over
-
-            return handed_over(ctx, piped, as_json=reporter.json_lines)
+    if (piped := _pipeline(ns, ctx, command, reporter)) is not None:  # a file of [[phases]]: handed over
+        return piped
     if detached:
         return _hand_over(ns, ctx, command, request_of, reporter)
     return _execute(ns, ctx, command, request_of, reporter)
+
+
+def _phase_address(ns: argparse.Namespace, ctx: Ctx) -> None:
+    """``D/phase`` names a pipeline's phase: its own row from here on."""
+    if getattr(ns, "dispatch", None) and "/" in ns.dispatch:
+        from eps.shell.service.pipelines import resolve
+
+        ns.dispatch = resolve(ctx, ns.dispatch)
+
+
+def _pipeline(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporter: Reporter) -> int | None:
+    """``eps execute --job pipeline.toml``: handed over, then waited for with ``--wait``; its
+    exit code.  ``None``: not a pipeline."""
+    if ns.cmd != "execute" or not getattr(ns, "job", None) or ns.resume:
+        return None
+    from eps.shell.cli.pipeline_cmd import handed_over, pipeline_dispatch
+
+    piped = pipeline_dispatch(ns, ctx, command)
+    if piped is None:
+        return None
+    if ns.wait or ns.follow:
+        return _follow(ns, ctx, reporter, piped, history=True, wait=True, timeout_s=None)
+    return handed_over(ctx, piped, as_json=reporter.json_lines)
 
 
 def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporter: Reporter) -> int:

@@ -70,6 +70,8 @@ def print_status(
             from eps.core.sweep import progress_line
 
             note = progress_line(r["tasks"])
+        if r.get("phases"):  # a pipeline: each phase's state (eps.shell.run.pipelines)
+            note = ", ".join(f"{p['phase']} {p['state']}" for p in r["phases"])
         held = r.get("held_back")
         if held and held["line"] not in note:  # a sync skipped while it runs, or a newer pull's sizes
             note = f"outputs {held['line']}; {note}" if note else f"outputs {held['line']}"

@@ -54,7 +54,8 @@ if TYPE_CHECKING:
                      grants: QosGrants, *, grants_given: bool) -> tuple[CapacitySnapshot, QosGrants]: ...  # fmt: skip
 
 
-__all__ = ["PhaseRecord", "drive", "exit_of", "phase_state", "read_record", "resolve", "stage_dir", "write_record"]
+__all__ = ["PhaseRecord", "drive", "exit_of", "phase_state", "phases_line", "read_record", "resolve", "stage_dir",
+           "status_of", "write_record"]
 
 #: A phase whose thread ended with its row still unsettled (an error) is tried again after this.
 RETRY_S = 5.0
@@ -219,14 +220,17 @@ class _Run:
         self.log.emit(Event.STOPPED, dispatch=p.id, message=why, reason={"code": DEPENDENCY_FAILED, "text": why})
 
     def end(self, failed: Sequence[str], doomed: Sequence[str]) -> None:
+        """The pipeline has ended: its row says so, with the code ``eps wait`` leaves with (0,
+        or PHASE_FAILED) as its exit code, and which phases failed."""
+        from eps.core.contract import PHASE_FAILED
+
         n = len(self.record)
-        if not failed and not doomed:
-            self.ledger.set_dispatch(self.dispatch, DispatchState.ENDED, message=f"{n}/{n} phases succeeded")
-            return
-        said = f"phase {', '.join(failed)} failed"
-        if doomed:
-            said += f"; {', '.join(doomed)}: {DEPENDENCY_FAILED}"
-        # the parent's own walk is over: ended, its phases' results are on their rows (eps wait reads them)
+        said = f"{n}/{n} phases succeeded"
+        if failed or doomed:
+            said = f"phase {', '.join(failed)} failed" if failed else "a phase failed"
+            if doomed:
+                said += f"; {', '.join(doomed)}: {DEPENDENCY_FAILED}"
+        self.ledger.record_end(self.dispatch, PHASE_FAILED if failed or doomed else 0, "exited", time.time())
         self.ledger.set_dispatch(self.dispatch, DispatchState.ENDED, message=said)
 
     def phase(self, name: str, settings: Settings, lanes: Lanes) -> None:
@@ -315,7 +319,29 @@ def _size(path: str) -> int:
     return total
 
 
-# --- eps wait ---------------------------------------------------------------------------------
+# --- eps status and eps wait ---------------------------------------------------------------------------------
+
+
+def status_of(ledger: Ledger, dispatch: str) -> list[dict[str, Any]] | None:
+    """``eps status``'s ``phases`` of pipeline ``dispatch``: each phase's name, row, needs,
+    state (:class:`PhaseState`), result and lane; ``None`` when it is no pipeline."""
+    record = read_record(ledger.state_dir, dispatch)
+    if record is None:
+        return None
+    rows = {r.id: r for r in ledger.children(dispatch)}
+    out = []
+    for p in record:
+        row = rows.get(p.id)
+        state = phase_state(row, bool(row is not None and ledger.attempts(p.id)))
+        out.append({"phase": p.name, "dispatch": p.id, "needs": list(p.needs), "state": state.value,
+                    "result": None if row is None else result_word(row.state, row.job_status, row.exit_code),
+                    "lane": None if row is None or row.handle is None else row.handle.lane})  # fmt: skip
+    return out
+
+
+def phases_line(phases: Sequence[dict[str, Any]]) -> str:
+    """``eps status``'s note of a pipeline: ``prep succeeded, train running, report waiting``."""
+    return ", ".join(f"{p['phase']} {p['state']}" for p in phases)
 
 
 def exit_of(state_dir: str, rows: Sequence[DispatchRow], say: Callable[[str], object]) -> int | None:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from eps.shell.service.context import Ctx
     from eps.shell.state.ledger import DispatchRow
 
-__all__ = ["PlannedPipeline", "exit_of", "phases_of", "plan_pipeline", "refuse_execute", "submit"]
+__all__ = ["PlannedPipeline", "exit_of", "phases_of", "plan_pipeline", "refuse_execute", "resolve", "submit"]
 
 
 class PlannedPipeline(NamedTuple):
@@ -181,3 +181,17 @@ def phases_of(ctx: Ctx, dispatch: str) -> tuple[PhaseRecord, ...]:
     from eps.shell.run.pipelines import read_record
 
     return read_record(ctx.settings.state_dir, dispatch) or ()
+
+
+def resolve(ctx: Ctx, address: str) -> str:
+    """The row of ``D/phase`` (a pipeline's phase), or ``unknown_dispatch`` in one line naming
+    the pipeline's phases; a plain dispatch id is itself."""
+    if "/" not in address:
+        return address
+    dispatch, _, name = address.partition("/")
+    phases = phases_of(ctx, dispatch)
+    found = next((p.id for p in phases if p.name == name), None)
+    if found is None:
+        known = f"its phases: {', '.join(p.name for p in phases)}" if phases else f"{dispatch} is no pipeline"
+        raise JobError("unknown_dispatch", f"no phase {address!r} ({known})", None)
+    return found

@@ -75,6 +75,7 @@ def status(
                 "restarts": r.job.restart,
                 "next_try_at": r.next_try_at if r.state is DispatchState.WAITING else None,
                 **_sweep_fields(ledger, r),
+                **_phase_fields(ledger, r),  # a pipeline: its phases (eps.shell.run.pipelines)
                 **({"owner": owned.get(r.id)} if ledger.shared else {}),  # a team's ledger: which host has it
                 **({"cancelled_by": by} if (by := cancels.get(r.id)) else {}),  # a team's: who cancelled it
                 "attempts": [
@@ -103,6 +104,16 @@ def _sweep_fields(ledger: Ledger, r: DispatchRow) -> dict[str, Any]:
     return {"tasks": task_progress((c.state, word) for c, word in tasks),
             "task_states": [{"task": c.job.task_index, "dispatch": c.id, "state": c.state.value, "result": word,
                              "exit_code": c.exit_code} for c, word in tasks]}  # fmt: skip
+
+
+def _phase_fields(ledger: Ledger, r: DispatchRow) -> dict[str, Any]:
+    """A pipeline's row: each phase's state (``phases``); nothing for any other row."""
+    if r.parent is not None:
+        return {}
+    from eps.shell.run.pipelines import status_of
+
+    phases = status_of(ledger, r.id)
+    return {} if phases is None else {"phases": phases}
 
 
 def _owners(ledger: Ledger, rows: list[DispatchRow]) -> tuple[dict[str, dict[str, str | None] | None],

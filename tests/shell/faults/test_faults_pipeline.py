@@ -30,6 +30,14 @@ def eps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path) -> Iterat
     e.close()
 
 
+def _valid(name: str, out: str) -> None:
+    """``out`` checked against the shipped schema ``name``."""
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parents[3] / "eps" / "schemas" / f"{name}.json").read_text())
+    jsonschema.validate(json.loads(out), schema, cls=jsonschema.Draft202012Validator)
+
+
 def _file(tmp: Path, phases: list[dict[str, Any]]) -> Path:
     lines = []
     for p in phases:
@@ -91,6 +99,26 @@ def test_a_pipeline_runs_its_phases_in_order_each_given_its_needs_outputs(eps: E
     assert eps.dispatch("pipea")["state"] == "ended"
     rc, out, err = eps.run("wait", "pipea")
     assert rc == 0, err
+    rc, out, err = eps.run("status", "pipea")
+    assert rc == 0 and "prep succeeded, lint succeeded, train succeeded, report succeeded" in " ".join(out.split())
+    rc, out, err = eps.run("status", "--json", "pipea")
+    _valid("status", out)
+    [row] = json.loads(out)["dispatches"]
+    assert (row["result"], row["exit_code"]) == ("succeeded", 0), row
+    assert [(p["phase"], p["dispatch"], p["needs"], p["state"], p["lane"]) for p in row["phases"]] == [
+        ("prep", ids["prep"], [], "succeeded", "vm"),
+        ("lint", ids["lint"], [], "succeeded", "vm"),
+        ("train", ids["train"], ["prep"], "succeeded", "vm"),
+        ("report", ids["report"], ["train", "lint"], "succeeded", "vm"),
+    ]
+    rc, out, err = eps.run("wait", "pipea/train")  # one phase, addressed as D/phase
+    assert rc == 0, err
+    rc, out, err = eps.run("logs", "pipea/train")
+    assert rc == 0 and "eps: job ended: exited, exit code 0" in out, (out, err)
+    rc, out, err = eps.run("pull", "pipea/report", "--to", str(tmp_path / "report"))
+    assert rc == 0 and _seen(tmp_path / "report") == _seen(outs["report"]), (out, err)
+    rc, out, err = eps.run("status", "pipea/nope")
+    assert rc == 2 and "no phase 'pipea/nope' (its phases: prep, lint, train, report)" in err, err
 
 
 def test_a_failed_phase_ends_its_dependents_dependency_failed_and_wait_says_so(eps: Eps, tmp_path: Path) -> None:
@@ -112,6 +140,8 @@ def test_a_failed_phase_ends_its_dependents_dependency_failed_and_wait_says_so(e
     assert eps.dispatch(ids["side"])["state"] == "ended"
     rc, out, err = eps.run("wait", "pipeb")
     assert rc == PHASE_FAILED and "phase prep" in err, err
+    rc, out, err = eps.run("status", "pipeb")
+    assert "prep failed, side succeeded, train dependency_failed, report dependency_failed" in " ".join(out.split())
 
 
 def test_a_supervisor_killed_mid_pipeline_is_revived_and_runs_no_finished_phase_again(eps: Eps, tmp_path: Path) -> None:
