@@ -352,8 +352,8 @@ def exit_of(state_dir: str, rows: Sequence[DispatchRow], say: Callable[[str], ob
 
     parent = rows[0].parent if rows else None
     record = read_record(state_dir, parent) if parent is not None else None
-    if record is None or parent is None:
-        return None
+    if record is None or parent is None or {r.id for r in rows} != {p.id for p in record}:
+        return None  # no pipeline, or one phase of it (D/phase: its own code)
     by_id = {r.id: r for r in rows}
     bad = 0
     for p in record:

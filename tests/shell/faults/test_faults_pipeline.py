@@ -140,6 +140,8 @@ def test_a_failed_phase_ends_its_dependents_dependency_failed_and_wait_says_so(e
     assert eps.dispatch(ids["side"])["state"] == "ended"
     rc, out, err = eps.run("wait", "pipeb")
     assert rc == PHASE_FAILED and "phase prep" in err, err
+    rc, out, err = eps.run("wait", "pipeb/prep")  # one phase: its own code
+    assert rc == 4, err
     rc, out, err = eps.run("status", "pipeb")
     assert "prep failed, side succeeded, train dependency_failed, report dependency_failed" in " ".join(out.split())
 
@@ -168,3 +170,21 @@ def test_a_supervisor_killed_mid_pipeline_is_revived_and_runs_no_finished_phase_
     assert _seen(outs["train"]) == {"prep/blob": _sha(outs["prep"] / "blob")}
     assert _seen(outs["report"])["train/blob"] == _sha(outs["train"] / "blob")
     assert eps.dispatch("pipec")["state"] == "ended"
+
+
+def test_cancel_of_a_pipeline_stops_its_running_phase_and_starts_nothing_more(eps: Eps, tmp_path: Path) -> None:
+    path = _file(tmp_path, [
+        {"name": "prep", "command": "sleep 60"},
+        {"name": "train", "needs": ["prep"], "command": SEEN},
+    ])  # fmt: skip
+    rc, out, err = eps.run("execute", "--job", str(path), "--dispatch-id", "piped")
+    assert rc == 0 and "piped/prep" in out, (out, err)
+    ids = _phase_ids(eps, "piped")
+    eps.wait_attempt(ids["prep"], lambda a: a["state"] == "running", 60, "prep to run")
+    rc, out, err = eps.run("cancel", "piped")
+    assert rc == 0, (out, err)
+    rc, out, err = eps.run("wait", "piped", timeout_s=90)
+    assert rc == PHASE_FAILED and "phase prep" in err, (out, err)
+    assert eps.dispatch("piped")["state"] == "cancelled"
+    assert eps.dispatch(ids["prep"])["state"] == "cancelled"
+    assert eps.dispatch(ids["train"])["state"] == "cancelled" and eps.attempts(ids["train"]) == []
