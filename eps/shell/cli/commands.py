@@ -124,7 +124,7 @@ def _dispatch_command(
         raise JobError("usage", 'eps attach: this config walks dispatches inline ([jobs] supervise = "inline")', None)
     if ns.cmd in ("logs", "pull", "wait", "ssh"):
         return _lifecycle(ns, ctx, command, reporter)
-    if (piped := _pipeline(ns, ctx, command, reporter)) is not None:  # a file of [[phases]]: handed over
+    if (piped := _pipeline(ns, ctx, command, request_of, reporter)) is not None:  # a file of [[phases]]: handed over
         return piped
     if detached:
         return _hand_over(ns, ctx, command, request_of, reporter)
@@ -139,14 +139,17 @@ def _phase_address(ns: argparse.Namespace, ctx: Ctx) -> None:
         ns.dispatch = resolve(ctx, ns.dispatch)
 
 
-def _pipeline(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporter: Reporter) -> int | None:
-    """``eps execute --job pipeline.toml``: handed over, then waited for with ``--wait``; its
-    exit code.  ``None``: not a pipeline."""
-    if ns.cmd != "execute" or not getattr(ns, "job", None) or ns.resume:
+def _pipeline(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str],
+              request_of: Callable[[argparse.Namespace, Sequence[str]], JobRequest], reporter: Reporter) -> int | None:
+    """``eps execute --job pipeline.toml`` or ``--after D``: handed over, then waited for with
+    ``--wait``; its exit code.  ``None``: neither."""
+    if ns.cmd != "execute" or ns.resume or not (getattr(ns, "job", None) or getattr(ns, "after", None)):
         return None
-    from eps.shell.cli.pipeline_cmd import handed_over, pipeline_dispatch
+    from eps.shell.cli.pipeline_cmd import after_dispatch, handed_over, pipeline_dispatch
 
-    piped = pipeline_dispatch(ns, ctx, command)
+    piped = pipeline_dispatch(ns, ctx, command) if ns.job else None
+    if piped is None and ns.after:  # --after D: a one-phase pipeline that needs D
+        piped = after_dispatch(ns, ctx, command, request_of)
     if piped is None:
         return None
     if ns.wait or ns.follow:

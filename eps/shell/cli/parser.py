@@ -366,6 +366,12 @@ def add_execute_options(e: argparse.ArgumentParser) -> None:
     a = e.add_argument("--resume", metavar="DISPATCH", help="continue the walk of a dispatch after a crash")
     a.complete = _COMPLETE["dispatches"]  # type: ignore[attr-defined]
     e.add_argument("--dispatch-id", metavar="ID", help="use this dispatch id (default: a new one)")
+    a = e.add_argument(
+        "--after", metavar="DISPATCH",
+        help="start once DISPATCH (one job) has succeeded, its outputs in $EPS_INPUT_DIR/DISPATCH/;"
+        " if it fails, this ends dependency_failed",
+    )  # fmt: skip
+    a.complete = _COMPLETE["dispatches"]  # type: ignore[attr-defined]
 
 
 def _input(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ none (a flag would not say which phase it is for): only ``--snapshot``, ``--gran
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from eps.core.model import JobError
 from eps.shell.cli.exits import Exit
@@ -20,10 +20,11 @@ if TYPE_CHECKING:
     import argparse
     from types import SimpleNamespace
 
+    from eps.shell.request.job import JobRequest
     from eps.shell.request.pipeline import PipelineRequest
     from eps.shell.service.context import Ctx
 
-__all__ = ["cmd_plan_pipeline", "pipeline_dispatch"]
+__all__ = ["after_dispatch", "check_execute", "cmd_plan_pipeline", "handed_over", "pipeline_dispatch"]
 
 #: The command line's job options besides :data:`FLAGS` (each phase gives its own in the file).
 _JOB_OPTIONS = ("workdir", "setup", "env", "time_limit", "storage", "input", "notify", "park", "park_reason")
@@ -115,3 +116,15 @@ def handed_over(ctx: Ctx, dispatch: str, *, as_json: bool) -> int:
     sys.stderr.write(f"eps: {dispatch} runs under its supervisor: eps status {dispatch}; eps wait {dispatch}; "
                      f"eps cancel {dispatch}\n")  # fmt: skip
     return Exit.OK
+
+
+def after_dispatch(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str],
+                   request_of: Callable[[argparse.Namespace, Sequence[str]], JobRequest]) -> str:  # fmt: skip
+    """``eps execute ... --after D``: the job recorded to start once D has succeeded; its id."""
+    from eps.shell.service import operations
+    from eps.shell.service.pipelines import resolve, submit_after
+
+    request = request_of(ns, command)
+    snapshot, grants = operations.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))
+    return submit_after(ctx, request, resolve(ctx, ns.after), ns.dispatch_id or None,
+                        snapshot if ns.snapshot else None, grants if ns.grants else None)  # fmt: skip

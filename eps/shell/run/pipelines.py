@@ -62,11 +62,14 @@ RETRY_S = 5.0
 
 
 class PhaseRecord(NamedTuple):
-    """A phase of a recorded pipeline: its ``name``, its child row ``id``, what it ``needs``."""
+    """A phase of a recorded pipeline: its ``name``, its child row ``id``, what it ``needs``;
+    ``after``: not a phase of it but a dispatch it waits for (``eps execute --after D``), never
+    started here, its row its own."""
 
     name: str
     id: str
     needs: tuple[str, ...]
+    after: bool = False
 
 
 def record_path(state_dir: str, dispatch: str) -> str:
@@ -81,7 +84,8 @@ def stage_dir(state_dir: str, dispatch: str, phase: str) -> str:
 def write_record(state_dir: str, dispatch: str, phases: Sequence[PhaseRecord]) -> None:
     path = record_path(state_dir, dispatch)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    doc = {"phases": [{"name": p.name, "id": p.id, "needs": list(p.needs)} for p in phases]}
+    doc = {"phases": [{"name": p.name, "id": p.id, "needs": list(p.needs), **({"after": True} if p.after else {})}
+                      for p in phases]}  # fmt: skip
     tmp = f"{path}.{os.getpid()}"
     with open(tmp, "w") as fh:
         json.dump(doc, fh)
@@ -95,7 +99,8 @@ def read_record(state_dir: str, dispatch: str) -> tuple[PhaseRecord, ...] | None
             doc: dict[str, Any] = json.load(fh)
     except (OSError, ValueError):
         return None
-    return tuple(PhaseRecord(str(p["name"]), str(p["id"]), tuple(str(n) for n in p["needs"])) for p in doc["phases"])
+    return tuple(PhaseRecord(str(p["name"]), str(p["id"]), tuple(str(n) for n in p["needs"]), bool(p.get("after")))
+                 for p in doc["phases"])  # fmt: skip
 
 
 def resolve(state_dir: str, address: str) -> str | None:
@@ -169,8 +174,8 @@ class _Run:
         rows = {r.id: r for r in self.ledger.children(self.dispatch)}
         out = {}
         for name, p in self.record.items():
-            row = rows.get(p.id)
-            started = name in self.threads or bool(row is not None and self.ledger.attempts(p.id))
+            row = self.ledger.dispatch(p.id) if p.after else rows.get(p.id)
+            started = p.after or name in self.threads or bool(row is not None and self.ledger.attempts(p.id))
             out[name] = phase_state(row, started)
         return out
 
@@ -191,6 +196,8 @@ class _Run:
                     return
                 now = time.monotonic()
                 for name, state in states.items():
+                    if self.record[name].after:  # another dispatch's: its own supervisor's to run
+                        continue
                     if (name in got.ready or state is PhaseState.RUNNING) and self.free(name, now):
                         t = threading.Thread(target=self.phase, args=(name, settings, lanes),
                                              name=f"phase-{self.dispatch}-{name}", daemon=True)  # fmt: skip
@@ -224,7 +231,7 @@ class _Run:
         or PHASE_FAILED) as its exit code, and which phases failed."""
         from eps.core.contract import PHASE_FAILED
 
-        n = len(self.record)
+        n = sum(not p.after for p in self.record.values())
         said = f"{n}/{n} phases succeeded"
         if failed or doomed:
             said = f"phase {', '.join(failed)} failed" if failed else "a phase failed"
@@ -331,7 +338,7 @@ def status_of(ledger: Ledger, dispatch: str) -> list[dict[str, Any]] | None:
     rows = {r.id: r for r in ledger.children(dispatch)}
     out = []
     for p in record:
-        row = rows.get(p.id)
+        row = ledger.dispatch(p.id) if p.after else rows.get(p.id)
         state = phase_state(row, bool(row is not None and ledger.attempts(p.id)))
         out.append({"phase": p.name, "dispatch": p.id, "needs": list(p.needs), "state": state.value,
                     "result": None if row is None else result_word(row.state, row.job_status, row.exit_code),
@@ -352,11 +359,16 @@ def exit_of(state_dir: str, rows: Sequence[DispatchRow], say: Callable[[str], ob
 
     parent = rows[0].parent if rows else None
     record = read_record(state_dir, parent) if parent is not None else None
-    if record is None or parent is None or {r.id for r in rows} != {p.id for p in record}:
+    if record is None or parent is None or {r.id for r in rows} != {p.id for p in record if not p.after}:
         return None  # no pipeline, or one phase of it (D/phase: its own code)
     by_id = {r.id: r for r in rows}
+    if any(p.after for p in record) and len(rows) == 1:  # execute --after D: the job's own code once it ran
+        if phase_state(rows[0], True) is not PhaseState.DEPENDENCY_FAILED:
+            return None
+        say(f"eps: {parent}: {rows[0].message}\n")
+        return PHASE_FAILED
     bad = 0
-    for p in record:
+    for p in (p for p in record if not p.after):
         row = by_id.get(p.id)
         state = phase_state(row, True)
         if row is None or state is PhaseState.SUCCEEDED:

@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 
     from eps.shell.config.settings import Settings
     from eps.shell.lanes.jobs import JobFiles
+    from eps.shell.request.job import JobRequest
     from eps.shell.request.pipeline import PipelineRequest
     from eps.shell.run.pipelines import PhaseRecord
     from eps.shell.service.context import Ctx
     from eps.shell.state.ledger import DispatchRow
 
-__all__ = ["PlannedPipeline", "exit_of", "phases_of", "plan_pipeline", "refuse_execute", "resolve", "submit"]
+__all__ = ["PlannedPipeline", "exit_of", "phases_of", "plan_pipeline", "refuse_execute", "resolve", "submit",
+           "submit_after"]
 
 
 class PlannedPipeline(NamedTuple):
@@ -129,7 +131,7 @@ def submit(ctx: Ctx, request: PipelineRequest, dispatch_id: str | None, snapshot
     own = {p.name: got.job for p, got in zip(request.phases, ready, strict=True)}
     for p, got in zip(request.phases, ready, strict=True):
         job = got.job
-        if p.needs and all(own[n].storage for n in p.needs):  # its own machine copies them from storage
+        if p.needs and job.storage and all(own[n].storage for n in p.needs):  # its machine copies them from storage
             from eps.core.jobscript import INPUTS_DIR
             from eps.core.lifecycle import storage_plan
 
@@ -195,3 +197,47 @@ def resolve(ctx: Ctx, address: str) -> str:
         known = f"its phases: {', '.join(p.name for p in phases)}" if phases else f"{dispatch} is no pipeline"
         raise JobError("unknown_dispatch", f"no phase {address!r} ({known})", None)
     return found
+
+
+#: The phase of ``eps execute ... --after D``: the job itself (addressed as ``E/job``).
+AFTER_PHASE = "job"
+
+
+def submit_after(ctx: Ctx, request: JobRequest, after: str, dispatch_id: str | None,
+                 snapshot: CapacitySnapshot | None, grants: QosGrants | None) -> str:  # fmt: skip
+    """``eps execute ... --after D``: the job checked as any execute checks it (nothing
+    recorded when it is refused), then recorded as a one-phase pipeline E that needs D: its
+    phase ``E/job`` starts once D has succeeded, with D's outputs in ``$EPS_INPUT_DIR/D/``,
+    and ends ``dependency_failed`` (nothing created) if D did not succeed."""
+    from eps.core.model import evolve
+    from eps.core.names import copy_id
+    from eps.core.tables import DEFAULT_GRANTS
+    from eps.shell.lanes.jobs import write_env_values
+    from eps.shell.run import ownership
+    from eps.shell.run import pipelines as run
+    from eps.shell.service import operations as ops
+
+    refuse_execute(ctx)
+    row = ops.known(ctx, after)
+    if row.parent is not None or ctx.ledger.children(after) or phases_of(ctx, after):
+        raise JobError("usage", f"--after {after}: it is a fan-out, sweep, pipeline or one of their rows; --after "
+                       "takes a dispatch of one job (for now)", None)  # fmt: skip
+    if request.job.count > 1 or request.job.sweep > 1:
+        raise JobError("usage", "--after with --count or --sweep is not built yet: --after takes one job", None)
+    ops.unused(ctx, dispatch_id)
+    ready = ops.prepare(ctx, request, dispatch_id, snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS)
+    dispatch = dispatch_id or ops.new_dispatch_id()
+    state_dir = ctx.settings.state_dir
+    child = copy_id(dispatch, 1)
+    staged = run.stage_dir(state_dir, dispatch, AFTER_PHASE)
+    _copy_files(ready.files, staged)
+    job = evolve(ready.job, workdir=staged)
+    run.write_record(state_dir, dispatch, [run.PhaseRecord(after, after, (), after=True),
+                                           run.PhaseRecord(AFTER_PHASE, child, (after,))])  # fmt: skip
+    ownership.write_inputs(state_dir, dispatch, snapshot, grants, ctx.lanes.env)
+    ctx.ledger.new_dispatch(dispatch, job)
+    ctx.ledger.new_dispatch(child, job, parent=dispatch)
+    write_env_values(state_dir, child, ready.values)
+    ownership.share_inputs(ctx.ledger, dispatch, ctx.settings)
+    ops.take_over(ctx, dispatch)
+    return dispatch

@@ -188,3 +188,32 @@ def test_cancel_of_a_pipeline_stops_its_running_phase_and_starts_nothing_more(ep
     assert eps.dispatch("piped")["state"] == "cancelled"
     assert eps.dispatch(ids["prep"])["state"] == "cancelled"
     assert eps.dispatch(ids["train"])["state"] == "cancelled" and eps.attempts(ids["train"]) == []
+
+
+def test_after_d_starts_once_d_succeeded_with_its_outputs_and_ends_dependency_failed_when_d_fails(
+    eps: Eps, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    rc, out, err = eps.run("execute", "--dispatch-id", "dfirst", "cpu-small", "--duration", "20s", "--detach", "--",
+                           f"while [ ! -e {go} ]; do sleep 0.1; done; {WRITE}")  # fmt: skip
+    assert rc == 0, err
+    rc, out, err = eps.run("execute", "--dispatch-id", "dnext", "--after", "dfirst", "cpu-small", "--duration", "20s",
+                           "--detach", "--", SEEN)  # fmt: skip
+    assert rc == 0, err
+    eps.wait_attempt("dfirst", lambda a: a["state"] == "running", 60, "dfirst to run")
+    assert eps.attempts("dnextn1") == []  # waits for dfirst
+    go.touch()
+    rc, out, err = eps.run("wait", "dnext", timeout_s=90)
+    assert rc == 0, (out, err)
+    assert _seen(eps.state / "outputs" / "dnextn1") == {"dfirst/blob": _sha(eps.state / "outputs" / "dfirst" / "blob")}
+    assert eps.dispatch("dfirst")["ended_at"] <= eps.attempts("dnextn1")[0]["started_at"]
+    # D fails: the job after it ends dependency_failed, nothing created for it
+    rc, out, err = eps.run("execute", "--dispatch-id", "dbad", "cpu-small", "--duration", "20s", "--wait", "--",
+                           "exit 5")  # fmt: skip
+    assert rc == 5, err
+    rc, out, err = eps.run("execute", "--dispatch-id", "dnot", "--after", "dbad", "cpu-small", "--duration", "20s",
+                           "--wait", "--", SEEN)  # fmt: skip
+    assert rc == PHASE_FAILED and "dependency_failed: needs 'dbad'" in err, (out, err)
+    assert eps.dispatch("dnotn1")["state"] == "failed" and eps.attempts("dnotn1") == []
+    rc, out, err = eps.run("execute", "--after", "nosuch", "cpu-small", "--duration", "20s", "--", "true")
+    assert rc == 2 and "no dispatch 'nosuch'" in err, err
