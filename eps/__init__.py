@@ -18,10 +18,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from eps.api import ConfigError, Execution, Job, JobError, Plan, cancel, execute, plan, status, wait
+    from eps.api import (ConfigError, Execution, Job, JobError, Plan, cancel, execute, execute_pipeline, plan, status,
+                         wait)
 
-__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "__version__", "cancel", "execute", "plan", "status",
-           "wait"]  # fmt: skip
+__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "__version__", "cancel", "execute", "execute_pipeline",
+           "plan", "status", "wait"]  # fmt: skip
 
 _API = frozenset(__all__) - {"__version__"}
 

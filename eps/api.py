@@ -34,7 +34,8 @@ from eps.shell.service.planning import Planned
 if TYPE_CHECKING:
     from eps.shell.service.operations import Service
 
-__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "cancel", "execute", "plan", "status", "wait"]
+__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "cancel", "execute", "execute_pipeline", "plan",
+           "status", "wait"]
 
 #: The exit codes :class:`Execution` carries, as plain ints (the contract's :class:`Exit`).
 OK, NOTHING_STARTS, STILL_RUNNING = int(Exit.OK), int(Exit.NOTHING_STARTS), int(Exit.STILL_RUNNING)
@@ -150,6 +151,43 @@ def _inline(svc: Service, job: Job, dispatch_id: str | None, *, wait: bool) -> E
     code = int(got["exit_code"])
     return Execution(code if started else max(code, NOTHING_STARTS), (dispatch,), tuple(sink.records), None,
                      got["state"])  # fmt: skip
+
+
+def execute_pipeline(
+    pipeline: Mapping[str, Any] | str,
+    *,
+    wait: bool = False,
+    timeout: str | float | None = None,
+    dispatch_id: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Execution:
+    """Run a pipeline as ``eps execute --job pipeline.toml`` does: ``pipeline`` is the file's
+    path, or the same table as a document (``{"phases": [{"name": ..., "needs": [...],
+    "intent": ..., "command": ...}, ...]}``).  Under a supervisor only.  At once, the
+    dispatch; with ``wait``, until every phase ended (at most ``timeout``: then 75):
+    ``exit_code`` 0, or 3 when a phase failed (``wait`` names it)."""
+    from eps.shell.service.operations import Service
+
+    svc = Service(env)
+    bound = None if timeout is None else seconds(timeout, "timeout")
+    try:
+        from eps.shell.service.pipelines import execute_document
+
+        with svc.opened() as ctx:
+            answer = execute_document(ctx, pipeline, dispatch_id)
+    except EXPECTED as exc:
+        said = failure(exc)
+        if isinstance(exc, NotTaken):
+            return Execution(int(said.exit_code), (exc.dispatch,), (), exc.said)
+        return Execution(int(said.exit_code), (), (), said.text)
+    dispatch = answer["dispatch"]
+    if not wait:
+        return Execution(OK, (dispatch,), tuple(svc.events(dispatch)[0]), None, answer["state"])
+    got = svc.wait_until(dispatch, bound)
+    events = tuple(svc.events(dispatch)[0])
+    if not got["ended"]:
+        return Execution(STILL_RUNNING, (dispatch,), events, None, got["state"])
+    return Execution(int(got["exit_code"]), (dispatch,), events, None, got["state"])
 
 
 def wait(dispatch: str, *, timeout: str | float | None = 50, env: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from eps.shell.service.context import Ctx
     from eps.shell.state.ledger import DispatchRow
 
-__all__ = ["PlannedPipeline", "exit_of", "phases_of", "plan_pipeline", "refuse_execute", "resolve", "submit",
-           "submit_after"]
+__all__ = ["PlannedPipeline", "execute_document", "exit_of", "phases_of", "plan_pipeline", "refuse_execute", "resolve",
+           "submit", "submit_after"]
 
 
 class PlannedPipeline(NamedTuple):
@@ -241,3 +241,16 @@ def submit_after(ctx: Ctx, request: JobRequest, after: str, dispatch_id: str | N
     ownership.share_inputs(ctx.ledger, dispatch, ctx.settings)
     ops.take_over(ctx, dispatch)
     return dispatch
+
+
+def execute_document(ctx: Ctx, document: Mapping[str, Any] | str, dispatch_id: str | None = None) -> dict[str, Any]:
+    """A pipeline (a file of ``[[phases]]``, or the same table as a document: ``{"phases":
+    [...]}``) recorded and handed over as :func:`submit` does; at once, the dispatch and its state."""
+    from eps.shell.request.pipeline import PipelineRequest
+    from eps.shell.service.operations import execute_doc
+
+    if isinstance(document, str):
+        request = PipelineRequest.from_file(document)
+    else:
+        request = PipelineRequest.from_data("pipeline", dict(document))
+    return execute_doc(ctx, submit(ctx, request, dispatch_id, None, None))

@@ -217,3 +217,19 @@ def test_after_d_starts_once_d_succeeded_with_its_outputs_and_ends_dependency_fa
     assert eps.dispatch("dnotn1")["state"] == "failed" and eps.attempts("dnotn1") == []
     rc, out, err = eps.run("execute", "--after", "nosuch", "cpu-small", "--duration", "20s", "--", "true")
     assert rc == 2 and "no dispatch 'nosuch'" in err, err
+
+
+def test_the_python_api_takes_the_same_pipeline_document(eps: Eps, tmp_path: Path) -> None:
+    import eps as api
+
+    doc = {"phases": [
+        {"name": "prep", "cpu": True, "intent": "cpu-small", "duration": "20s", "command": WRITE},
+        {"name": "report", "needs": ["prep"], "cpu": True, "intent": "cpu-small", "duration": "20s", "command": SEEN},
+    ]}  # fmt: skip
+    got = api.execute_pipeline(doc, wait=True, timeout="90s", dispatch_id="pipee", env=eps.env)
+    assert (got.exit_code, got.dispatches, got.error) == (0, ("pipee",), None), got
+    outs = {name: eps.state / "outputs" / i for name, i in _phase_ids(eps, "pipee").items()}
+    assert _seen(outs["report"]) == {"prep/blob": _sha(outs["prep"] / "blob")}
+    bad = api.execute_pipeline({"phases": [{"name": "a", "needs": ["b"], "intent": "cpu-small", "command": "true"}]},
+                               env=eps.env)  # fmt: skip
+    assert bad.exit_code == 2 and "unknown_need" not in (bad.error or "") and "needs 'b'" in (bad.error or ""), bad
