@@ -71,6 +71,8 @@ TOOLS: tuple[tuple[str, str], ...] = (
     ("intents", "the intent table"),
     ("plan", "dry run: the route plan and what this machine can run of it; creates nothing"),
     ("execute", "start a job, always detached: the dispatch id and its state, at once"),
+    ("execute_pipeline", "start a pipeline (a job file's `[[phases]]` as a document, or its path) as one dispatch, "
+     "always detached: the dispatch id and its state, at once"),
     ("status", "what is running where, from the ledger; each provider within `timeout` (5 s)"),
     ("wait", "wait at most `timeout` (50 s, at most 600 s): ended, state, and once ended the exit code and outputs"),
     ("logs", "at most `max_bytes` (64 KiB, at most 1 MiB) of the log from `offset`, or its last `lines`"),

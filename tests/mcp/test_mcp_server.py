@@ -291,3 +291,34 @@ def test_the_python_api_detaches_and_waits_within_a_bound(setup: Setup) -> None:
     bad = eps.execute(eps.Job("cpu-small", duration="20s", settings_env=env), detach=True, env=env)
     assert bad.exit_code == 2 and bad.error is not None and "no command" in bad.error
     assert [r["state"] for r in eps.status(active=True, env=env)] != []
+
+
+def test_execute_pipeline_takes_the_pipeline_document_and_wait_names_a_failed_phase(setup: Setup) -> None:
+    """The same table a pipeline file holds, as a document: one dispatch, each phase on the VM lane,
+    the second given the first's outputs; a failed first phase ends the second dependency_failed."""
+
+    def doc(first: str) -> dict[str, Any]:
+        return {"phases": [
+            {"name": "prep", "cpu": True, "intent": "cpu-small", "duration": "20s", "command": first},
+            {"name": "report", "needs": ["prep"], "cpu": True, "intent": "cpu-small", "duration": "20s",
+             "command": 'cp "$EPS_INPUT_DIR/prep/x" "$EPS_OUTPUT_DIR/got"'},
+        ]}  # fmt: skip
+
+    async def scenario(session: ClientSession, call: Call) -> None:
+        failed, got = await call("execute_pipeline", {"pipeline": doc('echo hi > "$EPS_OUTPUT_DIR/x"'),
+                                                      "dispatch_id": "mcppipe"})  # fmt: skip
+        assert not failed, got
+        valid(got, "execute")
+        failed, got = await call("wait", {"dispatch": "mcppipe", "timeout": "60s"})
+        assert not failed and got["ended"] and got["exit_code"] == 0, got
+        report = next(j for j in got["jobs"] if j["dispatch"] == "mcppipen2")
+        assert (Path(report["outputs"]) / "got").read_text() == "hi\n"
+        failed, got = await call("execute_pipeline", {"pipeline": doc("exit 6"), "dispatch_id": "mcpbad"})
+        assert not failed, got
+        failed, got = await call("wait", {"dispatch": "mcpbad", "timeout": "60s"})
+        assert not failed and got["ended"] and got["exit_code"] == 3, got
+        assert [j["message"].startswith("dependency_failed") for j in got["jobs"]] == [False, True], got
+        failed, got = await call("execute_pipeline", {"pipeline": {"phases": []}})
+        assert failed and got["error"]["code"] == "pipeline_empty", got
+
+    with_server(setup.env, scenario)

@@ -233,6 +233,20 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
 
         return _answer(run)
 
+    @tool(description=_say("execute_pipeline", "eps execute --job pipeline.toml --detach --json; each phase is "
+                           "DISPATCH/phase for status, wait, logs and pull; wait exits 3 when a phase failed"))
+    def execute_pipeline(pipeline: Annotated[dict[str, Any] | str, Field(
+            description='{"phases": [{"name", "needs", "cpu", "intent", "duration", "command", ...}]}, '
+                        "or the path of a pipeline file")],
+            dispatch_id: str | None = None) -> CallToolResult:  # fmt: skip
+        def run() -> dict[str, Any]:
+            from eps.shell.service.pipelines import execute_document
+
+            with svc.opened() as ctx:
+                return execute_document(ctx, pipeline, dispatch_id)
+
+        return _answer(run)
+
     @tool(description=_say("status", "eps status --json"))
     def status(dispatch: str | None = None, active: bool = False, since: Duration = None, intent: IntentFilter = None,
                limit: int = 20, all: bool = False, timeout: Duration = "5s", mine: Mine = False,
