@@ -3,7 +3,8 @@ eps as real processes in detached mode: prep (``cpu-small``) on the GCP test ser
 machine, train (``gpu-1``) on the real SLURM test cluster, report (``cpu-small``) on the
 RunPod test server's pod.  Each phase runs on the lane its intent plans, each phase's
 inputs equal the outputs of the phase it needs (by hash), the final outputs come back, and
-``eps status`` shows the pipeline with its phases."""
+``eps status`` shows the pipeline with its phases.  The supervisor SIGKILLed while train
+runs on the cluster: ``eps status`` revives it, and prep is not run again."""
 
 from __future__ import annotations
 
@@ -96,3 +97,27 @@ def test_three_phases_on_gcp_slurm_and_runpod_each_given_the_last_ones_outputs(
         ("prep", "succeeded", "gcp"), ("train", "succeeded", "fellows"), ("report", "succeeded", "runpod")]
     assert squeue(f"eps-{d}") == []
     assert gtrap.live() == [] and rtrap.live() == []  # every machine released
+
+
+def test_the_supervisor_killed_while_train_runs_on_slurm_is_revived_and_prep_is_not_run_again(
+    deps: Eps, tmp_path: Path
+) -> None:
+    d = "f" + uuid.uuid4().hex[:10]
+    go = tmp_path / "go"
+    train = f"while [ ! -e {go} ]; do sleep 0.2; done; {SEEN}; {WRITE}"
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE.format(write=json.dumps(WRITE), train=json.dumps(train), seen=json.dumps(SEEN)))
+    rc, out, err = deps.run("execute", "--job", str(path), "--dispatch-id", d, "--detach")
+    assert rc == 0, (out, err)
+    ids = {p["name"]: p["id"] for p in json.loads((deps.state / "pipelines" / f"{d}.json").read_text())["phases"]}
+    deps.wait_attempt(ids["train"], lambda a: a["state"] == "running", 120, "train to run on the cluster")
+    deps.kill_supervisor()
+    go.touch()
+    rc, out, err = deps.run("status", d)  # revives the supervisor
+    assert rc == 0, err
+    rc, out, err = deps.run("wait", d, timeout_s=180)
+    assert rc == 0, (out, err)
+    assert [len(deps.attempts(ids[n])) for n in ("prep", "train", "report")] == [1, 1, 1]  # prep not run again
+    outs = {name: deps.state / "outputs" / i for name, i in ids.items()}
+    assert _seen(outs["report"])["train/blob"] == _sha(outs["train"] / "blob")
+    assert squeue(f"eps-{d}") == []
