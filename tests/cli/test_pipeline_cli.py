@@ -8,6 +8,7 @@ before anything is opened (running one: tests/shell/faults/test_faults_pipeline.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 
+from eps.core.model import Job
 from tests.cli.test_usability import ROOT, run, set_up_env
 
 THREE = """\
@@ -233,3 +235,29 @@ def test_a_one_job_file_is_still_one_job(capsys: pytest.CaptureFixture[str], tmp
     f = _file(tmp_path, 'intent = "cpu-small"\nduration = "1h"\n', "job.toml")
     rc, out, _ = run(capsys, ["plan", "--job", str(f), "--count", "2", "--json"], set_up_env(tmp_path))
     assert rc == 0 and json.loads(out)["count"] == 2
+
+
+@pytest.mark.parametrize("after", [False, True])
+def test_a_pipeline_on_a_teams_ledger_is_refused_and_records_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, pg_url: str, after: bool
+) -> None:
+    """The pipeline's record lives in one host's state dir, so a host taking it over could not
+    keep its order: on a ledger hosts share it is refused, one line, nothing in the database."""
+    from eps.shell.state.ledger import Ledger
+
+    env = {**set_up_env(tmp_path), "EPS_STATE_URL": pg_url, "PGPASSFILE": os.environ["PGPASSFILE"]}
+    if after:
+        seen = Ledger(str(tmp_path / "other"), url=pg_url, host="other")
+        seen.new_dispatch("dprev", Job("cpu-small"))
+        seen.close()
+        argv = ["execute", "cpu-small", "--duration", "1m", "--after", "dprev", "--", "true"]
+    else:
+        argv = ["execute", "--job", str(_file(tmp_path, THREE))]
+    rc, out, err = run(capsys, argv, env)
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert "on a team's ledger ([state] url) is not built yet" in err, err
+    ledger = Ledger(str(tmp_path / "look"), url=pg_url, host="look")
+    try:
+        assert [r.id for r in ledger.dispatches()] == (["dprev"] if after else [])
+    finally:
+        ledger.close()

@@ -86,10 +86,14 @@ def plan_pipeline(
 
 
 def refuse_execute(ctx: Ctx) -> None:
-    """A pipeline runs under a supervisor: refused inline (one line, exit 2, nothing recorded)."""
+    """A pipeline runs under a supervisor of this host: refused inline, and on a ledger hosts share
+    (one line, exit 2, nothing recorded)."""
     if ctx.settings.jobs.supervise != "detached":
         raise JobError("usage", 'a pipeline ([[phases]]) runs under a supervisor ([jobs] supervise = "detached"); '
                        "this config walks dispatches inline", None)  # fmt: skip
+    if ctx.ledger.shared:  # the pipeline's record is in this host's state dir: a taking host could not keep its order
+        raise JobError("usage", "a pipeline ([[phases]]) or --after on a team's ledger ([state] url) is not built yet: "
+                       "its record lives in this host's state directory", None)  # fmt: skip
 
 
 def submit(ctx: Ctx, request: PipelineRequest, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
