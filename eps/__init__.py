@@ -18,8 +18,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from eps.api import (ConfigError, Execution, Job, JobError, Plan, cancel, execute, execute_pipeline, plan, status,
-                         wait)
+    from eps.api import (
+        ConfigError,
+        Execution,
+        Job,
+        JobError,
+        Plan,
+        cancel,
+        execute,
+        execute_pipeline,
+        plan,
+        status,
+        wait,
+    )
 
 __all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "__version__", "cancel", "execute", "execute_pipeline",
            "plan", "status", "wait"]  # fmt: skip
