@@ -291,6 +291,10 @@ class Supervisor:
             return
         walking = [r.id for r in rows if r.state is DispatchState.WALKING]
         settings, lanes = self.own_settings(dispatch)
+
+        def stop() -> bool:
+            return self.stopping.is_set() or not self.acting(dispatch)
+
         try:
             if walking:
                 snap, grants = read_inputs(self.ledger.state_dir, dispatch, self.ledger)
@@ -298,16 +302,13 @@ class Supervisor:
                 snapshot, grants_now = gather(lanes, self.ledger, row.job, snap or CapacitySnapshot(),
                                               grants or DEFAULT_GRANTS, grants_given=given)  # fmt: skip
                 walker = Walker(settings, self.ledger, lanes, log, grants=grants_now, snapshot=snapshot,
-                                keep_locks=frozenset({dispatch}), supervised=not children)  # fmt: skip
+                                keep_locks=frozenset({dispatch}), supervised=not children, stop=stop)  # fmt: skip
                 if children:
                     if not revived:
                         log.emit(Event.FANOUT, dispatch=dispatch, children=walking)
                     walker.walk_copies(dispatch, walking)
                 else:
                     walker.walk_recorded(dispatch)
-            def stop() -> bool:
-                return self.stopping.is_set() or not self.acting(dispatch)
-
             follow_to_end(self.ledger, lanes, log, ids_of(self.ledger, dispatch),
                           poll_s=settings.jobs.wait_poll_s, stop=stop, sync=True)  # fmt: skip
             if children:  # the parent has ended when every copy has

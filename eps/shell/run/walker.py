@@ -106,8 +106,12 @@ class Walker:
         files: JobFiles | None = None,
         keep_locks: frozenset[str] = frozenset(),
         supervised: bool = False,
+        stop: Callable[[], bool] | None = None,
     ) -> None:
         self.settings = settings
+        # The supervisor's "let go now" (it stops, or lost the dispatch's lease): a sweep's
+        # pool of K then starts no more tasks.  Given only by the supervisor (it also syncs).
+        self.stop = stop
         self.supervised = supervised  # a supervisor walks: a dispatch may wait for capacity (it plans again)
         self.keep_locks = keep_locks  # dispatches whose lock the caller holds (and keeps) around the walk
         self.files = files or JobFiles()  # the workdir's file list and the --env values
@@ -183,14 +187,26 @@ class Walker:
 
     def walk_copies(self, parent: str, children: list[str]) -> list[WalkResult]:
         """Walk the recorded copies of ``parent`` at once (``[fanout] concurrency``; the tasks
-        of a sweep whose first rung is a SLURM tier: one array), then say how many started."""
+        of a sweep whose first rung is a SLURM tier: one array), then say how many started.
+        A sweep with ``--sweep-parallel K``: at most K tasks at once, each followed to its end
+        before the next one starts (:func:`eps.shell.run.at_once.walk_at_most`)."""
         from eps.shell.run.sweeps import submit_array
 
         arrayed, children = submit_array(self, parent, children)  # a sweep's array; then the rest, one by one
         results = [WalkResult(d, handle) for d, handle in arrayed]
-        workers = max(1, min(len(children), self.settings.fanout_concurrency))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            results += list(pool.map(self.walk_recorded, children))
+        top = self.ledger.dispatch(parent)
+        k = top.job.sweep_parallel if top is not None and top.job.sweep > 1 else None
+        if k is not None and children:
+            from eps.shell.run.at_once import walk_at_most
+
+            results += walk_at_most(self, parent, children, k)
+            if self.stop is not None and self.stop():
+                self._let_go(parent)  # tasks not walked yet stay walking: the next owner walks them
+                return results
+        else:
+            workers = max(1, min(len(children), self.settings.fanout_concurrency))
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                results += list(pool.map(self.walk_recorded, children))
         rows = [r for r in (self.ledger.dispatch(c) for c in self.ledger_children(parent)) if r is not None]
         started = sum(r.handle is not None for r in rows)
         state = DispatchState.STARTED if started == len(rows) else DispatchState.FAILED

@@ -51,3 +51,33 @@ def test_wait_on_a_sweep_with_a_failed_task_exits_1_and_names_its_index(eps: Any
     got = api.wait(d, env=eps.env)  # the wait document (MCP's and the Python API's)
     assert (got["exit_code"], got["failed_tasks"]) == (1, [1]), got
     _valid("wait", json.dumps(got))
+
+
+def _most_alive(rows: list[Any], attempts: dict[str, list[Any]]) -> int:
+    """How many tasks were alive at once: each from its first attempt (before its machine)
+    to its end as the ledger recorded it (pulled, else ended)."""
+    spans = [(attempts[r.id][0].started_at, r.pulled_at or r.ended_at) for r in rows]
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])  # an end before a start at a tie
+    alive = most = 0
+    for _, step in edges:
+        alive += step
+        most = max(most, alive)
+    return most
+
+
+def test_sweep_parallel_k_runs_at_most_k_tasks_at_once_and_all_end(eps: Any) -> None:
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--sweep", "5", "--sweep-parallel", "2",
+                       "--wait", "--", "sleep 1; echo $EPS_TASK_INDEX")  # fmt: skip
+    assert rc == 0, (out, err)
+    d = next(r["dispatch"] for r in eps.status() if r["parent"] is None)
+    from eps.shell.state.ledger import Ledger
+
+    ledger = Ledger(str(eps.state))
+    rows = ledger.children(d)
+    attempts = {r.id: ledger.attempts(r.id) for r in rows}
+    ledger.close()
+    assert len(rows) == 5 and all(r.state == "ended" and r.exit_code == 0 for r in rows), rows
+    assert all(r.ended_at is not None for r in rows)
+    assert _most_alive(rows, attempts) == 2  # K at once, never more; a task that ended let the next start
+    [row] = [r for r in eps.status(d) if r["dispatch"] == d]
+    assert row["tasks"] == {"total": 5, "done": 5, "failed": 0, "running": 0, "pending": 0}, row
