@@ -47,6 +47,8 @@ def status(
         rows = ledger.select(states=ACTIVE_STATES if active else None, since=since, intent=intent, limit=limit)
     else:
         rows = ledger.recent(ACTIVE_STATES, limit)
+    if dispatch is None:
+        rows = _sweeps_folded(ledger, rows)
     now = time.time() if now is None else now
     owned, cancels = _owners(ledger, rows)
     if host is not None:
@@ -92,6 +94,24 @@ def status(
             }
         )
     return out
+
+
+def _sweeps_folded(ledger: Ledger, rows: list[DispatchRow]) -> list[DispatchRow]:
+    """A sweep is one row in a listing: its tasks are in that row (``tasks``, ``task_states``),
+    not rows of their own (``eps status D-task`` still shows one); a task listed without its
+    sweep brings the sweep's row in.  A ``--count`` fan-out's copies stay listed."""
+    tops: dict[str, DispatchRow | None] = {}
+    kept = {r.id: r for r in rows}
+    for r in rows:
+        if r.parent is None:
+            continue
+        if r.parent not in tops:
+            tops[r.parent] = kept.get(r.parent) or ledger.dispatch(r.parent)
+        top = tops[r.parent]
+        if top is not None and top.job.sweep > 1:
+            del kept[r.id]
+            kept.setdefault(top.id, top)
+    return sorted(kept.values(), key=lambda r: r.created_at)
 
 
 def _sweep_fields(ledger: Ledger, r: DispatchRow) -> dict[str, Any]:

@@ -66,12 +66,29 @@ def _most_alive(rows: list[Any], attempts: dict[str, list[Any]]) -> int:
 
 
 def test_sweep_parallel_k_runs_at_most_k_tasks_at_once_and_all_end(eps: Any) -> None:
-    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--sweep", "5", "--sweep-parallel", "2",
-                       "--wait", "--", "sleep 1; echo $EPS_TASK_INDEX")  # fmt: skip
-    assert rc == 0, (out, err)
-    d = next(r["dispatch"] for r in eps.status() if r["parent"] is None)
+    import threading
+
+    from eps.shell.service.status_rows import status
     from eps.shell.state.ledger import Ledger
 
+    d = "esweepk"
+    got: list[tuple[int, str, str]] = []
+    run = threading.Thread(target=lambda: got.append(eps(
+        "execute", "cpu-small", "--duration", "30s", "--sweep", "5", "--sweep-parallel", "2", "--dispatch-id", d,
+        "--wait", "--", "sleep 1; echo $EPS_TASK_INDEX")))  # fmt: skip
+    run.start()
+    seen = []  # the sweep's progress as eps status reads it from the ledger, while it runs
+    while run.is_alive():
+        if (eps.state / "ledger.sqlite3").exists():
+            ledger = Ledger(str(eps.state))
+            rows = [r for r in status(ledger, None) if r["dispatch"] == d]
+            ledger.close()
+            seen += [(r["tasks"]["running"], r["tasks"]["pending"]) for r in rows if r.get("tasks")]
+        run.join(0.1)
+    [(rc, out, err)] = got
+    assert rc == 0, (out, err)
+    assert any(pending > 0 for _, pending in seen), seen  # the tasks not started yet show as pending
+    assert max(running for running, _ in seen) <= 2, seen
     ledger = Ledger(str(eps.state))
     rows = ledger.children(d)
     attempts = {r.id: ledger.attempts(r.id) for r in rows}
