@@ -117,3 +117,19 @@ def test_the_python_api_takes_a_sweep_and_checks_it_when_made(tmp_path: Path) ->
         with pytest.raises(JobError) as info:
             eps.Job("gpu-1", **bad)  # type: ignore[arg-type]
         assert "\n" not in str(info.value)
+
+
+def test_the_help_says_what_a_sweep_does(capsys: pytest.CaptureFixture[str]) -> None:
+    from eps.shell.cli import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(["execute", "--help"], env={})
+    assert ended.value.code == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "plan only" not in said  # --sweep runs (tests/shell/executor/test_sweep_vm.py)
+    assert "one row in eps status, one eps wait and one eps cancel for all of them" in said
+    assert "a task that ends lets the next start" in said
+    for cmd in ("logs", "pull"):
+        with pytest.raises(SystemExit):
+            main([cmd, "--help"], env={})
+        assert "--task I" in capsys.readouterr().out

@@ -164,18 +164,20 @@ def _lifecycle(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str], reporte
     ledger, lanes = ctx.ledger, ctx.lanes
     if ns.cmd == "logs":
         if not _piece(ns):
-            return life.logs(ledger, lanes, ns.dispatch, follow=ns.follow)
+            return life.logs(ledger, lanes, ns.dispatch, follow=ns.follow, task=ns.task)
         got = operations.logs(ctx, ns.dispatch, offset=ns.offset or 0, tail_lines=ns.tail,
-                           max_bytes=ns.max_bytes or operations.LOGS_DEFAULT_BYTES)  # fmt: skip
+                           max_bytes=ns.max_bytes or operations.LOGS_DEFAULT_BYTES, task=ns.task)  # fmt: skip
         if ns.json:
             _emit(got)
         else:
+            if got.get("note"):
+                sys.stderr.write(f"eps: {got['note']}\n")
             for p in got["logs"]:
                 sys.stdout.write(p["text"] if p["note"] is None else f"{p['dispatch']}: {p['note']}\n")
         return EXIT_OK
     if ns.cmd == "pull":
         each = None if ns.json else (lambda d, note: sys.stdout.write(f"{d}: {note}\n"))
-        pulled = operations.pull(ctx, ns.dispatch, ns.to, each)
+        pulled = operations.pull(ctx, ns.dispatch, ns.to, each, task=ns.task)
         if ns.json:
             _emit(pulled)
         return EXIT_OK

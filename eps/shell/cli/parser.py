@@ -289,11 +289,13 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sweep", type=_sweep, metavar="N",
         help="N independent tasks of this job as one dispatch (EPS_TASK_INDEX 0..N-1), each its own machine or "
-        "allocation of the intent's size; on a SLURM cluster one sbatch --array (1..1000; plan only for now)",
+        "allocation of the intent's size; on a SLURM cluster one sbatch --array (1..1000); one row in eps status, "
+        "one eps wait and one eps cancel for all of them",
     )  # fmt: skip
     p.add_argument(
-        "--sweep-parallel", type=_sweep_parallel, metavar="K", help="at most K of a sweep's tasks at once (all)"
-    )
+        "--sweep-parallel", type=_sweep_parallel, metavar="K",
+        help="at most K of a sweep's tasks at once; a task that ends lets the next start (all)",
+    )  # fmt: skip
     p.add_argument(
         "--gpu", type=_gpu, metavar="TYPE[,TYPE...]",
         help="the GPU models the job may use: l4, a100-40, a100-80, h100, h200, b200, any (default: any of the "
@@ -461,6 +463,8 @@ def build(only: str | None = None) -> _Parser:  # noqa: PLR0915  (one statement 
     lg = _sub(sub, "logs", "the job's stdout and stderr (live with -f)")
     _dispatch_arg(lg, "the dispatch id")
     lg.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
+    lg.add_argument("--task", type=_whole("a task index", 0), metavar="I",
+                    help="a sweep's task I (0..N-1; default: task 0, said on stderr)")  # fmt: skip
     lg.add_argument("--tail", type=_whole("a line count", 1), metavar="N",
                     help="only the last N lines (within --max-bytes)")  # fmt: skip
     lg.add_argument("--offset", type=_whole("a byte offset", 0), metavar="BYTES",
@@ -473,6 +477,8 @@ def build(only: str | None = None) -> _Parser:  # noqa: PLR0915  (one statement 
     pl = _sub(sub, "pull", "copy the job's $EPS_OUTPUT_DIR back")
     _dispatch_arg(pl, "the dispatch id")
     pl.add_argument("--to", metavar="DIR", help="where to (default: <state dir>/outputs/<dispatch>)")
+    pl.add_argument("--task", type=_whole("a task index", 0), metavar="I",
+                    help="only a sweep's task I (0..N-1; default: every task)")  # fmt: skip
     _json(pl)
 
     w = _sub(sub, "wait", "wait for the job to end, pull its outputs, exit with its code")

@@ -271,10 +271,11 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
 
         return _answer(run)
 
-    @tool(description=_say("logs", "pass the last next_offset back as offset to continue"))
+    @tool(description=_say("logs", "pass the last next_offset back as offset to continue; task: a sweep's task "
+                           "(default 0)"))
     def logs(dispatch: Dispatch, offset: int = 0, max_bytes: int = LOGS_DEFAULT_BYTES,
-             lines: int | None = None) -> CallToolResult:  # fmt: skip
-        return _answer(lambda: svc.logs(dispatch, offset=offset, max_bytes=max_bytes, tail_lines=lines))
+             lines: int | None = None, task: int | None = None) -> CallToolResult:  # fmt: skip
+        return _answer(lambda: svc.logs(dispatch, offset=offset, max_bytes=max_bytes, tail_lines=lines, task=task))
 
     @tool(description=_say("next_events", f"one call instead of a wait per dispatch; a progress notification "
                            f"every {PROGRESS_EVERY_S:g} s while it waits"))  # fmt: skip
@@ -283,9 +284,10 @@ def build(svc: Service) -> "MCPServer[dict[str, Any]]":  # the SDK's default lif
                     max_events: int = NEXT_DEFAULT_EVENTS) -> CallToolResult:  # fmt: skip
         return _answer(lambda: _next_events(svc, ctx, dispatches, cursor, timeout, max_events))
 
-    @tool(description=_say("pull", "to: a directory; default: the state dir's outputs/<dispatch>"))
-    def pull(dispatch: Dispatch, to: str | None = None) -> CallToolResult:
-        return _answer(lambda: svc.pull(dispatch, to=to))
+    @tool(description=_say("pull", "to: a directory; default: the state dir's outputs/<dispatch>; task: only "
+                           "that task of a sweep"))
+    def pull(dispatch: Dispatch, to: str | None = None, task: int | None = None) -> CallToolResult:
+        return _answer(lambda: svc.pull(dispatch, to=to, task=task))
 
     @tool(description=_say("cancel", "eps cancel --json"))
     def cancel(dispatch: str | None = None, all: bool = False, force: Force = False) -> CallToolResult:

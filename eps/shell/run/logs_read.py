@@ -31,6 +31,46 @@ if TYPE_CHECKING:
     from eps.shell.state.ledger import DispatchRow, Ledger
 
 
+def task_row(ledger: Ledger, dispatch: str, task: int) -> DispatchRow:
+    """Task ``task`` of the sweep ``dispatch`` (row ``copy_id(dispatch, task + 1)``); a task
+    out of range, or a dispatch that is not a sweep: one line (``JobError``, exit 2)."""
+    from eps.core.names import copy_id
+
+    row = ledger.dispatch(dispatch)
+    if row is None:
+        raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
+    if isinstance(task, bool) or not isinstance(task, int):
+        raise JobError("usage", f"task must be a whole number, got {task!r}", None)
+    n = row.job.sweep if row.parent is None else 1
+    if n <= 1:
+        raise JobError("usage", f"--task {task}: {dispatch} is not a sweep (no tasks to pick from)", None)
+    if not 0 <= task < n:
+        raise JobError("usage", f"--task {task}: sweep {dispatch} has tasks 0..{n - 1}", None)
+    child = ledger.dispatch(copy_id(dispatch, task + 1))
+    if child is None:
+        raise JobError("unknown_dispatch", f"sweep {dispatch} has no row for task {task} in the ledger", None)
+    return child
+
+
+def log_rows(ledger: Ledger, dispatch: str, task: int | None = None) -> tuple[list[DispatchRow], str | None]:
+    """Whose log ``eps logs dispatch [--task I]`` reads, and a note for the reader (or
+    ``None``): a sweep's task ``task`` (:func:`task_row`); a sweep named alone: task 0, the
+    note saying so and how to pick another; anything else: the dispatch, or each copy of a
+    ``--count`` fan-out."""
+    from eps.shell.run.follow import rows_of
+
+    if task is not None:
+        return [task_row(ledger, dispatch, task)], None
+    rows = rows_of(ledger, dispatch)
+    row = ledger.dispatch(dispatch)
+    if row is None or row.parent is not None or row.job.sweep <= 1:
+        return rows, None
+    n = row.job.sweep
+    note = f"{dispatch} is a sweep of {n} tasks: this is task 0's log; eps logs {dispatch} --task I (0..{n - 1}) " \
+        "for another"
+    return [task_row(ledger, dispatch, 0)], note
+
+
 def read_piece(ledger: Ledger, lanes: Lanes, row: DispatchRow, offset: int, max_bytes: int,
                tail_lines: int | None) -> dict[str, Any]:  # fmt: skip
     """One job's piece of log: ``{dispatch, state, source, size, offset, next_offset, text,

@@ -48,18 +48,25 @@ def rows_of(ledger: Ledger, dispatch: str) -> list[DispatchRow]:
 # --- logs, pull, ssh -----------------------------------------------------------------------------
 
 
-def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: _Bytes | None = None) -> int:
+def logs(ledger: Ledger, lanes: Lanes, dispatch: str, *, follow: bool, out: _Bytes | None = None,
+         task: int | None = None) -> int:  # fmt: skip
     """The job's log: live from its machine while it runs (``follow``: until it ends), else
     the whole log kept when it was pulled.  Bytes pass through as they are, a chunk at a
     time (a log of any size, binary or not, in little memory).  Nothing is read through a
     symlink: a kept log that is not a regular file is refused in one line, and the live
-    log is read only while it is not a link (the job could plant one)."""
+    log is read only while it is not a link (the job could plant one).  A sweep: task
+    ``task``'s log (none given: task 0's, and a line on stderr saying so)."""
     from eps.shell.lanes import jobs as J
     from eps.shell.run.finish import Finisher
+    from eps.shell.run.logs_read import log_rows
 
+    rows, note = log_rows(ledger, dispatch, task)
+    if note is not None:
+        sys.stderr.write(f"eps: {note}\n")
+        sys.stderr.flush()
     sink_file: _Bytes = out if out is not None else _ByteSink(sys.stdout)
     finisher = Finisher(ledger, lanes)
-    for row in rows_of(ledger, dispatch):
+    for row in rows:
         kept = finisher.log_path(row.id)
         if row.state is not DispatchState.STARTED and row.job.storage and not os.path.lexists(kept):
             from eps.shell.run.stored import fetch_log

@@ -413,11 +413,16 @@ def cancel(ctx: Ctx, dispatches: Sequence[str] | None, *, force: bool = False) -
 
 
 def pull(ctx: Ctx, dispatch: str, to: str | None = None,
-         each: Callable[[str, str], object] | None = None) -> dict[str, Any]:  # fmt: skip
+         each: Callable[[str, str], object] | None = None, *, task: int | None = None) -> dict[str, Any]:  # fmt: skip
     """``eps pull --json``: each copy's outputs back (``<state>/outputs/<dispatch>`` or
-    ``to``); ``each`` hears of each copy as it comes back."""
+    ``to``); ``each`` hears of each copy as it comes back.  ``task``: only that task of a
+    sweep (into ``<state>/outputs/<its row>``, or ``to``)."""
     from eps.shell.run.pull import pull_each
 
+    if task is not None:
+        from eps.shell.run.logs_read import task_row
+
+        dispatch = task_row(ctx.ledger, dispatch, task).id
     pulled: list[dict[str, str]] = []
 
     def back(d: str, note: str) -> None:
@@ -438,12 +443,12 @@ def reconcile(ctx: Ctx) -> dict[str, Any]:
 
 
 def logs(ctx: Ctx, dispatch: str, *, offset: int = 0, max_bytes: int = LOGS_DEFAULT_BYTES,
-         tail_lines: int | None = None) -> dict[str, Any]:  # fmt: skip
+         tail_lines: int | None = None, task: int | None = None) -> dict[str, Any]:  # fmt: skip
     """A bounded piece of each job's log: ``max_bytes`` (at most :data:`LOGS_MAX_BYTES`) from
     byte ``offset``, or with ``tail_lines`` the last lines within ``max_bytes``.  Each entry
-    says the log's ``size`` now and ``next_offset`` to continue from."""
-    from eps.shell.run.follow import rows_of
-    from eps.shell.run.logs_read import read_piece
+    says the log's ``size`` now and ``next_offset`` to continue from.  A sweep: task ``task``'s
+    log (none given: task 0's, and ``note`` says so)."""
+    from eps.shell.run.logs_read import log_rows, read_piece
 
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise JobError("logs", f"offset must be a whole number >= 0, got {offset!r}", None)
@@ -451,9 +456,10 @@ def logs(ctx: Ctx, dispatch: str, *, offset: int = 0, max_bytes: int = LOGS_DEFA
         raise JobError("logs", f"max_bytes must be 1..{LOGS_MAX_BYTES}, got {max_bytes!r}", None)
     if tail_lines is not None and (isinstance(tail_lines, bool) or not isinstance(tail_lines, int) or tail_lines < 1):
         raise JobError("logs", f"tail_lines must be a whole number >= 1, got {tail_lines!r}", None)
-    rows = rows_of(ctx.ledger, dispatch)
+    rows, note = log_rows(ctx.ledger, dispatch, task)
     pieces = [read_piece(ctx.ledger, ctx.lanes, row, offset, max_bytes, tail_lines) for row in rows]
-    return doc(dispatch=dispatch, logs=pieces)
+    return doc(dispatch=dispatch, logs=pieces, **({"task": rows[0].job.task_index} if task is not None or note else {}),
+               **({"note": note} if note else {}))  # fmt: skip
 
 
 # --- the front doors' one object --------------------------------------------------------------
@@ -557,13 +563,13 @@ class Service:
             return wait_until(ctx, dispatch, bound_s, landed=landed, slice_s=slice_s, between=between)
 
     def logs(self, dispatch: str, *, offset: int = 0, max_bytes: int = LOGS_DEFAULT_BYTES,
-             tail_lines: int | None = None) -> dict[str, Any]:  # fmt: skip
+             tail_lines: int | None = None, task: int | None = None) -> dict[str, Any]:  # fmt: skip
         with self.opened(revive=True) as ctx:
-            return logs(ctx, dispatch, offset=offset, max_bytes=max_bytes, tail_lines=tail_lines)
+            return logs(ctx, dispatch, offset=offset, max_bytes=max_bytes, tail_lines=tail_lines, task=task)
 
-    def pull(self, dispatch: str, *, to: str | None = None) -> dict[str, Any]:
+    def pull(self, dispatch: str, *, to: str | None = None, task: int | None = None) -> dict[str, Any]:
         with self.opened() as ctx:
-            return pull(ctx, dispatch, to)
+            return pull(ctx, dispatch, to, task=task)
 
     def cancel(self, dispatch: str | None = None, *, every: bool = False, force: bool = False) -> dict[str, Any]:
         """``eps cancel DISPATCH`` (or ``--all``: ``every``; ``force``: another user's too)."""

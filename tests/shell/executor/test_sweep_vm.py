@@ -98,3 +98,46 @@ def test_sweep_parallel_k_runs_at_most_k_tasks_at_once_and_all_end(eps: Any) -> 
     assert _most_alive(rows, attempts) == 2  # K at once, never more; a task that ended let the next start
     [row] = [r for r in eps.status(d) if r["dispatch"] == d]
     assert row["tasks"] == {"total": 5, "done": 5, "failed": 0, "running": 0, "pending": 0}, row
+
+
+def test_logs_and_pull_of_one_task_of_a_sweep(eps: Any, tmp_path: Path) -> None:
+    rc, out, err = eps("execute", "cpu-small", "--duration", "30s", "--sweep", "3", "--wait", "--",
+                       'echo "task $EPS_TASK_INDEX says hi"; echo $EPS_TASK_INDEX > "$EPS_OUTPUT_DIR/i"')  # fmt: skip
+    assert rc == 0, (out, err)
+    d = next(r["dispatch"] for r in eps.status() if r["parent"] is None)
+    def said(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.endswith(" says hi")]
+
+    rc, out, err = eps("logs", d, "--task", "2")
+    assert (rc, said(out), err) == (0, ["task 2 says hi"], ""), (rc, out, err)
+    assert "task 2/3 started" in out  # the task's own log, from its wrapper's first line
+    rc, out, err = eps("logs", d)  # alone: task 0, and one line saying so and how to pick another
+    assert rc == 0 and said(out) == ["task 0 says hi"], (out, err)
+    assert err == f"eps: {d} is a sweep of 3 tasks: this is task 0's log; eps logs {d} --task I (0..2) for another\n"
+    rc, out, err = eps("logs", d, "--task", "1", "--json")
+    got = _valid("logs", out)
+    assert (got["task"], [p["dispatch"] for p in got["logs"]]) == (1, [f"{d}n2"]), got
+    assert said(got["logs"][0]["text"]) == ["task 1 says hi"] and "note" not in got
+    rc, out, err = eps("logs", d, "--tail", "5")
+    assert rc == 0 and said(out) == ["task 0 says hi"] and "this is task 0's log" in err, (out, err)
+    for argv, why in (([d, "--task", "3"], f"--task 3: sweep {d} has tasks 0..2"),
+                       ([f"{d}n1", "--task", "0"], f"--task 0: {d}n1 is not a sweep"),
+                       ([d, "--task", "-1"], "--task")):  # fmt: skip
+        rc, out, err = eps("logs", *argv)
+        assert rc == 2 and out == "" and why in err and err.count("\n") == 1, (argv, rc, out, err)
+    rc, out, err = eps("pull", d, "--task", "1", "--to", str(tmp_path / "one"))
+    assert rc == 0, err
+    assert [p.read_text() for p in (tmp_path / "one").rglob("i")] == ["1\n"]
+    rc, out, err = eps("pull", d, "--task", "5")
+    assert rc == 2 and "has tasks 0..2" in err
+    from eps.core.model import JobError
+    from eps.shell.service.operations import Service
+
+    svc = Service(eps.env, lane_options=eps.options)  # the MCP tool's and the Python API's call
+    assert said(svc.logs(d, task=0)["logs"][0]["text"]) == ["task 0 says hi"]
+    assert svc.logs(d)["note"].startswith(f"{d} is a sweep of 3 tasks")
+    try:
+        svc.logs(d, task=7)
+        raise AssertionError("task 7 of 3 was read")
+    except JobError as exc:
+        assert "has tasks 0..2" in str(exc)
