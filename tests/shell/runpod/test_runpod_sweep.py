@@ -80,3 +80,56 @@ def test_sweep_parallel_keeps_k_pods_alive_at_once_and_all_end(eps: Eps, both: t
     assert row["tasks"] == {"total": 4, "done": 4, "failed": 0, "running": 0, "pending": 0}, row
     rc, out, err = eps("wait", d)
     assert rc == 0, err
+
+
+def test_a_cancel_while_k_tasks_run_ends_them_and_starts_none_of_the_pending(eps: Eps, both: tuple[Any, Any]) -> None:
+    import threading
+    import time
+
+    from eps.shell.service.operations import Service
+
+    runpod = both[1]
+    d = "esweepcancel"
+    got: list[tuple[int, str, str]] = []
+    run = threading.Thread(target=lambda: got.append(eps(
+        "execute", "cpu-small", "--pin", "runpod", "--sweep", "5", "--sweep-parallel", "2", "--dispatch-id", d,
+        "--", "sleep 300")))  # fmt: skip
+    run.start()
+    deadline = time.monotonic() + 60
+    while len([p for p in runpod.live_pods() if p["status"] == "RUNNING"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # a third pod would be asked for now if the pool let one through
+    assert runpod.count("POST", "/v2/pods") == 2, runpod.count("POST", "/v2/pods")
+    report = Service(eps.env, lane_options=eps.options).cancel(d)  # a second eps process's cancel
+    run.join(60)
+    assert not run.is_alive() and report["errors"] == [], report
+    assert runpod.count("POST", "/v2/pods") == 2 and runpod.live_pods() == []  # the 3 pending never got a pod
+    [row] = [r for r in eps.status(d) if r["dispatch"] == d]
+    assert row["state"] == "cancelled" and row["tasks"]["running"] == 0, row
+    assert len(got) == 1  # the execute came back once the cancel had ended its running tasks
+    from eps.shell.state.ledger import Ledger
+
+    ledger = Ledger(str(eps.state))
+    tries = [len(ledger.attempts(f"{d}n{i}")) for i in range(1, 6)]
+    ledger.close()
+    assert tries == [1, 1, 0, 0, 0], tries  # tasks 0 and 1 ran; 2..4 waited and were never tried
+
+
+def test_under_the_supervisor_too_k_pods_at_once_and_all_end(eps: Eps, both: tuple[Any, Any]) -> None:
+    import os
+    import time
+
+    from eps.shell.run.ownership import pid_path
+
+    runpod = both[1]  # the default: a supervisor process walks the sweep (its own settings, from the config)
+    eps.config.write_text(eps.config.read_text().replace("supervise = 'inline'\n", "supervisor_idle_s = 1\n"))
+    rc, _, err = eps("execute", "cpu-small", "--pin", "runpod", "--sweep", "4", "--sweep-parallel", "2",
+                       "--dispatch-id", "esweepsup", "--", "sleep 1")  # fmt: skip
+    assert rc == 0, err
+    rc, _, err = eps("wait", "esweepsup")
+    assert rc == 0, err
+    assert (runpod.peak_live, runpod.count("POST", "/v2/pods"), runpod.live_pods()) == (2, 4, [])
+    deadline = time.monotonic() + 30  # idle, the supervisor leaves: no process left behind
+    while os.path.exists(pid_path(str(eps.state))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(pid_path(str(eps.state)))
