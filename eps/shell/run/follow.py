@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING
 
 from returns.result import Failure, Success
@@ -97,38 +99,29 @@ def follow_to_end(
     wedges = WedgeWatch(ledger, lanes, events, clock, watching=sync)
     interval = poll_s
     reconciled_at = clock()
+
+    look = partial(_look, ledger, lanes, events, finisher, wedges, synced, sync=sync, clock=clock)
     while pending:
         unread = False
         held: set[str] = set()
+        started: dict[str, DispatchRow] = {}
         for d in sorted(pending):
             row = ledger.dispatch(d)
             if row is None:
                 pending.discard(d)
-                continue
-            if row.state is DispatchState.STARTED and row.handle is not None:
+            elif row.state is DispatchState.STARTED and row.handle is not None:
                 if follow is not None and d not in followed:
                     followed.add(d)
                     follow(row)
-                progress = wedges.read(finisher, row)  # a wedged machine released: the dispatch is preempted
-                unread = unread or progress is None
-                every = sync_every(row.job, lanes.settings.jobs.healing())
-                if sync and every and progress is not None and not progress.ended and clock() - synced[d] >= every:
-                    synced[d] = clock()
-                    failed = finisher.sync(row)
-                    if failed is not None:  # failed, or skipped for lack of disk: next round; the job keeps its machine
-                        events.emit(Event.SYNC_FAILED, dispatch=d, message=failed)
-                if progress is not None and progress.ended:
-                    with ledger.owning(d) as owned:
-                        if owned:
-                            note = finisher.finish(row, wake=True)
-                            now = ledger.dispatch(d)
-                            gone = now is not None and now.state is DispatchState.PREEMPTED
-                            events.emit(Event.INTERRUPTED if gone else Event.ENDED, dispatch=d, message=note)
-                if (fresh := ledger.dispatch(d)) is not None and fresh.state is not DispatchState.STARTED:
-                    pending.discard(d)
+                started[d] = row
             elif row.state is DispatchState.HELD:
                 held.add(d)  # a pinned job's queue (P10): only its cluster says when it starts
             elif row.state not in (DispatchState.WALKING, DispatchState.INTERRUPTED):  # those: a walk still deciding
+                pending.discard(d)
+        for d, (done, not_read) in zip(started, _side_by_side(look, started, lanes.settings.fanout_concurrency),
+                                       strict=True):  # fmt: skip
+            unread = unread or not_read
+            if done:
                 pending.discard(d)
         if pending:
             reconciled_at = _ask_providers(ledger, lanes, events, pending, held, unread, reconciled_at, clock)
@@ -140,6 +133,42 @@ def follow_to_end(
         _nap(ledger, pending, interval, until, stop, sleep, clock)
         interval = min(interval * 1.5, max(poll_s, min(WAIT_POLL_MAX_S, poll_s * 15)))
     return True
+
+
+def _look(ledger: Ledger, lanes: Lanes, events: Events, finisher: Finisher, wedges: WedgeWatch,
+          synced: dict[str, float], d: str, row: DispatchRow, *, sync: bool,
+          clock: Callable[[], float]) -> tuple[bool, bool]:  # fmt: skip
+    """One look at the started job ``d``: its record read (a wedge watched), its outputs
+    synced when due, and once it ended its end finished (pulled, released, told); (it is no
+    longer to be followed, its record could not be read)."""
+    progress = wedges.read(finisher, row)  # a wedged machine released: the dispatch is preempted
+    every = sync_every(row.job, lanes.settings.jobs.healing())
+    if sync and every and progress is not None and not progress.ended and clock() - synced[d] >= every:
+        synced[d] = clock()
+        failed = finisher.sync(row)
+        if failed is not None:  # failed, or skipped for lack of disk: next round; the job keeps its machine
+            events.emit(Event.SYNC_FAILED, dispatch=d, message=failed)
+    if progress is not None and progress.ended:
+        with ledger.owning(d) as owned:
+            if owned:
+                note = finisher.finish(row, wake=True)
+                now = ledger.dispatch(d)
+                gone = now is not None and now.state is DispatchState.PREEMPTED
+                events.emit(Event.INTERRUPTED if gone else Event.ENDED, dispatch=d, message=note)
+    fresh = ledger.dispatch(d)
+    return fresh is not None and fresh.state is not DispatchState.STARTED, progress is None
+
+
+def _side_by_side(look: Callable[[str, DispatchRow], tuple[bool, bool]], started: dict[str, DispatchRow],
+                  most: int) -> list[tuple[bool, bool]]:  # fmt: skip
+    """``look`` at each started job, side by side (``most`` at once: ``[fanout] concurrency``),
+    so the tasks of a sweep or the copies of a fan-out that ended are pulled and released at
+    once, not one after another."""
+    width = max(1, min(len(started), most))
+    if width == 1:
+        return [look(d, r) for d, r in started.items()]
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        return list(pool.map(look, started, started.values()))
 
 
 def _ask_providers(ledger: Ledger, lanes: Lanes, events: Events, pending: set[str], held: set[str], unread: bool,
