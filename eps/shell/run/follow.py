@@ -8,7 +8,9 @@ It looks every ``poll_s`` at first, then less and less often (x1.5 a round, up t
 ``poll_s`` and at most :data:`WAIT_POLL_MAX_S`): a job of hours is not asked over ssh
 every two seconds.  Between looks it reads the ledger at least every second, so an
 ``eps cancel`` is seen at once.  The providers are asked (reconcile) when a job's record
-could not be read, and otherwise at most every :data:`WAIT_RECONCILE_S`.
+could not be read, and otherwise at most every :data:`WAIT_RECONCILE_S`.  The started jobs
+of one round are looked at side by side (``[fanout] concurrency`` at most): a sweep's tasks
+that ended are pulled and released at once, not one after another.
 
 Under the supervisor it also watches for wedged machines: a GCP VM or RunPod pod whose
 job's record cannot be read over ssh while the provider says it is running, for
