@@ -32,8 +32,8 @@ if TYPE_CHECKING:
         wait,
     )
 
-__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "__version__", "cancel", "execute", "execute_pipeline",
-           "plan", "status", "wait"]  # fmt: skip
+__all__ = ["ConfigError", "Execution", "Job", "JobError", "Plan", "__version__", "cancel", "execute",
+           "execute_pipeline", "plan", "status", "wait"]  # fmt: skip
 
 _API = frozenset(__all__) - {"__version__"}
 
