@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from eps.shell.lanes import LaneOptions, Lanes
     from eps.shell.lanes.jobs import JobFiles
     from eps.shell.request.job import JobRequest
-    from eps.shell.run.walker import WalkResult
+    from eps.shell.run.walker import Walker, WalkResult
     from eps.shell.state.events import Events
     from eps.shell.state.ledger import DispatchRow
 
@@ -162,7 +162,8 @@ def walk_here(ctx: Ctx, ready: Prepared | None, dispatch: str, snapshot: Capacit
     from eps.shell.run.walker import Walker
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
-    Reconciler(ledger, lanes, ctx.events).reconcile(leave=[dispatch] if ready is None else ())
+    resumed = [] if ready is not None else [dispatch, *(c.id for c in ledger.children(dispatch))]
+    Reconciler(ledger, lanes, ctx.events).reconcile(leave=resumed)  # a resume settles its own, under their locks
     job = None if ready is None else ready.job
     snapshot, grants = gather(lanes, ledger, job, snapshot, grants, grants_given=grants_given)
     walker = Walker(settings, ledger, lanes, ctx.events, grants=grants, snapshot=snapshot,
@@ -171,10 +172,31 @@ def walk_here(ctx: Ctx, ready: Prepared | None, dispatch: str, snapshot: Capacit
         write_env_values(settings.state_dir, dispatch, ready.values)  # a resume ships them again; mode 0600
         if ready.inputs:
             ctx.events.emit(Event.INPUTS, dispatch=dispatch, inputs=list(ready.inputs))
-    results = [walker.resume(dispatch)] if ready is None else walker.execute(ready.job, dispatch)
+    if ready is not None:
+        results = walker.execute(ready.job, dispatch)
+    else:
+        results = _resume_copies(ctx, walker, dispatch) if ledger.children(dispatch) else [walker.resume(dispatch)]
     if not any(r.handle is not None for r in results):
         drop_env_values(settings.state_dir, dispatch)
     return results
+
+
+def _resume_copies(ctx: Ctx, walker: Walker, parent: str) -> list[WalkResult]:
+    """``--resume`` of a ``--count``/``--sweep`` parent in this process: its copies that a walk
+    still owes (walking, interrupted, preempted) walked again as the supervisor walks them
+    (:meth:`Walker.walk_copies`); the parent itself is never walked as a job."""
+    from eps.core.states import DispatchState
+    from eps.shell.run.walker import WalkResult
+
+    owed = (DispatchState.WALKING, DispatchState.INTERRUPTED, DispatchState.PREEMPTED)
+    ctx.ledger.acquire(parent)  # another eps walking it: refused, as a single dispatch's resume is
+    row = ctx.ledger.dispatch(parent)
+    copies = [c.id for c in ctx.ledger.children(parent) if c.state in owed]
+    if row is None or row.state in (DispatchState.CANCELLED, DispatchState.ENDED) or not copies:
+        ctx.ledger.release(parent)
+        state = "gone" if row is None else row.state
+        return [WalkResult(parent, None, failure=f"dispatch {parent} is {state}, no copy to walk; nothing to resume")]
+    return walker.walk_copies(parent, copies)
 
 
 def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapshot | None,

@@ -1,0 +1,48 @@
+"""``[jobs] supervise = "inline"``: ``eps execute --resume D`` of a ``--count N`` fan-out or a
+``--sweep N`` whose walk was SIGKILLed mid-way resumes each copy (as the supervisor does),
+never the parent as one more job: one machine per copy, every copy ends, the parent settles."""
+
+from __future__ import annotations
+
+import signal
+import uuid
+from collections import Counter
+
+import pytest
+from faults_support import ZONES, Eps, GcpTrap, RunpodTrap, assert_ledger_consistent, assert_no_orphans
+
+CPU = ("cpu-small", "--duration", "30m")
+
+
+@pytest.mark.parametrize("fan", [("--count", "3"), ("--sweep", "3")], ids=["count", "sweep"])
+def test_an_inline_resume_of_a_fanout_resumes_each_copy_once(
+    eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, fan: tuple[str, str]
+) -> None:
+    d = "f" + uuid.uuid4().hex[:10]
+    copies = [f"{d}n{i}" for i in (1, 2, 3)]
+    child = eps.start("execute", "--json", "--dispatch-id", d, *fan, *CPU, "--", "echo copy-$EPS_TASK_INDEX")
+    # Killed as the second insert has been applied (its answer lost): one or two copies hold
+    # a machine (or its intent), the rest have not been tried yet.
+    gtrap.arm("POST", rf"/zones/{ZONES[0]}/instances$", "after", child, skip=1)
+    assert child.wait(30) == -signal.SIGKILL
+    assert sorted(eps.dispatch_ids()) == sorted([d, *copies])
+    assert eps.attempts(d) == []
+
+    rc, events, err = eps.execute("--resume", d, timeout_s=120)
+    assert rc == 0, (events, err)
+    rc, out, err = eps.run("wait", d, timeout_s=120)
+    assert rc == 0, (out, err)
+
+    assert eps.attempts(d) == []  # the parent is never walked as a job of its own
+    rc, out, err = eps.run("reconcile", "--json")  # inline, no supervisor: the next reconcile settles the parent
+    assert rc == 0, err
+    assert (eps.dispatch(d)["state"], eps.dispatch(d)["message"]) == ("ended", "3/3 copies succeeded")
+    made = Counter(name.rsplit("-", 1)[0] for _zone, name in gtrap.materialized)
+    assert made == {f"eps-{c}": 1 for c in copies}, gtrap.materialized  # one machine per copy, ever
+    for i, c in enumerate(copies):
+        row = eps.dispatch(c)
+        assert (row["state"], row["exit_code"]) == ("ended", 0), row
+        assert [a["state"] for a in eps.attempts(c)].count("intent") == 0
+        assert f"copy-{i}" in (eps.state / "logs" / f"{c}.log").read_text()
+        assert_ledger_consistent(eps, c)
+    assert_no_orphans(eps, gtrap, rtrap)
