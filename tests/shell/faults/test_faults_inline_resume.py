@@ -9,7 +9,16 @@ import uuid
 from collections import Counter
 
 import pytest
-from faults_support import ZONES, Eps, GcpTrap, RunpodTrap, assert_ledger_consistent, assert_no_orphans
+from faults_support import (
+    ZONES,
+    Eps,
+    GcpTrap,
+    RunpodTrap,
+    SlurmTrap,
+    assert_ledger_consistent,
+    assert_no_orphans,
+    squeue,
+)
 
 CPU = ("cpu-small", "--duration", "30m")
 
@@ -46,3 +55,34 @@ def test_an_inline_resume_of_a_fanout_resumes_each_copy_once(
         assert f"copy-{i}" in (eps.state / "logs" / f"{c}.log").read_text()
         assert_ledger_consistent(eps, c)
     assert_no_orphans(eps, gtrap, rtrap)
+
+
+@pytest.mark.slurm
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed yet: a task's resume reconciles by its own job name (eps-<d>n<i>), "
+    "so it never finds the array eps-<d> the dead walk submitted and sbatches the task again",
+)
+def test_an_inline_resume_of_a_slurm_sweep_killed_after_its_array_submits_nothing_again(
+    seps: Eps, strap: SlurmTrap
+) -> None:
+    """Killed just after the sweep's one ``sbatch --array`` ran (its job id never read back):
+    ``--resume`` finds the array's tasks rather than submit it (or any task) a second time."""
+    d = "f" + uuid.uuid4().hex[:10]
+    strap.arm("sbatch", "after")
+    child = seps.start("execute", "--json", "--dispatch-id", d, "--sweep", "3", "gpu-1", "--duration", "10m",
+                       "--", "bash", "-c", 'echo "task $EPS_TASK_INDEX" > "$EPS_OUTPUT_DIR/me"')  # fmt: skip
+    assert child.wait(60) == -signal.SIGKILL
+    assert len(strap.sbatches()) == 1
+
+    rc, events, err = seps.execute("--resume", d, timeout_s=120)
+    assert rc == 0, (events, err)
+    rc, out, err = seps.run("wait", d, timeout_s=120)
+    assert rc == 0, (out, err)
+    assert len(strap.sbatches()) == 1, strap.calls()  # never a second submission
+    assert seps.attempts(d) == []
+    for i in range(3):
+        t = f"{d}n{i + 1}"
+        assert (seps.dispatch(t)["state"], seps.dispatch(t)["exit_code"]) == ("ended", 0)
+        assert (seps.state / "outputs" / t / "me").read_text() == f"task {i}\n"
+    assert squeue(f"eps-{d}") == []
