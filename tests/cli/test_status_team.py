@@ -1,13 +1,16 @@
-"""``eps status`` on a team's ledger (PostgreSQL shared by hosts): every dispatch, each with its
-owner host and user (the table's ``owner`` column, ``user@host``; a SQLite ledger's table has
-no such column); ``--mine`` this host's alone, ``--host NAME`` that host's; the two together
-are a usage error (exit 2).  The MCP tool and the Python API take the same filters.  A cancel
-of another user's dispatch asks for ``--force`` (``force``) at every door and is recorded."""
+"""``eps status`` on a team's ledger (PostgreSQL shared by hosts): every dispatch, each with who
+started it and from which host (``started_by``) and the host that holds it now (``owner``;
+the table's ``started by`` column, ``user@host``, and ``(now HOST)`` after a takeover; a
+SQLite ledger's table has no such column); ``--mine`` this host's alone, ``--host NAME``
+that host's (the host holding each now); the two together are a usage error (exit 2).  The
+MCP tool and the Python API take the same filters.  A cancel of another user's dispatch
+asks for ``--force`` (``force``) at every door and is recorded."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +20,11 @@ import anyio
 import pytest
 
 import eps
+from eps.core.lease import LeaseTerms
 from eps.core.model import Job
 from eps.core.states import DispatchState
 from eps.shell.state.ledger import Ledger
-from eps.shell.state.team import share
+from eps.shell.state.team import Team, others_of, share
 
 
 def _dispatch(ledger: Ledger, d: str) -> None:
@@ -56,6 +60,7 @@ def test_status_shows_each_dispatchs_owner_and_filters_by_host(tmp_path: Path, p
     rc, out, err = _status(tmp_path, pg_url, "host-b")
     assert rc == 0, err
     rows = {r["dispatch"]: r["owner"] for r in json.loads(out)["dispatches"]}
+    assert rows == {r["dispatch"]: r["started_by"] for r in json.loads(out)["dispatches"]}  # none taken over
     assert rows == {"eteama0001": {"host": "host-a", "user": "user-of-host-a"},
                     "eteama0002": {"host": "host-a", "user": "user-of-host-a"},
                     "eteamb0001": {"host": "host-b", "user": "user-of-host-b"}}  # fmt: skip
@@ -67,13 +72,54 @@ def test_status_shows_each_dispatchs_owner_and_filters_by_host(tmp_path: Path, p
     assert rc == 0 and "eteama0001" in out and "eteamb0001" not in out, (out, err)
     rc, out, err = _status(tmp_path, pg_url, "host-b", "--wide", json_out=False)  # whose each one is
     head, *lines = out.splitlines()
-    assert rc == 0 and head.split()[:2] == ["dispatch", "owner"], (out, err)
+    assert rc == 0 and head.split()[:3] == ["dispatch", "started", "by"], (out, err)
     owner_of = {line.split()[0]: line.split()[1] for line in lines if line.startswith("eteam")}
     assert owner_of == {"eteama0001": "user-of-host-a@host-a", "eteama0002": "user-of-host-a@host-a",
                         "eteamb0001": "user-of-host-b@host-b"}, out  # fmt: skip
     rc, out, err = _status(tmp_path, pg_url, "host-b", "--mine", "--host", "host-a")
     assert rc == 2 and out == "", (out, err)
     assert json.loads(err)["error"] == {"code": "usage", "text": "eps status: --mine or --host NAME, not both"}
+
+
+def test_a_dispatch_taken_over_keeps_who_started_it(tmp_path: Path, pg_url: str) -> None:
+    """Host A (alice) starts a dispatch; its lease runs out and host B (bob) takes it over as a
+    supervisor does (:meth:`Team.take`): ``started_by`` stays alice on A, ``owner`` is bob on
+    B; the table says both; ``--mine`` on B (the host holding it now) lists it, on A not."""
+    a = Ledger(str(tmp_path / "host-a"), url=pg_url, host="host-a")
+    b = Ledger(str(tmp_path / "host-b"), url=pg_url, host="host-b")
+    try:
+        a.new_dispatch("eteama0001", Job("cpu-small", 60, command=("true",)))
+        share(a, "eteama0001", "{}", 0.0, user="alice")  # a lease that has run out: A is lost
+        _dispatch(a, "eteama0002")  # A's own, never taken over
+        team = Team(b, LeaseTerms(60.0), user="bob")
+        assert team.take("eteama0001")
+        share(b, "eteama0001", "{}", 60.0, user="bob")  # a later share (B relaunching it) keeps the starter too
+        # eps cancel's "another user's dispatch" asks who started it, not who holds it now
+        assert [(d, o.starter()) for d, o in others_of(b, ["eteama0001"], {"LOGNAME": "bob"})] == [
+            ("eteama0001", ("alice", "host-a"))]  # fmt: skip
+        assert others_of(b, ["eteama0001"], {"LOGNAME": "alice"}) == []
+        b.set_dispatch("eteama0001", DispatchState.FAILED, message="done")
+    finally:
+        a.close()
+        b.close()
+    rc, out, err = _status(tmp_path, pg_url, "host-b")
+    assert rc == 0, err
+    import jsonschema
+
+    schema = json.loads((Path(eps.__file__).parent / "schemas" / "status.json").read_text())
+    jsonschema.validate(json.loads(out), schema)  # started_by and owner are the schema's
+    rows = {r["dispatch"]: (r["started_by"], r["owner"]) for r in json.loads(out)["dispatches"]}
+    assert rows == {"eteama0001": ({"host": "host-a", "user": "alice"}, {"host": "host-b", "user": "bob"}),
+                    "eteama0002": ({"host": "host-a", "user": "user-of-host-a"},
+                                   {"host": "host-a", "user": "user-of-host-a"})}, rows  # fmt: skip
+    rc, out, err = _status(tmp_path, pg_url, "host-b", "--wide", json_out=False)
+    assert rc == 0, err
+    cell = {line.split()[0]: re.split(r"\s{2,}", line)[1] for line in out.splitlines() if line.startswith("eteam")}
+    assert cell == {"eteama0001": "alice@host-a (now bob@host-b)", "eteama0002": "user-of-host-a@host-a"}, out
+    rc, out, err = _status(tmp_path, pg_url, "host-b", "--mine")
+    assert rc == 0 and [r["dispatch"] for r in json.loads(out)["dispatches"]] == ["eteama0001"], (out, err)
+    rc, out, err = _status(tmp_path, pg_url, "host-a", "--mine")
+    assert rc == 0 and [r["dispatch"] for r in json.loads(out)["dispatches"]] == ["eteama0002"], (out, err)
 
 
 def _tool(env: dict[str, str], name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -117,9 +163,9 @@ def test_a_ledger_no_other_host_shares_has_no_owner_column(tmp_path: Path) -> No
         ledger.close()
     rc, out, err = _status(tmp_path, None, "solo", "--wide", json_out=False)
     head = out.splitlines()[0].split()
-    assert rc == 0 and head[:2] == ["dispatch", "intent"] and "owner" not in head, (out, err)
+    assert rc == 0 and head[:2] == ["dispatch", "intent"] and "by" not in head, (out, err)
     rc, out, err = _status(tmp_path, None, "solo")
-    assert rc == 0 and "owner" not in json.loads(out)["dispatches"][0], out
+    assert rc == 0 and not {"owner", "started_by"} & set(json.loads(out)["dispatches"][0]), out
     rc, out, err = _status(tmp_path, None, "solo", "--mine")  # on one host every dispatch is this host's
     assert rc == 0 and [r["dispatch"] for r in json.loads(out)["dispatches"]] == ["esolo00001"], (out, err)
 

@@ -446,8 +446,8 @@ def build(only: str | None = None) -> _Parser:  # noqa: PLR0915  (one statement 
     a = s.add_argument("--intent", metavar="INTENT", help="only those of this intent")
     a.complete = _COMPLETE["intents"]  # type: ignore[attr-defined]
     s.add_argument("--timeout", type=_duration, default=5, help="how long each provider may take to answer (5s)")
-    s.add_argument("--mine", action="store_true", help="a team's ledger: only this host's dispatches")
-    s.add_argument("--host", metavar="NAME", help="a team's ledger: only the dispatches of host NAME")
+    s.add_argument("--mine", action="store_true", help="a team's ledger: only the dispatches this host holds now")
+    s.add_argument("--host", metavar="NAME", help="a team's ledger: only the dispatches host NAME holds now")
     _json(s)
     _wide(s)
 

@@ -67,9 +67,9 @@ Duration = Annotated[
 ]
 Command = Annotated[str | list[str], Field(description="one string: a shell line (run by bash -lc); a list: an argv")]
 Dispatch = Annotated[str, Field(description="a dispatch id (from execute or status)")]
-Mine = Annotated[bool, Field(description="a team's ledger: only this host's dispatches")]
+Mine = Annotated[bool, Field(description="a team's ledger: only the dispatches this host holds now")]
 Force = Annotated[bool, Field(description="a team's ledger: cancel another user's dispatch too (recorded as yours)")]
-Host = Annotated[str | None, Field(description="a team's ledger: only the dispatches of this host")]
+Host = Annotated[str | None, Field(description="a team's ledger: only the dispatches the named host holds now")]
 Doc = Annotated[dict[str, Any] | str | None, Field(description="the object inline, or the path of its file")]
 Retry = Annotated[
     str | list[str] | None,

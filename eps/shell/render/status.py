@@ -1,7 +1,7 @@
 """``eps status`` for people: one row per dispatch that fits the width (the note wraps),
 with its times and, as information only (P12), the list price of its runtime; on a ledger
-hosts share, whose it is (``owner``, ``user@host``: who started it, or the host that took it
-over since)."""
+hosts share, who started it and from which host (``started by``, ``user@host``), and the
+host that holds it now when another took it over (``alice@vm-a (now vm-b)``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from eps.shell.render.table import Column, render, styled, width_for
 
 _COLS = (
     Column("dispatch", keep=True),
-    Column("owner"),  # a team's ledger only: whose it is (user@host)
+    Column("started by"),  # a team's ledger only: who started it (user@host), and who holds it now if another
     Column("intent"),
     Column("result"),
     Column("outputs"),
@@ -37,11 +37,19 @@ def _outputs(outputs: dict[str, Any] | None) -> str:
     return "-" if where == "none" else str(where)
 
 
-def _owner(owner: dict[str, Any] | None) -> str:
-    """Who started a dispatch of a team's ledger and from which host (``-``: recorded before leases)."""
-    if not owner:
-        return "-"
-    return f"{owner.get('user') or '?'}@{owner.get('host') or '?'}"
+def _who(started: dict[str, Any] | None, owner: dict[str, Any] | None) -> str:
+    """Who started a dispatch of a team's ledger and from which host, and the host (user@host
+    when another user's) that holds it now when that is another: ``alice@vm-a (now vm-b)``.
+    A row recorded before eps kept who started it: its owner; recorded before leases: ``-``."""
+    def at(who: dict[str, Any]) -> str:
+        return f"{who.get('user') or '?'}@{who.get('host') or '?'}"
+
+    if not started:
+        return at(owner) if owner else "-"
+    if not owner or owner.get("host") == started.get("host"):
+        return at(started)
+    now = owner.get("host") if owner.get("user") == started.get("user") else at(owner)
+    return f"{at(started)} (now {now})"
 
 
 def _when(ts: float | None) -> str:
@@ -57,7 +65,7 @@ def print_status(
     width = width_for(out, env, wide=wide)
     keep = [c.header for c in _COLS if width is None or width >= FULL_WIDTH or c.header not in ("started", "ended")]
     if not any("owner" in r for r in rows):  # a ledger no other host shares: every dispatch is this host's
-        keep.remove("owner")
+        keep.remove("started by")
     table = []
     for r in rows:
         h = r["handle"] or {}
@@ -86,8 +94,8 @@ def print_status(
         if r.get("restarts"):
             note = f"restart {r['restarts']}: {note}"
         cells = {
-            "dispatch": r["dispatch"], "owner": _owner(r.get("owner")), "intent": r["intent"], "result": r["result"],
-            "where": where,
+            "dispatch": r["dispatch"], "started by": _who(r.get("started_by"), r.get("owner")), "intent": r["intent"],
+            "result": r["result"], "where": where,
             "outputs": _outputs(r.get("outputs")),
             "submitted": _when(r["submitted_at"]), "started": _when(r["started_at"]), "ended": _when(r["ended_at"]),
             "runtime": runtime, "list $": money, "note": note,

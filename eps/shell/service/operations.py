@@ -422,7 +422,8 @@ def cancel(ctx: Ctx, dispatches: Sequence[str] | None, *, force: bool = False) -
 
         if theirs := others_of(ledger, dispatches, ctx.lanes.env):
             (d, o), more = theirs[0], f" (and {len(theirs) - 1} more of other users)" if len(theirs) > 1 else ""
-            raise JobError("not_yours", f"dispatch {d} was started by {o.user} on {o.host}{more}; to cancel it "
+            user, host = o.starter()
+            raise JobError("not_yours", f"dispatch {d} was started by {user} on {host}{more}; to cancel it "
                            "anyway: eps cancel --force (recorded as your cancel)", None)  # fmt: skip
     rep = stop(ledger, ctx.lanes, ctx.events, dispatches, workers=ctx.settings.fanout_concurrency)
     if ledger.shared and rep["cancelled"]:

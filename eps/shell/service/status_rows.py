@@ -50,7 +50,7 @@ def status(
     if dispatch is None:
         rows = _sweeps_folded(ledger, rows)
     now = time.time() if now is None else now
-    owned, cancels = _owners(ledger, rows)
+    owned, started, cancels = _owners(ledger, rows)
     if host is not None:
         rows = [r for r in rows if (owned.get(r.id) or {}).get("host") == host]
         rows = rows[-limit:] if limit and dispatch is None else rows
@@ -78,7 +78,8 @@ def status(
                 "next_try_at": r.next_try_at if r.state is DispatchState.WAITING else None,
                 **_sweep_fields(ledger, r),
                 **_phase_fields(ledger, r),  # a pipeline: its phases (eps.shell.run.pipelines)
-                **({"owner": owned.get(r.id)} if ledger.shared else {}),  # a team's ledger: which host has it
+                **({"owner": owned.get(r.id)} if ledger.shared else {}),  # a team's ledger: which host has it now
+                **({"started_by": started.get(r.id)} if ledger.shared else {}),  # and who started it, from where
                 **({"cancelled_by": by} if (by := cancels.get(r.id)) else {}),  # a team's: who cancelled it
                 "attempts": [
                     {
@@ -137,25 +138,30 @@ def _phase_fields(ledger: Ledger, r: DispatchRow) -> dict[str, Any]:
 
 
 def _owners(ledger: Ledger, rows: list[DispatchRow]) -> tuple[dict[str, dict[str, str | None] | None],
+                                                              dict[str, dict[str, str | None] | None],
                                                               dict[str, dict[str, str]]]:  # fmt: skip
     """On a ledger hosts share: each root's owner host and user (``None``: recorded before
-    leases), and who cancelled each row (user, host) where one did."""
+    leases), who started it (user, host; ``None``: recorded before eps kept that), and who
+    cancelled each row (user, host) where one did.  A copy's owner and starter are its root's."""
     if not ledger.shared or not rows:
-        return {}, {}
+        return {}, {}, {}
     import json
 
     from eps.shell.state.team import owners
 
     found = owners(ledger, {r.parent or r.id for r in rows} | {r.id for r in rows})
     out: dict[str, dict[str, str | None] | None] = {}
+    started: dict[str, dict[str, str | None] | None] = {}
     cancels: dict[str, dict[str, str]] = {}
     for r in rows:
         o = found.get(r.parent or r.id)
         out[r.id] = None if o is None or o.host is None else {"host": o.host, "user": o.user}
+        started[r.id] = None if o is None or o.started_host is None else {"host": o.started_host,
+                                                                          "user": o.started_user}  # fmt: skip
         by = found.get(r.id)
         if by is not None and by.cancelled_by:
             cancels[r.id] = json.loads(by.cancelled_by)
-    return out, cancels
+    return out, started, cancels
 
 
 def _times(r: DispatchRow, now: float, policy: Policy | None) -> dict[str, Any]:

@@ -168,8 +168,17 @@ def _v10(db: Store) -> None:
     db.execute("ALTER TABLE dispatches ADD COLUMN cancelled_by TEXT")
 
 
+def _v11(db: Store) -> None:
+    """A team's dispatches: who started each one, from which host (``eps status``'s
+    ``started_by``), recorded once when the dispatch is first shared and never changed by a
+    takeover (``owner_host``/``owner_user`` name the lease's holder).  Rows from before: null.
+    Unused on SQLite."""
+    for column in ("started_host TEXT", "started_user TEXT"):
+        db.execute(f"ALTER TABLE dispatches ADD COLUMN {column}")
+
+
 MIGRATIONS: Mapping[int, Callable[[Store], None]] = {
-    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9, 10: _v10
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9, 10: _v10, 11: _v11
 }  # fmt: skip
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -8,7 +8,8 @@ supervisor acts on each dispatch, by lease (:mod:`eps.core.lease`; docs/design/t
   dispatch this host may no longer act on (:class:`LeaseLost`).  An attempt is written
   before its provider call, so a host whose lease was not renewed in time makes no call for
   that dispatch: it stops acting before the lease ends, and only then may another host take it.
-- :func:`owners`: the owner host, user and lease end of rows (``unsettled_roots``, the reconcile).
+- :func:`owners`: the owner host, user and lease end of rows (``unsettled_roots``, the reconcile),
+  and who started each (:meth:`Owner.starter`: kept from the first :func:`share`, never taken over).
 - :func:`share`: what a takeover needs, kept with the dispatch (its inputs, no secret).
 - :func:`with_holdings`: a walk's snapshot with what the user's live SLURM jobs hold under
   each capped QoS, from every host's rows (:mod:`eps.core.holdings` counts; both backends).
@@ -46,6 +47,14 @@ class Owner(NamedTuple):
     user: str | None
     until: float | None  # when its lease ends (the database's clock); None: nobody holds it
     cancelled_by: str | None = None  # who cancelled it (JSON: user, host), when one did
+    started_host: str | None = None  # the host that started it (never changed by a takeover)
+    started_user: str | None = None  # and its user; both None: recorded before migration 11
+
+    def starter(self) -> tuple[str | None, str | None]:
+        """Who started the dispatch (user, host); a row recorded before eps kept that: its owner."""
+        if self.started_host is None:
+            return self.user, self.host
+        return self.started_user, self.started_host
 
 
 def user_name(env: Mapping[str, str] | None = None) -> str:
@@ -102,10 +111,10 @@ def owners(ledger: Ledger, ids: Iterable[str]) -> dict[str, Owner]:
     for i in range(0, len(wanted), 500):
         part = wanted[i : i + 500]
         marks = ",".join("?" * len(part))
-        columns = "id, owner_host, owner_user, lease_until, cancelled_by"
+        columns = "id, owner_host, owner_user, lease_until, cancelled_by, started_host, started_user"
         sql = f"SELECT {columns} FROM dispatches WHERE id IN ({marks})"  # noqa: S608
         for r in ledger.rows(sql, tuple(part)):
-            found[str(r[0])] = Owner(r[1], r[2], r[3], r[4])
+            found[str(r[0])] = Owner(r[1], r[2], r[3], r[4], r[5], r[6])
     return found
 
 
@@ -121,7 +130,8 @@ def others_of(ledger: Ledger, dispatches: Iterable[str] | None, env: Mapping[str
         rows = [ledger.dispatch(d) for d in dispatches]
         roots = [r.parent or r.id for r in rows if r is not None]
     me, found = user_name(env), owners(ledger, roots)
-    return [(d, o) for d in dict.fromkeys(roots) if (o := found.get(d)) is not None and o.user not in (None, me)]
+    theirs = [(d, found.get(d)) for d in dict.fromkeys(roots)]
+    return [(d, o) for d, o in theirs if o is not None and o.starter()[0] not in (None, me)]
 
 
 def record_cancel(ledger: Ledger, ids: Iterable[str], user: str | None = None) -> None:
@@ -157,11 +167,14 @@ def held_elsewhere(ledger: Ledger, dispatch: str) -> str | None:
 def share(ledger: Ledger, dispatch: str, doc: str, lease_s: float, user: str | None = None) -> None:
     """Keep what a takeover walks ``dispatch`` with (``doc``: its inputs, JSON, no secret), and
     hold it for this host for one lease (its supervisor renews it; if none ever does, any
-    host's takes it over once the lease has run out)."""
+    host's takes it over once the lease has run out).  The first share records who started
+    it (``started_host``, ``started_user``); nothing changes that later, a takeover neither."""
+    who = user or user_name()
     with ledger.transaction() as db:
         db.execute(
-            "UPDATE dispatches SET inputs=?, owner_host=?, owner_user=?, lease_until=? WHERE id=?",
-            (doc, ledger.host, user or user_name(), db_now(db) + lease_s, dispatch),
+            "UPDATE dispatches SET inputs=?, owner_host=?, owner_user=?, lease_until=?,"
+            " started_host=coalesce(started_host, ?), started_user=coalesce(started_user, ?) WHERE id=?",
+            (doc, ledger.host, who, db_now(db) + lease_s, ledger.host, who, dispatch),
         )
 
 
