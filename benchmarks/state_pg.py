@@ -7,16 +7,46 @@ The server is a throwaway cluster on loopback (tests/pg_support.py: Debian's Pos
 fsync off, the password in a .pgpass), stopped at the end.  Goal: at most 200 ms.
 Asserts nothing.
 
-Here (2 cores shared with other work, load 14-30, PostgreSQL 15, psycopg 3.3.9 with
-psycopg-binary), 2026-12-04: PostgreSQL CPU median 244 ms (wall 311 ms), SQLite CPU median
-125 ms (wall 265 ms: the machine was busy; CPU is the steadier figure).  The goal is not
-met, and the gap to SQLite is not the database's work: ``import psycopg`` alone costs about 115 ms of
-CPU (its C libpq wrapper, its error classes, asyncio and importlib.metadata, which it loads
-unconditionally), the connection (scram-sha-256) about 10 ms, and the 10 statements of a
-status about 10 ms on loopback.  Before the attempts of the rows shown were read in one query
-(``Ledger.attempts_of``) a status made 32 statements and took 259 ms of CPU;
-``eps status --all --json`` took 24.1 s (a round trip per dispatch), now 9.0 s against
-SQLite's 8.4 s.
+Here (2 cores shared with other work, PostgreSQL 15, psycopg 3.3.9 with psycopg-binary,
+Python 3.11), CPU is the steadier figure; wall time follows the machine's load.
+2026-12-04, load 14-30: PostgreSQL CPU median 245 ms (wall 528 ms), SQLite CPU 120 ms
+(wall 192 ms).  The same day, load about 2.5: PostgreSQL CPU median 219 ms (wall 246 ms),
+SQLite CPU 110 ms (wall 129 ms).  The goal is not met; what is left is mostly psycopg's
+import, not the database's work.  Where the CPU goes (medians of 11 processes, load 2.5):
+
+- the interpreter, started as this venv's ``python -c``: 21 ms;
+- attrs and returns, which eps's model and lanes are built on: 32 ms;
+- eps's own modules on the status path and what of the standard library they load: 36 ms;
+- ``import psycopg``: 108 ms more in the same process (124 ms alone).  Its ``__init__``
+  imports every submodule and registers every type adapter; there is no lighter entry
+  point (``import psycopg.<anything>`` runs it).  The standard modules it loads come to
+  about 60 ms: ``asyncio`` about 37 (``psycopg.errors`` imports ``asyncio.CancelledError``
+  unconditionally; eps uses no async API and no pool, and SQLite's status loads no
+  asyncio), ``importlib.metadata`` about 26 (``psycopg_binary/version.py`` reads its own
+  version from the installed metadata), then ``ctypes.util``, ``logging``, ``decimal``,
+  ``socket``, ``dataclasses``; psycopg's own 60-odd modules and adapters about 65 ms.
+  ``PSYCOPG_IMPL=python`` (the ctypes wrapper, a user's choice) loads no metadata but
+  ctypes and its library search instead: no faster (148 ms alone, against 145);
+- the connection (scram-sha-256) and the 12 statements of a status: about 8 ms.  The
+  server's log shows no round trip besides them (psycopg sends no ``SET`` and loads no
+  types on connect);
+- the status's work (reconcile of the running job, the rows, the JSON): about 13 ms, and
+  the first-use cost of the modules it loads lazily.
+
+This benchmark names the database by ``EPS_STATE_URL``; a team's hosts that name it as
+``[state] url`` in a config file pay for reading that file too (cattrs' conversion of
+the config): 244 ms of CPU against 220 ms in the same minute.
+
+So eps on psycopg cannot go below about 21 + 32 + 108 + 8 = 169 ms; at 200 ms eps's own
+part (about 50 ms of modules and work) would have to lose more than half, or psycopg's
+import its asyncio and metadata (an upstream change).  A status path free of attrs (its six
+classes there, ``Handle``, ``LaneFailure``, ``LaneOptions``, ``JobStatus``, ``DispatchRow``
+and ``AttemptRow``, as records, and the codec's look at ``Handle``) would save about 25 ms,
+but not where a config file is read: that loads attrs and cattrs anyway.
+
+Before the attempts of the rows shown were read in one query (``Ledger.attempts_of``) a
+status made 32 statements and took 259 ms of CPU; ``eps status --all --json`` took 24.1 s
+(a round trip per dispatch), now 7.0 s against SQLite's 7.1 s (16.8 s and 6.4 s at load 14-30).
 """
 
 from __future__ import annotations
