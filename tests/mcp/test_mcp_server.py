@@ -313,6 +313,19 @@ def test_execute_pipeline_takes_the_pipeline_document_and_wait_names_a_failed_ph
         assert not failed and got["ended"] and got["exit_code"] == 0, got
         report = next(j for j in got["jobs"] if j["dispatch"] == "mcppipen2")
         assert (Path(report["outputs"]) / "got").read_text() == "hi\n"
+        # D/phase at every tool that names a dispatch: the phase's own row
+        failed, got = await call("wait", {"dispatch": "mcppipe/report", "timeout": "10s"})
+        assert not failed and (got["dispatch"], got["exit_code"]) == ("mcppipen2", 0), got
+        failed, got = await call("status", {"dispatch": "mcppipe/prep"})
+        assert not failed and [r["dispatch"] for r in got["dispatches"]] == ["mcppipen1"], got
+        failed, got = await call("logs", {"dispatch": "mcppipe/report"})
+        assert not failed and "exit code 0" in got["logs"][0]["text"], got
+        failed, got = await call("pull", {"dispatch": "mcppipe/prep", "to": str(Path(setup.env["HOME"]) / "prep")})
+        assert not failed and (Path(setup.env["HOME"]) / "prep" / "x").read_text() == "hi\n", got
+        for tool in ("wait", "status", "logs", "pull"):  # an unknown phase: the CLI's one line, at every tool
+            failed, got = await call(tool, {"dispatch": "mcppipe/nope"})
+            assert failed and got["error"] == {"code": "unknown_dispatch",
+                                               "text": "no phase 'mcppipe/nope' (its phases: prep, report)"}, got
         failed, got = await call("execute_pipeline", {"pipeline": doc("exit 6"), "dispatch_id": "mcpbad"})
         assert not failed, got
         failed, got = await call("wait", {"dispatch": "mcpbad", "timeout": "60s"})

@@ -134,7 +134,7 @@ def _dispatch_command(
 def _phase_address(ns: argparse.Namespace, ctx: Ctx) -> None:
     """``D/phase`` names a pipeline's phase: its own row from here on."""
     if getattr(ns, "dispatch", None) and "/" in ns.dispatch:
-        from eps.shell.service.pipelines import resolve
+        from eps.shell.service.phase_address import resolve
 
         ns.dispatch = resolve(ctx, ns.dispatch)
 

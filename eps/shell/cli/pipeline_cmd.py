@@ -102,7 +102,7 @@ def handed_over(ctx: Ctx, dispatch: str, *, as_json: bool) -> int:
     """``eps execute --job pipeline.toml`` without ``--wait``: the pipeline is its supervisor's
     now; say so (its phases, how to follow it) and leave."""
     from eps.shell.service import operations
-    from eps.shell.service.pipelines import phases_of
+    from eps.shell.service.phase_address import phases_of
 
     phases = phases_of(ctx, dispatch)
     if as_json:
@@ -122,7 +122,8 @@ def after_dispatch(ns: argparse.Namespace, ctx: Ctx, command: Sequence[str],
                    request_of: Callable[[argparse.Namespace, Sequence[str]], JobRequest]) -> str:  # fmt: skip
     """``eps execute ... --after D``: the job recorded to start once D has succeeded; its id."""
     from eps.shell.service import operations
-    from eps.shell.service.pipelines import resolve, submit_after
+    from eps.shell.service.phase_address import resolve
+    from eps.shell.service.pipelines import submit_after
 
     request = request_of(ns, command)
     snapshot, grants = operations.given(getattr(ns, "snapshot", None), getattr(ns, "grants", None))

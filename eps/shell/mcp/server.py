@@ -66,7 +66,7 @@ Duration = Annotated[
     str | int | None, Field(description="a duration: 45s, 30m, 1h30m, 90min, 01:30:00, 2d, or a number of seconds")
 ]
 Command = Annotated[str | list[str], Field(description="one string: a shell line (run by bash -lc); a list: an argv")]
-Dispatch = Annotated[str, Field(description="a dispatch id (from execute or status)")]
+Dispatch = Annotated[str, Field(description="a dispatch id (from execute or status), or D/phase: a pipeline's phase")]
 Mine = Annotated[bool, Field(description="a team's ledger: only the dispatches this host holds now")]
 Force = Annotated[bool, Field(description="a team's ledger: cancel another user's dispatch too (recorded as yours)")]
 Host = Annotated[str | None, Field(description="a team's ledger: only the dispatches the named host holds now")]

@@ -31,6 +31,7 @@ from eps.core.events import Event
 from eps.core.model import CapacitySnapshot, Job, JobError, ParkState, QosGrants
 from eps.shell.service.context import LOOK_S, Ctx, doc
 from eps.shell.service.errors import NotTaken
+from eps.shell.service.phase_address import resolve  # D/phase, for every door
 from eps.shell.service.planning import Planned, given, park_state, plan
 
 if TYPE_CHECKING:
@@ -569,13 +570,13 @@ class Service:
         """:func:`status`: ``limit``, ``active``, ``since_s``, ``intent``, ``timeout_s``,
         ``mine``, ``host``."""
         with self.opened(revive=True) as ctx:
-            return status(ctx, dispatch, **filters)
+            return status(ctx, dispatch and resolve(ctx, dispatch), **filters)
 
     def wait(self, dispatch: str, *, timeout_s: float = WAIT_DEFAULT_S, landed: bool = False) -> dict[str, Any]:
         from eps.shell.service.waits import wait
 
         with self.opened(revive=True) as ctx:
-            return wait(ctx, dispatch, timeout_s=timeout_s, landed=landed)
+            return wait(ctx, resolve(ctx, dispatch), timeout_s=timeout_s, landed=landed)
 
     def wait_until(self, dispatch: str, bound_s: float | None, *, landed: bool = False, slice_s: float = WAIT_MAX_S,
                    between: Callable[[float, dict[str, Any]], object] | None = None) -> dict[str, Any]:  # fmt: skip
@@ -583,23 +584,24 @@ class Service:
         from eps.shell.service.waits import wait_until
 
         with self.opened(revive=True) as ctx:
-            return wait_until(ctx, dispatch, bound_s, landed=landed, slice_s=slice_s, between=between)
+            return wait_until(ctx, resolve(ctx, dispatch), bound_s, landed=landed, slice_s=slice_s, between=between)
 
     def logs(self, dispatch: str, *, offset: int = 0, max_bytes: int = LOGS_DEFAULT_BYTES,
              tail_lines: int | None = None, task: int | None = None) -> dict[str, Any]:  # fmt: skip
         with self.opened(revive=True) as ctx:
-            return logs(ctx, dispatch, offset=offset, max_bytes=max_bytes, tail_lines=tail_lines, task=task)
+            return logs(ctx, resolve(ctx, dispatch), offset=offset, max_bytes=max_bytes, tail_lines=tail_lines,
+                        task=task)
 
     def pull(self, dispatch: str, *, to: str | None = None, task: int | None = None) -> dict[str, Any]:
         with self.opened() as ctx:
-            return pull(ctx, dispatch, to, task=task)
+            return pull(ctx, resolve(ctx, dispatch), to, task=task)
 
     def cancel(self, dispatch: str | None = None, *, every: bool = False, force: bool = False) -> dict[str, Any]:
         """``eps cancel DISPATCH`` (or ``--all``: ``every``; ``force``: another user's too)."""
         if not dispatch and not every:
             raise JobError("usage", "eps cancel: name a dispatch or --all", None)
         with self.opened() as ctx:
-            return cancel(ctx, [dispatch] if dispatch else None, force=force)
+            return cancel(ctx, [resolve(ctx, dispatch)] if dispatch else None, force=force)
 
     def next_events(self, dispatches: Sequence[str] | None = None, cursor: Mapping[str, int] | None = None, *,
                     timeout_s: float | None = None, max_events: int | None = None) -> dict[str, Any]:  # fmt: skip

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from eps.core.model import CapacitySnapshot, JobError, QosGrants
 from eps.core.pipeline import Phase, Pipeline, PipelinePlan
 from eps.core.records import NamedTuple
+from eps.shell.service.phase_address import phases_of
 from eps.shell.service.planning import Planned
 
 TYPE_CHECKING = False
@@ -28,12 +29,11 @@ if TYPE_CHECKING:
     from eps.shell.lanes.jobs import JobFiles
     from eps.shell.request.job import JobRequest
     from eps.shell.request.pipeline import PipelineRequest
-    from eps.shell.run.pipelines import PhaseRecord
     from eps.shell.service.context import Ctx
     from eps.shell.state.ledger import DispatchRow
 
-__all__ = ["PlannedPipeline", "execute_document", "exit_of", "phases_of", "plan_pipeline", "refuse_execute", "resolve",
-           "submit", "submit_after"]
+__all__ = ["PlannedPipeline", "execute_document", "exit_of", "plan_pipeline", "refuse_execute", "submit",
+           "submit_after"]
 
 
 class PlannedPipeline(NamedTuple):
@@ -180,27 +180,6 @@ def exit_of(ctx: Ctx, rows: Sequence[DispatchRow], say: Callable[[str], object])
     from eps.shell.run.pipelines import exit_of as of
 
     return of(ctx.settings.state_dir, rows, say)
-
-
-def phases_of(ctx: Ctx, dispatch: str) -> tuple[PhaseRecord, ...]:
-    """The phases of pipeline ``dispatch`` (its name, child row, needs); none for another dispatch."""
-    from eps.shell.run.pipelines import read_record
-
-    return read_record(ctx.settings.state_dir, dispatch) or ()
-
-
-def resolve(ctx: Ctx, address: str) -> str:
-    """The row of ``D/phase`` (a pipeline's phase), or ``unknown_dispatch`` in one line naming
-    the pipeline's phases; a plain dispatch id is itself."""
-    if "/" not in address:
-        return address
-    dispatch, _, name = address.partition("/")
-    phases = phases_of(ctx, dispatch)
-    found = next((p.id for p in phases if p.name == name), None)
-    if found is None:
-        known = f"its phases: {', '.join(p.name for p in phases)}" if phases else f"{dispatch} is no pipeline"
-        raise JobError("unknown_dispatch", f"no phase {address!r} ({known})", None)
-    return found
 
 
 #: The phase of ``eps execute ... --after D``: the job itself (addressed as ``E/job``).

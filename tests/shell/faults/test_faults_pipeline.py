@@ -230,6 +230,14 @@ def test_the_python_api_takes_the_same_pipeline_document(eps: Eps, tmp_path: Pat
     assert (got.exit_code, got.dispatches, got.error) == (0, ("pipee",), None), got
     outs = {name: eps.state / "outputs" / i for name, i in _phase_ids(eps, "pipee").items()}
     assert _seen(outs["report"]) == {"prep/blob": _sha(outs["prep"] / "blob")}
+    ids = _phase_ids(eps, "pipee")
+    assert api.wait("pipee/report", env=eps.env)["dispatch"] == ids["report"]  # D/phase: the phase's own row
+    assert [r["dispatch"] for r in api.status("pipee/prep", env=eps.env)] == [ids["prep"]]
+    for call in (api.wait, api.status):  # an unknown phase: the CLI's one line
+        with pytest.raises(api.JobError) as caught:
+            call("pipee/nope", env=eps.env)
+        assert (caught.value.code, str(caught.value)) == ("unknown_dispatch",
+                                                          "no phase 'pipee/nope' (its phases: prep, report)")
     bad = api.execute_pipeline({"phases": [{"name": "a", "needs": ["b"], "intent": "cpu-small", "command": "true"}]},
                                env=eps.env)  # fmt: skip
     assert bad.exit_code == 2 and "unknown_need" not in (bad.error or "") and "needs 'b'" in (bad.error or ""), bad
