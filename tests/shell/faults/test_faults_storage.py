@@ -311,3 +311,54 @@ def test_many_small_files_odd_names_and_planted_links(
     secret = s3.secret_key.encode()
     assert not any(secret in p.read_bytes() for p in back.rglob("*") if p.is_file())
     assert_no_orphans(eps, gtrap, rtrap)
+
+
+PIPELINE = """\
+[[phases]]
+name = "prep"
+cpu = true
+intent = "cpu-small"
+duration = "30m"
+backend = "gcp"
+command = {write}
+
+[[phases]]
+name = "train"
+needs = ["prep"]
+cpu = true
+intent = "cpu-small"
+duration = "30m"
+backend = "gcp"
+setup = "test -f .eps-inputs/prep/data/blob"
+command = {seen}
+"""
+
+
+def test_a_pipeline_phase_gets_its_needs_outputs_from_storage_on_its_own_machine(
+    stored: Eps, s3: S3Server, bucket: str, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path
+) -> None:
+    """Issue 36 item 2, the storage hand-over: prep's machine puts its outputs in storage, and
+    train's own machine copies them from there into ``$EPS_INPUT_DIR/prep/`` before its setup
+    (by hash); none of it passes through this host (not pulled, not staged, not read by eps)."""
+    eps, d = stored, _new()
+    write = 'mkdir -p "$EPS_OUTPUT_DIR/data" && head -c 3000000 /dev/urandom > "$EPS_OUTPUT_DIR/data/blob"'
+    seen = '( cd "$EPS_INPUT_DIR" && find . -type f | sort | xargs sha256sum ) > "$EPS_OUTPUT_DIR/seen"'
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE.format(write=json.dumps(write), seen=json.dumps(seen)))
+    s3.clear_log()
+    rc, out, err = eps.run("execute", "--job", str(path), "--dispatch-id", d, "--wait", timeout_s=300)
+    assert rc == 0, (out, err)
+    ids = {p["name"]: p["id"] for p in json.loads((eps.state / "pipelines" / f"{d}.json").read_text())["phases"]}
+    prep = _stored(s3, bucket, ids["prep"])
+    assert sorted(prep) == ["data/blob"], prep
+    seen_lines = s3.get(bucket, f"runs/{ids['train']}/0/out/seen").decode().splitlines()
+    assert [line.split() for line in seen_lines] == [[prep["data/blob"], "./prep/data/blob"]], seen_lines
+    # never through this host: neither pulled nor staged, and eps read none of prep's objects
+    assert not (eps.state / "outputs" / ids["prep"]).exists()
+    assert not (eps.state / "pipelines" / d).exists()
+    assert list(eps.state.rglob("blob")) == []
+    reads = [r for r in s3.log if r.method == "GET" and r.key.startswith(f"runs/{ids['prep']}/0/out/")]
+    assert reads and {r.agent.split("/")[0] for r in reads} == {"eps-machine"}, reads
+    assert sum(r.sent for r in reads) >= 3000000
+    assert [len(eps.attempts(i)) for i in ids.values()] == [1, 1]
+    assert_no_orphans(eps, gtrap, rtrap)
