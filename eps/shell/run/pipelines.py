@@ -54,8 +54,8 @@ if TYPE_CHECKING:
                      grants: QosGrants, *, grants_given: bool) -> tuple[CapacitySnapshot, QosGrants]: ...  # fmt: skip
 
 
-__all__ = ["PhaseRecord", "drive", "exit_of", "phase_state", "phases_line", "read_record", "resolve", "stage_dir",
-           "status_of", "write_record"]
+__all__ = ["PhaseRecord", "after_state", "drive", "exit_of", "phase_state", "phases_line", "read_record", "resolve",
+           "stage_dir", "status_of", "write_record"]
 
 #: A phase whose thread ended with its row still unsettled (an error) is tried again after this.
 RETRY_S = 5.0
@@ -135,6 +135,21 @@ def phase_state(row: DispatchRow | None, started: bool) -> PhaseState:
     return PhaseState.RUNNING
 
 
+def after_state(ledger: Ledger, dispatch: str) -> PhaseState:
+    """The state of dispatch ``dispatch`` that ``--after`` waits for: its row's, or, for a
+    fan-out or sweep, its tasks' together: succeeded once every task succeeded, failed as
+    soon as one did not."""
+    tasks = ledger.children(dispatch)
+    if not tasks:
+        return phase_state(ledger.dispatch(dispatch), True)
+    states = [phase_state(t, True) for t in tasks]
+    if all(s is PhaseState.SUCCEEDED for s in states):
+        return PhaseState.SUCCEEDED
+    if any(s in (PhaseState.FAILED, PhaseState.DEPENDENCY_FAILED) for s in states):
+        return PhaseState.FAILED
+    return PhaseState.RUNNING
+
+
 def _back(row: DispatchRow) -> bool:
     """Its outputs came back (here, or in storage): what a phase that needs it is given."""
     return row.pulled_at is not None or row.stored_at is not None
@@ -174,8 +189,11 @@ class _Run:
         rows = {r.id: r for r in self.ledger.children(self.dispatch)}
         out = {}
         for name, p in self.record.items():
-            row = self.ledger.dispatch(p.id) if p.after else rows.get(p.id)
-            started = p.after or name in self.threads or bool(row is not None and self.ledger.attempts(p.id))
+            if p.after:
+                out[name] = after_state(self.ledger, p.id)
+                continue
+            row = rows.get(p.id)
+            started = name in self.threads or bool(row is not None and self.ledger.attempts(p.id))
             out[name] = phase_state(row, started)
         return out
 
@@ -291,10 +309,11 @@ class _Run:
         root = os.path.join(staged, INPUTS_DIR)
         sources = {}
         for need in p.needs:
-            src = os.path.join(self.ledger.state_dir, "outputs", self.record[need].id)
-            if not os.path.isdir(src):
-                return f"inputs: the outputs of {need!r} are not on this host ({src})"
-            sources[need] = src
+            for dest, of in self.sources(need):
+                src = os.path.join(self.ledger.state_dir, "outputs", of)
+                if not os.path.isdir(src):
+                    return f"inputs: the outputs of {need!r} are not on this host ({src})"
+                sources[dest] = src
         size = sum(_size(s) for s in sources.values())
         margin = margin_bytes(settings.policy.thresholds.vm_disk_margin_gb)
         os.makedirs(root, mode=0o700, exist_ok=True)
@@ -305,11 +324,23 @@ class _Run:
         for need, src in sources.items():
             dst = os.path.join(root, need)
             shutil.rmtree(dst, ignore_errors=True)
+            os.makedirs(os.path.dirname(dst), mode=0o700, exist_ok=True)
             shutil.copytree(src, dst, symlinks=True)
         self.log.emit(Event.INPUTS, dispatch=p.id, inputs=[
             {"url": s, "dest": f"{INPUTS_DIR}/{n}", "objects": _count(s), "bytes": _size(s)}
             for n, s in sources.items()])  # fmt: skip
         return None
+
+
+    def sources(self, need: str) -> list[tuple[str, str]]:
+        """Where need ``need``'s outputs go under the inputs, and the row whose outputs they
+        are: the need itself (``<need>``), or each task of a fan-out or sweep ``--after``
+        waits for (``<need>/<i>``, i its task index)."""
+        p = self.record[need]
+        tasks = self.ledger.children(p.id) if p.after else []
+        if not tasks:
+            return [(need, p.id)]
+        return [(f"{need}/{t.job.task_index}", t.id) for t in tasks]
 
 
 def _count(path: str) -> int:
@@ -339,7 +370,8 @@ def status_of(ledger: Ledger, dispatch: str) -> list[dict[str, Any]] | None:
     out = []
     for p in record:
         row = ledger.dispatch(p.id) if p.after else rows.get(p.id)
-        state = phase_state(row, bool(row is not None and ledger.attempts(p.id)))
+        started = bool(row is not None and ledger.attempts(p.id))
+        state = after_state(ledger, p.id) if p.after else phase_state(row, started)
         out.append({"phase": p.name, "dispatch": p.id, "needs": list(p.needs), "state": state.value,
                     "result": None if row is None else result_word(row.state, row.job_status, row.exit_code),
                     "lane": None if row is None or row.handle is None else row.handle.lane})  # fmt: skip

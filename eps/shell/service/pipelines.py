@@ -191,7 +191,8 @@ def submit_after(ctx: Ctx, request: JobRequest, after: str, dispatch_id: str | N
     """``eps execute ... --after D``: the job checked as any execute checks it (nothing
     recorded when it is refused), then recorded as a one-phase pipeline E that needs D: its
     phase ``E/job`` starts once D has succeeded, with D's outputs in ``$EPS_INPUT_DIR/D/``,
-    and ends ``dependency_failed`` (nothing created) if D did not succeed."""
+    and ends ``dependency_failed`` (nothing created) if D did not succeed.  D a fan-out or
+    sweep: it succeeded when every task did, task i's outputs in ``$EPS_INPUT_DIR/D/<i>/``."""
     from eps.core.model import evolve
     from eps.core.names import copy_id
     from eps.core.tables import DEFAULT_GRANTS
@@ -202,9 +203,9 @@ def submit_after(ctx: Ctx, request: JobRequest, after: str, dispatch_id: str | N
 
     refuse_execute(ctx)
     row = ops.known(ctx, after)
-    if row.parent is not None or ctx.ledger.children(after) or phases_of(ctx, after):
-        raise JobError("usage", f"--after {after}: it is a fan-out, sweep, pipeline or one of their rows; --after "
-                       "takes a dispatch of one job (for now)", None)  # fmt: skip
+    if row.parent is not None or phases_of(ctx, after):
+        raise JobError("usage", f"--after {after}: it is a pipeline or a row of a fan-out, sweep or pipeline; --after "
+                       "takes a dispatch of one job, a fan-out or a sweep (for now)", None)  # fmt: skip
     if request.job.count > 1 or request.job.sweep > 1:
         raise JobError("usage", "--after with --count or --sweep is not built yet: --after takes one job", None)
     ops.unused(ctx, dispatch_id)

@@ -219,6 +219,42 @@ def test_after_d_starts_once_d_succeeded_with_its_outputs_and_ends_dependency_fa
     assert rc == 2 and "no dispatch 'nosuch'" in err, err
 
 
+def test_after_a_sweep_starts_once_every_task_succeeded_with_each_tasks_outputs(eps: Eps, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    task = f'if [ "$EPS_TASK_INDEX" = 2 ]; then while [ ! -e {go} ]; do sleep 0.1; done; fi; {WRITE}'
+    rc, out, err = eps.run("execute", "--dispatch-id", "dsweep", "cpu-small", "--duration", "20s", "--sweep", "3",
+                           "--detach", "--", task)  # fmt: skip
+    assert rc == 0, err
+    rc, out, err = eps.run("execute", "--dispatch-id", "dafter", "--after", "dsweep", "cpu-small", "--duration",
+                           "20s", "--detach", "--", SEEN)  # fmt: skip
+    assert rc == 0, err
+    tasks = {json.loads(eps.dispatch(f"dsweepn{i + 1}")["job"])["task_index"]: f"dsweepn{i + 1}" for i in range(3)}
+    assert sorted(tasks) == [0, 1, 2]
+    for i in (0, 1):
+        eps.wait_attempt(tasks[i], lambda a: a["state"] == "ended", 60, f"task {i} to end")
+    eps.wait_attempt(tasks[2], lambda a: a["state"] == "running", 60, "task 2 to run")
+    assert eps.attempts("daftern1") == []  # two of three tasks succeeded: it still waits
+    go.touch()
+    rc, out, err = eps.run("wait", "dafter", timeout_s=90)
+    assert rc == 0, (out, err)
+    outs = eps.state / "outputs"
+    assert _seen(outs / "daftern1") == {f"dsweep/{i}/blob": _sha(outs / row / "blob") for i, row in tasks.items()}
+    assert max(eps.dispatch(row)["ended_at"] for row in tasks.values()) <= eps.attempts("daftern1")[0]["started_at"]
+    rc, out, err = eps.run("status", "--json", "dafter")
+    [row] = json.loads(out)["dispatches"]
+    assert [(p["phase"], p["state"]) for p in row["phases"]] == [("dsweep", "succeeded"), ("job", "succeeded")], row
+    # one task fails: the job after the fan-out ends dependency_failed, nothing created for it
+    rc, out, err = eps.run("execute", "--dispatch-id", "dfan", "cpu-small", "--duration", "20s", "--count", "2",
+                           "--wait", "--", 'test "$EPS_TASK_INDEX" = 0')  # fmt: skip
+    assert rc != 0, err
+    rc, out, err = eps.run("execute", "--dispatch-id", "dnofan", "--after", "dfan", "cpu-small", "--duration", "20s",
+                           "--wait", "--", SEEN)  # fmt: skip
+    assert rc == PHASE_FAILED and "dependency_failed: needs 'dfan'" in err, (out, err)
+    assert eps.dispatch("dnofann1")["state"] == "failed" and eps.attempts("dnofann1") == []
+    rc, out, err = eps.run("execute", "--after", "dsweepn1", "cpu-small", "--duration", "20s", "--", "true")
+    assert rc == 2 and "--after dsweepn1: it is a pipeline or a row of" in err, err  # a task alone: refused
+
+
 def test_the_python_api_takes_the_same_pipeline_document(eps: Eps, tmp_path: Path) -> None:
     import eps as api
 
