@@ -322,7 +322,7 @@ def test_execute_pipeline_takes_the_pipeline_document_and_wait_names_a_failed_ph
         assert not failed and "exit code 0" in got["logs"][0]["text"], got
         failed, got = await call("pull", {"dispatch": "mcppipe/prep", "to": str(Path(setup.env["HOME"]) / "prep")})
         assert not failed and (Path(setup.env["HOME"]) / "prep" / "x").read_text() == "hi\n", got
-        for tool in ("wait", "status", "logs", "pull"):  # an unknown phase: the CLI's one line, at every tool
+        for tool in ("wait", "status", "logs", "pull", "cancel"):  # an unknown phase: the CLI's one line, at each
             failed, got = await call(tool, {"dispatch": "mcppipe/nope"})
             assert failed and got["error"] == {"code": "unknown_dispatch",
                                                "text": "no phase 'mcppipe/nope' (its phases: prep, report)"}, got
