@@ -2,13 +2,12 @@
 Python API (:mod:`eps.api`) and the MCP server (:mod:`eps.shell.mcp`) parse their input
 and render what these functions return; the work is here.
 
-Each operation takes typed inputs (a core :class:`~eps.core.model.Job`, records, numbers)
-and returns the ``--json`` document of its command as data: a dict with
-``schema_version``, valid against the schema of the same name in ``eps/schemas``
-(``check``, ``intents``, ``plan``, ``execute``, ``status``, ``wait``, ``logs``, ``pull``,
-``cancel``).  Bad input raises :class:`~eps.core.model.JobError` (its ``code`` and text
-are the CLI's error object, the did-you-mean included) or
-:class:`~eps.shell.config.settings.ConfigError`, before anything is changed.
+Each operation takes typed inputs (a core :class:`~eps.core.model.Job`, records, numbers) and returns the ``--json``
+document of its command as data: a dict with ``schema_version``, valid against the schema of the same name in
+``eps/schemas`` (``check``, ``intents``, ``plan``, ``execute``, ``status``, ``wait``, ``logs``, ``pull``,
+``cancel``).  Bad input raises :class:`~eps.core.model.JobError` (its ``code`` and text are the CLI's error object,
+the did-you-mean included) or :class:`~eps.shell.config.settings.ConfigError`, before anything is changed.  A
+dispatch named ``D/phase`` is that pipeline phase's own row at every door (:mod:`eps.shell.service.phase_address`).
 
 Nothing here writes to stdout (the MCP server speaks its protocol there); the notes a
 command has for people go to ``err`` (stderr by default).  Every operation that waits is
