@@ -136,11 +136,12 @@ def execute(
 def _inline(svc: Service, job: Job, dispatch_id: str | None, *, wait: bool) -> Execution:
     """``[jobs] supervise = "inline"``: the walk (and with ``wait`` the job's end) in this
     process, as ``eps execute`` does there; its events kept, not printed."""
+    from eps.shell.service import inline as I
     from eps.shell.service import operations as S
     from eps.shell.service.waits import wait_until
     sink = S.Collect()
     with svc.opened(sink) as ctx:
-        dispatch, results = S.run_here(ctx, JobRequest.of(job), dispatch_id, None, None)
+        dispatch, results = I.run_here(ctx, JobRequest.of(job), dispatch_id, None, None)
         started = all(r.handle is not None for r in results)
         if not any(r.handle is not None for r in results):
             why = next((r.failure for r in results if r.failure), None)

@@ -217,7 +217,7 @@ def _execute(
     request_of: Callable[[argparse.Namespace, Sequence[str]], JobRequest],
     reporter: Reporter,
 ) -> int:
-    from eps.shell.service import operations
+    from eps.shell.service import inline, operations
 
     if getattr(ns, "detach", False):
         raise JobError("usage", 'eps execute --detach needs a supervisor ([jobs] supervise = "detached")', None)
@@ -227,9 +227,9 @@ def _execute(
     if request is None:  # --resume: the recorded dispatch walks again
         dispatch = ns.resume
         reporter.start_live()
-        results = operations.walk_here(ctx, None, dispatch, snapshot, grants, grants_given=given)
+        results = inline.walk_here(ctx, None, dispatch, snapshot, grants, grants_given=given)
     else:  # every input error is found before anything happens (no reconcile, no call)
-        dispatch, results = operations.run_here(
+        dispatch, results = inline.run_here(
             ctx, request, ns.dispatch_id, snapshot if getattr(ns, "snapshot", None) else None,
             grants if given else None, before=reporter.start_live)  # fmt: skip
     reporter.stop_live()

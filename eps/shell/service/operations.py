@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from eps.shell.lanes import LaneOptions, Lanes
     from eps.shell.lanes.jobs import JobFiles
     from eps.shell.request.job import JobRequest
-    from eps.shell.run.walker import Walker, WalkResult
     from eps.shell.state.events import Events
     from eps.shell.state.ledger import DispatchRow
 
@@ -144,61 +143,6 @@ def new_dispatch_id() -> str:
     return Walker.new_dispatch_id()
 
 
-def refuse_inline(job: Job | None) -> None:
-    """What a walk in this process cannot do: wait for capacity (that needs a supervisor)."""
-    if job is not None and job.retry is not None and "no-capacity" in job.retry:
-        raise JobError("usage", 'waiting for capacity (--retry no-capacity) needs a supervisor '
-                       '([jobs] supervise = "detached", the default)', None)  # fmt: skip
-
-
-def walk_here(ctx: Ctx, ready: Prepared | None, dispatch: str, snapshot: CapacitySnapshot, grants: QosGrants,
-              *, grants_given: bool) -> list[WalkResult]:  # fmt: skip
-    """Walk ``ready`` as ``dispatch`` in this process (``[jobs] supervise = "inline"``), or
-    with ``ready`` ``None`` resume the recorded ``dispatch``: reconcile, gather the grants and
-    what is down here, walk.  Its events go to ``ctx.events``; the results of each job."""
-    from eps.shell.lanes.jobs import JobFiles, drop_env_values, write_env_values
-    from eps.shell.run.reconcile import Reconciler
-    from eps.shell.run.supervisor import gather
-    from eps.shell.run.walker import Walker
-
-    settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
-    resumed = [] if ready is not None else [dispatch, *(c.id for c in ledger.children(dispatch))]
-    Reconciler(ledger, lanes, ctx.events).reconcile(leave=resumed)  # a resume settles its own, under their locks
-    job = None if ready is None else ready.job
-    snapshot, grants = gather(lanes, ledger, job, snapshot, grants, grants_given=grants_given)
-    walker = Walker(settings, ledger, lanes, ctx.events, grants=grants, snapshot=snapshot,
-                    files=JobFiles() if ready is None else ready.files)  # fmt: skip
-    if ready is not None:
-        write_env_values(settings.state_dir, dispatch, ready.values)  # a resume ships them again; mode 0600
-        if ready.inputs:
-            ctx.events.emit(Event.INPUTS, dispatch=dispatch, inputs=list(ready.inputs))
-    if ready is not None:
-        results = walker.execute(ready.job, dispatch)
-    else:
-        results = _resume_copies(ctx, walker, dispatch) if ledger.children(dispatch) else [walker.resume(dispatch)]
-    if not any(r.handle is not None for r in results):
-        drop_env_values(settings.state_dir, dispatch)
-    return results
-
-
-def _resume_copies(ctx: Ctx, walker: Walker, parent: str) -> list[WalkResult]:
-    """``--resume`` of a ``--count``/``--sweep`` parent in this process: its copies that a walk
-    still owes (walking, interrupted, preempted) walked again as the supervisor walks them
-    (:meth:`Walker.walk_copies`); the parent itself is never walked as a job."""
-    from eps.core.states import DispatchState
-    from eps.shell.run.walker import WalkResult
-
-    owed = (DispatchState.WALKING, DispatchState.INTERRUPTED, DispatchState.PREEMPTED)
-    ctx.ledger.acquire(parent)  # another eps walking it: refused, as a single dispatch's resume is
-    row = ctx.ledger.dispatch(parent)
-    copies = [c.id for c in ctx.ledger.children(parent) if c.state in owed]
-    if row is None or row.state in (DispatchState.CANCELLED, DispatchState.ENDED) or not copies:
-        ctx.ledger.release(parent)
-        state = "gone" if row is None else row.state
-        return [WalkResult(parent, None, failure=f"dispatch {parent} is {state}, no copy to walk; nothing to resume")]
-    return walker.walk_copies(parent, copies)
-
-
 def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapshot | None,
               grants: QosGrants | None) -> None:  # fmt: skip
     """Record the dispatch and hand it to the state directory's supervisor (started if none
@@ -238,24 +182,6 @@ def submit(ctx: Ctx, request: JobRequest, dispatch_id: str | None, snapshot: Cap
     dispatch = dispatch_id or new_dispatch_id()
     hand_over(ctx, ready, dispatch, snapshot, grants)
     return dispatch
-
-
-def run_here(ctx: Ctx, request: JobRequest, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
-             grants: QosGrants | None, *, before: Callable[[], object] | None = None,
-             ) -> tuple[str, list[WalkResult]]:  # fmt: skip
-    """``execute`` in this process (``[jobs] supervise = "inline"``), for every door: every
-    input error first, then the walk; the dispatch id and each job's result.  ``before`` runs
-    once the inputs are checked, just before the walk (the CLI's live view)."""
-    from eps.core.tables import DEFAULT_GRANTS
-
-    refuse_inline(request.job)
-    unused(ctx, dispatch_id)
-    snap, granted = snapshot or CapacitySnapshot(), grants or DEFAULT_GRANTS
-    ready = prepare(ctx, request, dispatch_id, snap, granted)
-    dispatch = dispatch_id or new_dispatch_id()
-    if before is not None:
-        before()
-    return dispatch, walk_here(ctx, ready, dispatch, snap, granted, grants_given=grants is not None)
 
 
 def take_over(ctx: Ctx, dispatch: str) -> None:
