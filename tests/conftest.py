@@ -19,17 +19,73 @@ and clear a lock older than a rehash ever takes (30 s) before each test.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import signal
 import sqlite3
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 # the S3 and GCS servers object storage is tested against: fixtures `s3`, `bucket`, `gcs`, `gcs_bucket`;
 # the PostgreSQL server the ledger is: `pg_server` (session), `pg_url` and `ledger_url` (both backends)
 pytest_plugins = ["storage_support", "gcs_support", "pg_support"]
+
+#: Every test of the real SLURM test cluster runs in ONE pytest-xdist worker, one at a time:
+#: the suites assume they are alone on the cluster (its QoS caps, its queue, its accounting).
+#: A test file is the cluster's when its text names the cluster (this pattern); the check at
+#: collection (:func:`pytest_collection_modifyitems`) fails the run if a test marked ``slurm``,
+#: or one using the ``slurm_cluster`` fixture, is in a file the pattern does not see.
+CLUSTER_SCOPE = "slurm-cluster"
+_CLUSTER_TEXT = re.compile(rb"mark\.slurm|slurm_cluster|cluster\.sh|slurm_support|SlurmClient\(")
+
+
+@functools.cache
+def cluster_file(path: str) -> bool:
+    """Whether the test file at ``path`` uses the real SLURM test cluster (by its text)."""
+    try:
+        with open(path, "rb") as fh:
+            return _CLUSTER_TEXT.search(fh.read()) is not None
+    except OSError:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    stray = sorted({item.nodeid.split("::", 1)[0] for item in items
+                    if (item.get_closest_marker("slurm") is not None
+                        or "slurm_cluster" in getattr(item, "fixturenames", ()))
+                    and not cluster_file(str(item.path))})  # fmt: skip
+    if stray:
+        raise pytest.UsageError(f"tests of the SLURM cluster in files tests/conftest.py's CLUSTER_TEXT does not see "
+                                f"(they would run beside another worker's): {stray}")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: known only when it is loaded
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist: each test file is one unit of work, except that every file of the SLURM
+    test cluster is ONE unit (:data:`CLUSTER_SCOPE`), handed out first (it is the longest)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = str(config.rootpath)
+
+    class OneCluster(LoadScopeScheduling):  # type: ignore[misc]
+        first = True
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return CLUSTER_SCOPE if cluster_file(os.path.join(root, path)) else path
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self.first and CLUSTER_SCOPE in self.workqueue:
+                self.workqueue.move_to_end(CLUSTER_SCOPE, last=False)
+            self.first = False
+            super()._assign_work_unit(node)
+
+    return OneCluster(config, log)
+
 
 MARK = b"from eps.shell.run.supervisor import main"
 os.environ.setdefault("PYENV_REHASH_TIMEOUT", "1")
