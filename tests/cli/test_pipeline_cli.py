@@ -238,11 +238,12 @@ def test_a_one_job_file_is_still_one_job(capsys: pytest.CaptureFixture[str], tmp
 
 
 @pytest.mark.parametrize("after", [False, True])
-def test_a_pipeline_on_a_teams_ledger_is_refused_and_records_nothing(
+def test_a_pipeline_on_a_teams_ledger_without_storage_is_refused_and_records_nothing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, pg_url: str, after: bool
 ) -> None:
-    """The pipeline's record lives in one host's state dir, so a host taking it over could not
-    keep its order: on a ledger hosts share it is refused, one line, nothing in the database."""
+    """On a ledger hosts share a phase's inputs go through storage (a host taking the pipeline
+    over has none of this host's files): a phase with needs, or --after, without [storage] is
+    refused, one line, nothing in the database."""
     from eps.shell.state.ledger import Ledger
 
     env = {**set_up_env(tmp_path), "EPS_STATE_URL": pg_url, "PGPASSFILE": os.environ["PGPASSFILE"]}
@@ -255,7 +256,7 @@ def test_a_pipeline_on_a_teams_ledger_is_refused_and_records_nothing(
         argv = ["execute", "--job", str(_file(tmp_path, THREE))]
     rc, out, err = run(capsys, argv, env)
     assert rc == 2 and out == "" and err.count("\n") == 1, err
-    assert "on a team's ledger ([state] url) is not built yet" in err, err
+    assert "on a team's ledger ([state] url) a phase's inputs are handed on through storage" in err, err
     ledger = Ledger(str(tmp_path / "look"), url=pg_url, host="look")
     try:
         assert [r.id for r in ledger.dispatches()] == (["dprev"] if after else [])

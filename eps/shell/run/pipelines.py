@@ -4,15 +4,16 @@ core's :func:`eps.core.pipeline_run.schedule` says (everything it needs succeede
 needs' outputs staged as its inputs first; the phases whose need failed are ended
 ``dependency_failed`` with nothing created for them.
 
-The pipeline's own record, ``<state>/pipelines/D.json``, names each phase's child row and
-what it needs; a phase's staged workdir is ``<state>/pipelines/D/<phase>/``.  Both are
-written by ``eps execute`` before the rows; the ledger says the rest (which phases ended,
-which were started), so a revived supervisor carries on where the dead one stopped.
+The pipeline's own record, in the ledger (:mod:`eps.shell.state.phases`), names each phase's
+child row and what it needs; it is written by ``eps execute`` with the rows, in one
+transaction, so any host sharing the ledger reads it.  A phase's staged workdir (no storage)
+is ``<state>/pipelines/D/<phase>/`` on the executing host.  The ledger says the rest (which
+phases ended, which were started), so a revived supervisor, or another host's, carries on
+where the dead one stopped.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
@@ -25,8 +26,8 @@ from eps.core.jobscript import INPUTS_DIR
 from eps.core.lifecycle import result_word
 from eps.core.pipeline import Phase, Pipeline
 from eps.core.pipeline_run import DEPENDENCY_FAILED, PhaseState, schedule
-from eps.core.records import NamedTuple
 from eps.core.states import DispatchState
+from eps.shell.state.phases import PhaseRecord
 
 if TYPE_CHECKING:
     import threading as _threading
@@ -54,26 +55,11 @@ if TYPE_CHECKING:
                      grants: QosGrants, *, grants_given: bool) -> tuple[CapacitySnapshot, QosGrants]: ...  # fmt: skip
 
 
-__all__ = ["PhaseRecord", "after_state", "drive", "exit_of", "phase_state", "phases_line", "read_record", "resolve",
-           "stage_dir", "status_of", "write_record"]
+__all__ = ["PhaseRecord", "after_state", "drive", "exit_of", "phase_state", "phases_line", "read_record",
+           "stage_dir", "status_of"]
 
 #: A phase whose thread ended with its row still unsettled (an error) is tried again after this.
 RETRY_S = 5.0
-
-
-class PhaseRecord(NamedTuple):
-    """A phase of a recorded pipeline: its ``name``, its child row ``id``, what it ``needs``;
-    ``after``: not a phase of it but a dispatch it waits for (``eps execute --after D``), never
-    started here, its row its own."""
-
-    name: str
-    id: str
-    needs: tuple[str, ...]
-    after: bool = False
-
-
-def record_path(state_dir: str, dispatch: str) -> str:
-    return os.path.join(state_dir, "pipelines", f"{dispatch}.json")
 
 
 def stage_dir(state_dir: str, dispatch: str, phase: str) -> str:
@@ -81,42 +67,11 @@ def stage_dir(state_dir: str, dispatch: str, phase: str) -> str:
     return os.path.join(state_dir, "pipelines", dispatch, phase)
 
 
-def write_record(state_dir: str, dispatch: str, phases: Sequence[PhaseRecord]) -> None:
-    path = record_path(state_dir, dispatch)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    doc = {"phases": [{"name": p.name, "id": p.id, "needs": list(p.needs), **({"after": True} if p.after else {})}
-                      for p in phases]}  # fmt: skip
-    tmp = f"{path}.{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh)
-    os.replace(tmp, path)
+def read_record(ledger: Ledger, dispatch: str) -> tuple[PhaseRecord, ...] | None:
+    """The phases of pipeline ``dispatch`` (its record in the ledger); ``None`` when it is no pipeline."""
+    from eps.shell.state import phases
 
-
-def read_record(state_dir: str, dispatch: str) -> tuple[PhaseRecord, ...] | None:
-    """The phases of pipeline ``dispatch``; ``None`` when it is no pipeline."""
-    try:
-        with open(record_path(state_dir, dispatch)) as fh:
-            doc: dict[str, Any] = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return tuple(PhaseRecord(str(p["name"]), str(p["id"]), tuple(str(n) for n in p["needs"]), bool(p.get("after")))
-                 for p in doc["phases"])  # fmt: skip
-
-
-def resolve(state_dir: str, address: str) -> str | None:
-    """The child row of ``D/phase`` (``None``: no such pipeline or phase); a plain id is itself."""
-    if "/" not in address:
-        return address
-    dispatch, _, name = address.partition("/")
-    record = read_record(state_dir, dispatch) or ()
-    return next((p.id for p in record if p.name == name), None)
-
-
-def phase_of(state_dir: str, row: DispatchRow) -> str | None:
-    """The phase name of a child row of a pipeline (``None``: it is none)."""
-    if row.parent is None:
-        return None
-    return next((p.name for p in read_record(state_dir, row.parent) or () if p.id == row.id), None)
+    return phases.read(ledger, dispatch)
 
 
 def phase_state(row: DispatchRow | None, started: bool) -> PhaseState:
@@ -161,7 +116,7 @@ def _back(row: DispatchRow) -> bool:
 def drive(sup: Supervisor, dispatch: str, gather: Gather) -> bool:
     """Drive pipeline ``dispatch`` to its end under ``sup`` (``gather``: the supervisor's, what
     a walk knows before it starts); ``False`` when it is no pipeline."""
-    record = read_record(sup.ledger.state_dir, dispatch)
+    record = read_record(sup.ledger, dispatch)
     if record is None:
         return False
     _Run(sup, dispatch, record, gather).run()
@@ -281,6 +236,11 @@ class _Run:
                         self.log.emit(Event.STOPPED, dispatch=p.id, message=why,
                                       reason={"code": "inputs", "text": why})  # fmt: skip
                         return
+                why = self.conf_here(p.id, row.job, settings, lanes)
+                if why is not None:
+                    self.ledger.set_dispatch(p.id, DispatchState.FAILED, message=why)
+                    self.log.emit(Event.STOPPED, dispatch=p.id, message=why, reason={"code": "storage", "text": why})
+                    return
                 snap, grants = read_inputs(self.ledger.state_dir, self.dispatch, self.ledger)
                 from eps.core.model import CapacitySnapshot
 
@@ -294,6 +254,27 @@ class _Run:
         except Exception:  # logged; the phase is taken on again after RETRY_S
             sys.stderr.write(f"dispatch {self.dispatch} phase {name}:\n{traceback.format_exc()}")
             sys.stderr.flush()
+
+    def conf_here(self, child: str, job: Job, settings: Settings, lanes: Lanes) -> str | None:
+        """A phase walked by a host that took the pipeline over (a team's ledger): the
+        executing host kept its machine's rclone.conf with the phase's values in its own
+        state dir, so this host makes it from its own credentials (its environment, the
+        dispatch's ``[storage]`` settings); ``None``, or why it cannot (one line)."""
+        from eps.core.storage import CONF_VALUE, StorageError, rclone_config
+        from eps.shell.config.storage import StorageSettings
+        from eps.shell.lanes.jobs import read_env_values, write_env_values
+        from eps.shell.run.storage import remotes, schemes_of
+
+        values = read_env_values(self.ledger.state_dir, child) or {}
+        schemes = schemes_of(job)
+        if CONF_VALUE in values or not schemes:
+            return None
+        try:
+            conf = rclone_config(remotes(schemes, settings.storage or StorageSettings(), lanes.env, machine=True))
+        except StorageError as exc:
+            return f"storage: {exc}"
+        write_env_values(self.ledger.state_dir, child, {**values, CONF_VALUE: conf})
+        return None
 
     def stage(self, p: PhaseRecord, settings: Settings) -> str | None:
         """Put each need's outputs under ``.eps-inputs/<need>/`` of the phase's staged workdir
@@ -360,12 +341,9 @@ def _size(path: str) -> int:
 # --- eps status and eps wait ---------------------------------------------------------------------------------
 
 
-def status_of(ledger: Ledger, dispatch: str) -> list[dict[str, Any]] | None:
-    """``eps status``'s ``phases`` of pipeline ``dispatch``: each phase's name, row, needs,
-    state (:class:`PhaseState`), result and lane; ``None`` when it is no pipeline."""
-    record = read_record(ledger.state_dir, dispatch)
-    if record is None:
-        return None
+def status_of(ledger: Ledger, dispatch: str, record: Sequence[PhaseRecord]) -> list[dict[str, Any]]:
+    """``eps status``'s ``phases`` of pipeline ``dispatch`` (its ``record``): each phase's name,
+    row, needs, state (:class:`PhaseState`), result and lane."""
     rows = {r.id: r for r in ledger.children(dispatch)}
     out = []
     for p in record:
@@ -383,14 +361,14 @@ def phases_line(phases: Sequence[dict[str, Any]]) -> str:
     return ", ".join(f"{p['phase']} {p['state']}" for p in phases)
 
 
-def exit_of(state_dir: str, rows: Sequence[DispatchRow], say: Callable[[str], object]) -> int | None:
+def exit_of(ledger: Ledger, rows: Sequence[DispatchRow], say: Callable[[str], object]) -> int | None:
     """The exit code of waiting for a pipeline's phases (``rows``), each failed phase named
     through ``say``, each phase ended dependency_failed too; ``None`` when they are no
     pipeline's.  0: every phase succeeded; :data:`PHASE_FAILED` otherwise."""
     from eps.core.contract import PHASE_FAILED
 
     parent = rows[0].parent if rows else None
-    record = read_record(state_dir, parent) if parent is not None else None
+    record = read_record(ledger, parent) if parent is not None else None
     if record is None or parent is None or {r.id for r in rows} != {p.id for p in record if not p.after}:
         return None  # no pipeline, or one phase of it (D/phase: its own code)
     by_id = {r.id: r for r in rows}

@@ -8,8 +8,8 @@ from eps.core.model import JobError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from eps.shell.run.pipelines import PhaseRecord
     from eps.shell.service.context import Ctx
+    from eps.shell.state.phases import PhaseRecord
 
 __all__ = ["phases_of", "resolve"]
 
@@ -18,7 +18,7 @@ def phases_of(ctx: Ctx, dispatch: str) -> tuple[PhaseRecord, ...]:
     """The phases of pipeline ``dispatch`` (its name, child row, needs); none for another dispatch."""
     from eps.shell.run.pipelines import read_record
 
-    return read_record(ctx.settings.state_dir, dispatch) or ()
+    return read_record(ctx.ledger, dispatch) or ()
 
 
 def resolve(ctx: Ctx, address: str) -> str:

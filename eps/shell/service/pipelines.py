@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from eps.shell.service.context import Ctx
     from eps.shell.state.ledger import DispatchRow
 
-__all__ = ["PlannedPipeline", "execute_document", "exit_of", "plan_pipeline", "refuse_execute", "submit",
-           "submit_after"]
+__all__ = ["PlannedPipeline", "execute_document", "exit_of", "plan_pipeline", "refuse_execute", "refuse_unshared",
+           "submit", "submit_after"]
 
 
 class PlannedPipeline(NamedTuple):
@@ -86,14 +86,20 @@ def plan_pipeline(
 
 
 def refuse_execute(ctx: Ctx) -> None:
-    """A pipeline runs under a supervisor of this host: refused inline, and on a ledger hosts share
-    (one line, exit 2, nothing recorded)."""
+    """A pipeline runs under a supervisor: refused inline (one line, exit 2, nothing recorded)."""
     if ctx.settings.jobs.supervise != "detached":
         raise JobError("usage", 'a pipeline ([[phases]]) runs under a supervisor ([jobs] supervise = "detached"); '
                        "this config walks dispatches inline", None)  # fmt: skip
-    if ctx.ledger.shared:  # the pipeline's record is in this host's state dir: a taking host could not keep its order
-        raise JobError("usage", "a pipeline ([[phases]]) or --after on a team's ledger ([state] url) is not built yet: "
-                       "its record lives in this host's state directory", None)  # fmt: skip
+
+
+def refuse_unshared(ctx: Ctx, what: str, stored: bool) -> None:
+    """On a ledger hosts share, a phase's inputs come from storage (``stored``: they do): a
+    host that takes the pipeline over has none of the executing host's files (one line,
+    exit 2, nothing recorded)."""
+    if ctx.ledger.shared and not stored:
+        raise JobError("usage", f"{what}: on a team's ledger ([state] url) a phase's inputs are handed on through "
+                       "storage (another host may take it over), so it and what it needs must have [storage]",
+                       None)  # fmt: skip
 
 
 def submit(ctx: Ctx, request: PipelineRequest, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
@@ -133,6 +139,9 @@ def submit(ctx: Ctx, request: PipelineRequest, dispatch_id: str | None, snapshot
     ids = {p.name: copy_id(dispatch, i + 1) for i, p in enumerate(request.phases)}
     jobs = []
     own = {p.name: got.job for p, got in zip(request.phases, ready, strict=True)}
+    for p in request.phases:
+        stored = bool(own[p.name].storage) and all(own[n].storage for n in p.needs)
+        refuse_unshared(ctx, f"{request.file}: phase {p.name!r}", stored or not p.needs)
     for p, got in zip(request.phases, ready, strict=True):
         job = got.job
         if p.needs and job.storage and all(own[n].storage for n in p.needs):  # its machine copies them from storage
@@ -148,12 +157,12 @@ def submit(ctx: Ctx, request: PipelineRequest, dispatch_id: str | None, snapshot
             _copy_files(got.files, staged)
             job = evolve(job, workdir=staged)
         jobs.append(job)
-    run.write_record(state_dir, dispatch, [run.PhaseRecord(p.name, ids[p.name], p.needs) for p in request.phases])
     ownership.write_inputs(state_dir, dispatch, snapshot, grants, ctx.lanes.env)
-    ctx.ledger.new_dispatch(dispatch, jobs[0])
-    for p, got, job in zip(request.phases, ready, jobs, strict=True):
-        ctx.ledger.new_dispatch(ids[p.name], job, parent=dispatch)
+    for p, got in zip(request.phases, ready, strict=True):
         write_env_values(state_dir, ids[p.name], got.values)
+    children = [(ids[p.name], job) for p, job in zip(request.phases, jobs, strict=True)]
+    ctx.ledger.new_pipeline(dispatch, jobs[0], children, [run.PhaseRecord(p.name, ids[p.name], p.needs)
+                                                          for p in request.phases])  # fmt: skip
     ownership.share_inputs(ctx.ledger, dispatch, ctx.settings)
     ops.take_over(ctx, dispatch)
     return dispatch
@@ -179,7 +188,7 @@ def exit_of(ctx: Ctx, rows: Sequence[DispatchRow], say: Callable[[str], object])
     that failed and each it ended dependency_failed through ``say``; ``None``: no pipeline."""
     from eps.shell.run.pipelines import exit_of as of
 
-    return of(ctx.settings.state_dir, rows, say)
+    return of(ctx.ledger, rows, say)
 
 
 #: The phase of ``eps execute ... --after D``: the job itself (addressed as ``E/job``).
@@ -213,18 +222,39 @@ def submit_after(ctx: Ctx, request: JobRequest, after: str, dispatch_id: str | N
     dispatch = dispatch_id or ops.new_dispatch_id()
     state_dir = ctx.settings.state_dir
     child = copy_id(dispatch, 1)
-    staged = run.stage_dir(state_dir, dispatch, AFTER_PHASE)
-    _copy_files(ready.files, staged)
-    job = evolve(ready.job, workdir=staged)
-    run.write_record(state_dir, dispatch, [run.PhaseRecord(after, after, (), after=True),
-                                           run.PhaseRecord(AFTER_PHASE, child, (after,))])  # fmt: skip
+    urls = _stored_outputs(ctx, row, after) if ready.job.storage and ctx.ledger.shared else None
+    refuse_unshared(ctx, f"--after {after}", urls is not None)
+    if urls is not None:  # its machine copies D's outputs from storage (a team: nothing on this host)
+        job = evolve(ready.job, inputs=(*ready.job.inputs, *urls))
+    else:
+        staged = run.stage_dir(state_dir, dispatch, AFTER_PHASE)
+        _copy_files(ready.files, staged)
+        job = evolve(ready.job, workdir=staged)
     ownership.write_inputs(state_dir, dispatch, snapshot, grants, ctx.lanes.env)
-    ctx.ledger.new_dispatch(dispatch, job)
-    ctx.ledger.new_dispatch(child, job, parent=dispatch)
     write_env_values(state_dir, child, ready.values)
+    ctx.ledger.new_pipeline(dispatch, job, [(child, job)], [run.PhaseRecord(after, after, (), after=True),
+                                                            run.PhaseRecord(AFTER_PHASE, child, (after,))])  # fmt: skip
     ownership.share_inputs(ctx.ledger, dispatch, ctx.settings)
     ops.take_over(ctx, dispatch)
     return dispatch
+
+
+def _stored_outputs(ctx: Ctx, row: DispatchRow, after: str) -> list[str] | None:
+    """The ``inputs`` entries that put dispatch ``row``'s outputs (each task's, for a fan-out
+    or sweep) under ``$EPS_INPUT_DIR/<after>/`` (``/<i>/``) from storage; ``None`` when they
+    are not all in storage."""
+    from eps.core.jobscript import INPUTS_DIR
+    from eps.core.lifecycle import storage_plan
+
+    tasks = ctx.ledger.children(row.id)
+    rows = [(f"{after}/{t.job.task_index}", t) for t in tasks] if tasks else [(after, row)]
+    urls = []
+    for dest, r in rows:
+        sp = storage_plan(r.job, r.id) if r.job.storage else None
+        if sp is None or sp.place is None:
+            return None
+        urls.append(f"{sp.place.outputs_url}:{INPUTS_DIR}/{dest}")
+    return urls
 
 
 def execute_document(ctx: Ctx, document: Mapping[str, Any] | str, dispatch_id: str | None = None) -> dict[str, Any]:

@@ -56,6 +56,7 @@ def status(
         rows = rows[-limit:] if limit and dispatch is None else rows
     out = []
     attempts_of = ledger.attempts_of([r.id for r in rows])  # one query, not one per row
+    phases = _phase_fields(ledger, rows)  # one query, not one per row
     for r in rows:
         attempts = attempts_of.get(r.id, [])  # none: an attempt row cannot be read (quarantined)
         out.append(
@@ -77,7 +78,7 @@ def status(
                 "restarts": r.job.restart,
                 "next_try_at": r.next_try_at if r.state is DispatchState.WAITING else None,
                 **_sweep_fields(ledger, r),
-                **_phase_fields(ledger, r),  # a pipeline: its phases (eps.shell.run.pipelines)
+                **phases.get(r.id, {}),  # a pipeline: its phases (eps.shell.run.pipelines)
                 **({"owner": owned.get(r.id)} if ledger.shared else {}),  # a team's ledger: which host has it now
                 **({"started_by": started.get(r.id)} if ledger.shared else {}),  # and who started it, from where
                 **({"cancelled_by": by} if (by := cancels.get(r.id)) else {}),  # a team's: who cancelled it
@@ -127,14 +128,14 @@ def _sweep_fields(ledger: Ledger, r: DispatchRow) -> dict[str, Any]:
                              "exit_code": c.exit_code} for c, word in tasks]}  # fmt: skip
 
 
-def _phase_fields(ledger: Ledger, r: DispatchRow) -> dict[str, Any]:
-    """A pipeline's row: each phase's state (``phases``); nothing for any other row."""
-    if r.parent is not None:
-        return {}
+def _phase_fields(ledger: Ledger, rows: list[DispatchRow]) -> dict[str, dict[str, Any]]:
+    """Each pipeline's row among ``rows``: its phases' states (``{"phases": [...]}``), the
+    pipelines' records read in one query; no entry for any other row."""
     from eps.shell.run.pipelines import status_of
+    from eps.shell.state.phases import read_many
 
-    phases = status_of(ledger, r.id)
-    return {} if phases is None else {"phases": phases}
+    records = read_many(ledger, [r.id for r in rows if r.parent is None])
+    return {d: {"phases": status_of(ledger, d, record)} for d, record in records.items()}
 
 
 def _owners(ledger: Ledger, rows: list[DispatchRow]) -> tuple[dict[str, dict[str, str | None] | None],

@@ -50,7 +50,7 @@ def wait(ctx: Ctx, dispatch: str, *, timeout_s: float | None = WAIT_DEFAULT_S, l
     if ended:
         from eps.shell.run.pipelines import exit_of as phases_exit
 
-        code = phases_exit(ctx.settings.state_dir, rows, ctx.err)  # a pipeline's phases (None: no pipeline)
+        code = phases_exit(ctx.ledger, rows, ctx.err)  # a pipeline's phases (None: no pipeline)
         code = exit_of(rows, ctx.err) if code is None else code
     failed = {"failed_tasks": [r.job.task_index for r in rows if _failed(r)]} if ended and len(rows) > 1 else {}
     return doc(dispatch=dispatch, ended=ended, state=",".join(sorted({r.state.value for r in rows})),

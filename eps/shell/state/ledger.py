@@ -31,9 +31,9 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from attrs import frozen
 
@@ -46,6 +46,9 @@ from eps.shell.state.db import Row, Store
 from eps.shell.state.errors import LedgerError, StateUnreachable
 from eps.shell.state.migrations import FAILED_RETRYING, FAILED_RETRYING_INDEX, migrate
 from eps.shell.state.store import open_store
+
+if TYPE_CHECKING:
+    from eps.shell.state.phases import PhaseRecord
 
 __all__ = ["AttemptRow", "DispatchBusy", "DispatchRow", "Ledger", "LedgerError", "QuarantinedRow",
            "StateUnreachable"]  # fmt: skip
@@ -173,6 +176,10 @@ class Ledger:
         except LedgerError:
             self._db.close()
             raise
+        if not self.shared:  # an older eps's pipeline records, files then: moved into the ledger once
+            from eps.shell.state.phases import import_files
+
+            import_files(self)
 
     def _failed(self, exc: Exception) -> LedgerError:
         """The one-line error of a database error: :class:`StateUnreachable` when it is out of reach."""
@@ -248,16 +255,31 @@ class Ledger:
     # --- dispatches ---------------------------------------------------------------------------
 
     def new_dispatch(self, dispatch: str, job: Job, parent: str | None = None) -> None:
-        now = self._clock()
         with self._tx() as db:
-            try:
-                db.execute(
-                    "INSERT INTO dispatches (id, parent, intent, job, state, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (dispatch, parent, job.intent, codec.job_to_json(job), DispatchState.WALKING.value, now, now),
-                )
-            except db.integrity:
-                raise LedgerError(f"dispatch {dispatch} already exists") from None
+            self._insert(db, dispatch, job, parent)
+
+    def new_pipeline(self, dispatch: str, job: Job, children: Sequence[tuple[str, Job]],
+                     phases: Sequence[PhaseRecord]) -> None:  # fmt: skip
+        """Pipeline ``dispatch`` (its row's job ``job``), a child row per phase (``children``: id,
+        job) and its record (:mod:`eps.shell.state.phases`), in one transaction."""
+        from eps.shell.state.phases import insert
+
+        with self._tx() as db:
+            self._insert(db, dispatch, job, None)
+            for child, child_job in children:
+                self._insert(db, child, child_job, dispatch)
+            insert(db, dispatch, phases)
+
+    def _insert(self, db: Store, dispatch: str, job: Job, parent: str | None) -> None:
+        now = self._clock()
+        try:
+            db.execute(
+                "INSERT INTO dispatches (id, parent, intent, job, state, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (dispatch, parent, job.intent, codec.job_to_json(job), DispatchState.WALKING.value, now, now),
+            )
+        except db.integrity:
+            raise LedgerError(f"dispatch {dispatch} already exists") from None
 
     def relaunch(self, dispatch: str, job: Job, message: str) -> DispatchState | None:
         """Walk ``dispatch`` again as ``job`` (its restart count raised): back to walking, its

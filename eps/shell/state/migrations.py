@@ -177,14 +177,27 @@ def _v11(db: Store) -> None:
         db.execute(f"ALTER TABLE dispatches ADD COLUMN {column}")
 
 
+def _v12(db: Store) -> None:
+    """A pipeline's own record (:mod:`eps.shell.state.phases`): per pipeline D and phase, in the
+    file's order (``seq``), its name, its child row, what it needs (JSON list), and ``waits``
+    (1: not a phase but the dispatch ``--after`` waits for).  Kept before in
+    ``<state>/pipelines/D.json`` on the executing host; a SQLite ledger's files are moved in
+    when it is opened."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS pipeline_phases (dispatch TEXT NOT NULL, seq INTEGER NOT NULL,"
+        " name TEXT NOT NULL, child TEXT NOT NULL, needs TEXT NOT NULL, waits INTEGER NOT NULL DEFAULT 0,"
+        " PRIMARY KEY (dispatch, seq))"
+    )
+
+
 MIGRATIONS: Mapping[int, Callable[[Store], None]] = {
-    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9, 10: _v10, 11: _v11
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9, 10: _v10, 11: _v11, 12: _v12
 }  # fmt: skip
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
 #: The tables of an eps ledger: a version-0 database holding others is not one (refused).
-OWN_TABLES = ("meta", "dispatches", "attempts", "notify_watch", "notify_cursors", "hosts")
+OWN_TABLES = ("meta", "dispatches", "attempts", "notify_watch", "notify_cursors", "hosts", "pipeline_phases")
 
 
 def migrate(db: Store) -> None:

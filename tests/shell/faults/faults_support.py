@@ -301,6 +301,12 @@ class Eps:
             rows = db.execute("SELECT * FROM attempts WHERE dispatch=? ORDER BY seq", (d,)).fetchall()
             return [_dict(r) for r in rows]
 
+    def phases(self, d: str) -> dict[str, str]:
+        """Pipeline ``d``'s phases, each name to its child row (its record in the ledger)."""
+        with contextlib.closing(self._db()) as db:
+            rows = db.execute("SELECT name, child FROM pipeline_phases WHERE dispatch=? ORDER BY seq", (d,)).fetchall()
+            return {str(r[0]): str(r[1]) for r in rows}
+
     def wait_attempt(self, d: str | None, pred: Callable[[dict[str, Any]], bool], timeout_s: float, what: str) -> dict:
         def find() -> dict[str, Any] | None:
             if not self.state_url and not (self.state / "ledger.sqlite3").exists():

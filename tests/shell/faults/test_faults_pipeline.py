@@ -70,8 +70,7 @@ def _sha(path: Path) -> str:
 
 
 def _phase_ids(eps: Eps, d: str) -> dict[str, str]:
-    doc = json.loads((eps.state / "pipelines" / f"{d}.json").read_text())
-    return {p["name"]: p["id"] for p in doc["phases"]}
+    return eps.phases(d)
 
 
 def test_a_pipeline_runs_its_phases_in_order_each_given_its_needs_outputs(eps: Eps, tmp_path: Path) -> None:

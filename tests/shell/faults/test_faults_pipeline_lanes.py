@@ -80,8 +80,7 @@ def test_three_phases_on_gcp_slurm_and_runpod_each_given_the_last_ones_outputs(
                                     seen=json.dumps(SEEN)))  # fmt: skip
     rc, out, err = deps.run("execute", "--job", str(path), "--dispatch-id", d, "--wait", timeout_s=240)
     assert rc == 0, (out, err)
-    doc = json.loads((deps.state / "pipelines" / f"{d}.json").read_text())
-    ids = {p["name"]: p["id"] for p in doc["phases"]}
+    ids = deps.phases(d)
     lanes = {name: deps.dispatch(i)["handle"]["lane"] for name, i in ids.items()}
     assert lanes == {"prep": "gcp", "train": "fellows", "report": "runpod"}, lanes
     assert deps.dispatch(ids["train"])["handle"]["qos"] == "high-eur"
@@ -109,7 +108,7 @@ def test_the_supervisor_killed_while_train_runs_on_slurm_is_revived_and_prep_is_
     path.write_text(PIPELINE.format(write=json.dumps(WRITE), train=json.dumps(train), seen=json.dumps(SEEN)))
     rc, out, err = deps.run("execute", "--job", str(path), "--dispatch-id", d, "--detach")
     assert rc == 0, (out, err)
-    ids = {p["name"]: p["id"] for p in json.loads((deps.state / "pipelines" / f"{d}.json").read_text())["phases"]}
+    ids = deps.phases(d)
     deps.wait_attempt(ids["train"], lambda a: a["state"] == "running", 120, "train to run on the cluster")
     deps.kill_supervisor()
     go.touch()

@@ -348,7 +348,7 @@ def test_a_pipeline_phase_gets_its_needs_outputs_from_storage_on_its_own_machine
     s3.clear_log()
     rc, out, err = eps.run("execute", "--job", str(path), "--dispatch-id", d, "--wait", timeout_s=300)
     assert rc == 0, (out, err)
-    ids = {p["name"]: p["id"] for p in json.loads((eps.state / "pipelines" / f"{d}.json").read_text())["phases"]}
+    ids = eps.phases(d)
     prep = _stored(s3, bucket, ids["prep"])
     assert sorted(prep) == ["data/blob"], prep
     seen_lines = s3.get(bucket, f"runs/{ids['train']}/0/out/seen").decode().splitlines()
