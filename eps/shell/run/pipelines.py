@@ -55,8 +55,8 @@ if TYPE_CHECKING:
                      grants: QosGrants, *, grants_given: bool) -> tuple[CapacitySnapshot, QosGrants]: ...  # fmt: skip
 
 
-__all__ = ["PhaseRecord", "after_state", "drive", "exit_of", "phase_state", "phases_line", "read_record",
-           "stage_dir", "status_of"]
+__all__ = ["PhaseRecord", "after_sources", "after_state", "drive", "exit_of", "finals", "phase_state", "phases_line",
+           "read_record", "stage_dir", "status_of"]
 
 #: A phase whose thread ended with its row still unsettled (an error) is tried again after this.
 RETRY_S = 5.0
@@ -92,8 +92,8 @@ def phase_state(row: DispatchRow | None, started: bool) -> PhaseState:
 
 def after_state(ledger: Ledger, dispatch: str) -> PhaseState:
     """The state of dispatch ``dispatch`` that ``--after`` waits for: its row's, or, for a
-    fan-out or sweep, its tasks' together: succeeded once every task succeeded, failed as
-    soon as one did not."""
+    fan-out, sweep or pipeline, its tasks' (phases') together: succeeded once every one
+    succeeded, failed as soon as one did not."""
     tasks = ledger.children(dispatch)
     if not tasks:
         return phase_state(ledger.dispatch(dispatch), True)
@@ -315,13 +315,29 @@ class _Run:
 
     def sources(self, need: str) -> list[tuple[str, str]]:
         """Where need ``need``'s outputs go under the inputs, and the row whose outputs they
-        are: the need itself (``<need>``), or each task of a fan-out or sweep ``--after``
-        waits for (``<need>/<i>``, i its task index)."""
+        are (:func:`after_sources`)."""
         p = self.record[need]
-        tasks = self.ledger.children(p.id) if p.after else []
-        if not tasks:
-            return [(need, p.id)]
-        return [(f"{need}/{t.job.task_index}", t.id) for t in tasks]
+        return after_sources(self.ledger, p.id, need) if p.after else [(need, p.id)]
+
+
+def after_sources(ledger: Ledger, dispatch: str, name: str) -> list[tuple[str, str]]:
+    """Where the outputs of ``dispatch``, which ``--after`` waits for (as ``name``), go under
+    the inputs, and the rows whose outputs they are: its own (``<name>``); each task's of a
+    fan-out or sweep (``<name>/<i>``, i its task index); each final phase's of a pipeline,
+    those no other phase needs (``<name>/<phase>``)."""
+    record = read_record(ledger, dispatch)
+    if record is not None:
+        return [(f"{name}/{p.name}", p.id) for p in finals(record)]
+    tasks = ledger.children(dispatch)
+    if not tasks:
+        return [(name, dispatch)]
+    return [(f"{name}/{t.job.task_index}", t.id) for t in tasks]
+
+
+def finals(record: Sequence[PhaseRecord]) -> list[PhaseRecord]:
+    """A pipeline's final phases: those no other phase needs (a dispatch it waits for is none)."""
+    needed = {n for p in record for n in p.needs}
+    return [p for p in record if not p.after and p.name not in needed]
 
 
 def _count(path: str) -> int:

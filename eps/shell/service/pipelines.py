@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from eps.core.model import CapacitySnapshot, JobError, QosGrants
 from eps.core.pipeline import Phase, Pipeline, PipelinePlan
 from eps.core.records import NamedTuple
-from eps.shell.service.phase_address import phases_of
 from eps.shell.service.planning import Planned
 
 TYPE_CHECKING = False
@@ -201,7 +200,9 @@ def submit_after(ctx: Ctx, request: JobRequest, after: str, dispatch_id: str | N
     recorded when it is refused), then recorded as a one-phase pipeline E that needs D: its
     phase ``E/job`` starts once D has succeeded, with D's outputs in ``$EPS_INPUT_DIR/D/``,
     and ends ``dependency_failed`` (nothing created) if D did not succeed.  D a fan-out or
-    sweep: it succeeded when every task did, task i's outputs in ``$EPS_INPUT_DIR/D/<i>/``."""
+    sweep: it succeeded when every task did, task i's outputs in ``$EPS_INPUT_DIR/D/<i>/``; D a
+    pipeline: when every phase did, each final phase's (none needs it) outputs in
+    ``$EPS_INPUT_DIR/D/<phase>/``."""
     from eps.core.model import evolve
     from eps.core.names import copy_id
     from eps.core.tables import DEFAULT_GRANTS
@@ -212,9 +213,9 @@ def submit_after(ctx: Ctx, request: JobRequest, after: str, dispatch_id: str | N
 
     refuse_execute(ctx)
     row = ops.known(ctx, after)
-    if row.parent is not None or phases_of(ctx, after):
-        raise JobError("usage", f"--after {after}: it is a pipeline or a row of a fan-out, sweep or pipeline; --after "
-                       "takes a dispatch of one job, a fan-out or a sweep (for now)", None)  # fmt: skip
+    if row.parent is not None:
+        raise JobError("usage", f"--after {after}: it is a row of a fan-out, sweep or pipeline; --after takes a "
+                       "dispatch: one job, a fan-out, a sweep or a pipeline", None)  # fmt: skip
     if request.job.count > 1 or request.job.sweep > 1:
         raise JobError("usage", "--after with --count or --sweep is not built yet: --after takes one job", None)
     ops.unused(ctx, dispatch_id)
@@ -245,12 +246,12 @@ def _stored_outputs(ctx: Ctx, row: DispatchRow, after: str) -> list[str] | None:
     are not all in storage."""
     from eps.core.jobscript import INPUTS_DIR
     from eps.core.lifecycle import storage_plan
+    from eps.shell.run.pipelines import after_sources
 
-    tasks = ctx.ledger.children(row.id)
-    rows = [(f"{after}/{t.job.task_index}", t) for t in tasks] if tasks else [(after, row)]
     urls = []
-    for dest, r in rows:
-        sp = storage_plan(r.job, r.id) if r.job.storage else None
+    for dest, of in after_sources(ctx.ledger, row.id, after):
+        r = row if of == row.id else ctx.ledger.dispatch(of)
+        sp = storage_plan(r.job, r.id) if r is not None and r.job.storage else None
         if sp is None or sp.place is None:
             return None
         urls.append(f"{sp.place.outputs_url}:{INPUTS_DIR}/{dest}")

@@ -251,7 +251,7 @@ def test_after_a_sweep_starts_once_every_task_succeeded_with_each_tasks_outputs(
     assert rc == PHASE_FAILED and "dependency_failed: needs 'dfan'" in err, (out, err)
     assert eps.dispatch("dnofann1")["state"] == "failed" and eps.attempts("dnofann1") == []
     rc, out, err = eps.run("execute", "--after", "dsweepn1", "cpu-small", "--duration", "20s", "--", "true")
-    assert rc == 2 and "--after dsweepn1: it is a pipeline or a row of" in err, err  # a task alone: refused
+    assert rc == 2 and "--after dsweepn1: it is a row of a fan-out" in err, err  # a task alone: refused
 
 
 def test_the_python_api_takes_the_same_pipeline_document(eps: Eps, tmp_path: Path) -> None:
