@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 from faults_support import Eps, GcpTrap, wait_until
@@ -40,8 +41,8 @@ backend = "gcp"
 setup = "test -f .eps-inputs/prep/data/blob"
 command = {seen}
 """
-#: prep: about 10 s (long enough to lose its host while it runs), then one output.
-WRITE = 'sleep 10; mkdir -p "$EPS_OUTPUT_DIR/data" && head -c 100000 /dev/urandom > "$EPS_OUTPUT_DIR/data/blob"'
+#: prep: about 8 s (long enough to lose its host while it runs), then one output.
+WRITE = 'sleep 8; mkdir -p "$EPS_OUTPUT_DIR/data" && head -c 100000 /dev/urandom > "$EPS_OUTPUT_DIR/data/blob"'
 SEEN = '( cd "$EPS_INPUT_DIR" && find . -type f | sort | xargs sha256sum ) > "$EPS_OUTPUT_DIR/seen"'
 
 
@@ -62,6 +63,7 @@ def test_a_lost_hosts_pipeline_is_finished_in_order_by_another_host(
     wait_until(lambda: a.dispatch(ids["prep"])["state"] == "started", 90, "prep to start on host A")
     assert _owner(a, d) == "host-a" and a.attempts(ids["train"]) == []
     a.kill_supervisor()
+    killed_at = time.time()
     _lose(a)
     _supervise_until_taken(b, d, 30)
     wait_until(lambda: b.dispatch(d)["state"] == "ended", 120, "the pipeline to end under host B")
@@ -70,6 +72,7 @@ def test_a_lost_hosts_pipeline_is_finished_in_order_by_another_host(
     assert b.dispatch(d)["exit_code"] == 0, (said, (b.state / "logs" / "supervisor.log").read_text()[-3000:])
     assert all(r["state"] == "ended" and r["exit_code"] == 0 for r in rows.values()), rows
     # in order: train's machine was asked for only after prep's job had ended
+    assert rows["prep"]["ended_at"] > killed_at, (rows["prep"], killed_at)  # A was lost while prep ran
     [prep_try], [train_try] = b.attempts(ids["prep"]), b.attempts(ids["train"])
     assert train_try["started_at"] >= rows["prep"]["ended_at"], (train_try, rows["prep"])
     # prep never launched again: one insert, one machine; train one of each; both released
