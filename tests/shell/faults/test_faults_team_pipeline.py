@@ -71,8 +71,8 @@ def test_a_lost_hosts_pipeline_is_finished_in_order_by_another_host(
     said = "\n".join(f"{n}: {r['state']} {r['exit_code']} {r['message']}" for n, r in rows.items())
     assert b.dispatch(d)["exit_code"] == 0, (said, (b.state / "logs" / "supervisor.log").read_text()[-3000:])
     assert all(r["state"] == "ended" and r["exit_code"] == 0 for r in rows.values()), rows
-    # in order: train's machine was asked for only after prep's job had ended
     assert rows["prep"]["ended_at"] > killed_at, (rows["prep"], killed_at)  # A was lost while prep ran
+    # in order: train's machine was asked for only after prep's job had ended
     [prep_try], [train_try] = b.attempts(ids["prep"]), b.attempts(ids["train"])
     assert train_try["started_at"] >= rows["prep"]["ended_at"], (train_try, rows["prep"])
     # prep never launched again: one insert, one machine; train one of each; both released
