@@ -41,8 +41,9 @@ def status(
         if row is None:
             raise JobError("unknown_dispatch", f"no dispatch {dispatch!r} in the ledger", None)
         rows = [row]
-    elif host is not None:  # every match, then that host's newest (the owner is the root's)
-        rows = ledger.select(states=ACTIVE_STATES if active else None, since=since, intent=intent)
+    elif host is not None:  # that host's newest matches, chosen by the database (the owner is the root's)
+        rows = ledger.select(states=ACTIVE_STATES if active else None, since=since, intent=intent, limit=limit,
+                             owner_host=host)  # fmt: skip
     elif active or since is not None or intent is not None:
         rows = ledger.select(states=ACTIVE_STATES if active else None, since=since, intent=intent, limit=limit)
     else:
@@ -51,9 +52,8 @@ def status(
         rows = _sweeps_folded(ledger, rows)
     now = time.time() if now is None else now
     owned, started, cancels = _owners(ledger, rows)
-    if host is not None:
+    if host is not None:  # a sweep's row its tasks brought in is that host's too (the owner is the root's)
         rows = [r for r in rows if (owned.get(r.id) or {}).get("host") == host]
-        rows = rows[-limit:] if limit and dispatch is None else rows
     out = []
     attempts_of = ledger.attempts_of([r.id for r in rows])  # one query, not one per row
     phases = _phase_fields(ledger, rows)  # one query, not one per row

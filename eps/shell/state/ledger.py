@@ -398,12 +398,21 @@ class Ledger:
         intent: str | None = None,
         limit: int | None = None,
         failed_retrying: bool = False,
+        owner_host: str | None = None,
     ) -> list[DispatchRow]:
         """The newest ``limit`` dispatches (all: ``None``) in ``states``, submitted at or after
-        ``since``, of ``intent``, (``failed_retrying``) whose job failed and retries errors;
-        oldest first.  Indexed."""
+        ``since``, of ``intent``, (``failed_retrying``) whose job failed and retries errors,
+        (``owner_host``, a team's ledger) whose root that host owns now; oldest first.
+        Indexed but ``owner_host``: the server walks the newest rows until it has ``limit``
+        of that host's, and sends only those (not every row, as a filter here would need)."""
         where: list[str] = [FAILED_RETRYING] if failed_retrying else []
         args: list[Any] = []
+        if owner_host is not None:  # a copy's owner is its root's (one level: a root has no parent)
+            where.append(
+                "(CASE WHEN parent IS NULL THEN owner_host"
+                " ELSE (SELECT root.owner_host FROM dispatches AS root WHERE root.id = dispatches.parent) END) = ?"
+            )
+            args.append(owner_host)
         if states:
             where.append(f"state IN ({','.join('?' * len(states))})")
             args.extend(s.value for s in states)

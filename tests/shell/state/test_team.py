@@ -172,3 +172,30 @@ def test_two_state_directories_of_one_machine_are_two_hosts(tmp_path: Path, pg_u
     finally:
         a.close()
         b.close()
+
+
+def test_a_hosts_newest_dispatches_are_chosen_by_the_database(tmp_path: Path, ledger_url: str | None) -> None:
+    """The row budget of ``eps status --mine``/``--host`` (on both backends): ``select`` with
+    ``owner_host`` brings only the ``limit`` newest dispatches whose root that host owns (a
+    copy is its root's, whatever its own row says), not every row for eps to filter."""
+    ticks = iter(range(1, 100))
+    ledger = Ledger(str(tmp_path / "state"), url=ledger_url, clock=lambda: float(next(ticks)))
+    try:
+        owner = {"eown000001": "host-a", "eown000002": "host-b", "eown000003": "host-a", "eown000004": "host-b",
+                 "eown000005": "host-a", "eown000006": None}  # fmt: skip
+        for d in owner:
+            ledger.new_dispatch(d, Job("cpu-small", 60, command=("true",)))
+        ledger.new_dispatch("eowncopy01", Job("cpu-small", 60, command=("true",)), parent="eown000002")
+        ledger.new_dispatch("eowncopy02", Job("cpu-small", 60, command=("true",)), parent="eown000006")
+        with ledger.transaction() as db:
+            for d, host in (*owner.items(), ("eowncopy02", "host-a")):  # a copy's own owner is not asked
+                db.execute("UPDATE dispatches SET owner_host=? WHERE id=?", (host, d))
+        ids = [r.id for r in ledger.select(owner_host="host-a", limit=2)]
+        assert ids == ["eown000003", "eown000005"]  # the two newest of host-a's, oldest first
+        assert [r.id for r in ledger.select(owner_host="host-a")] == ["eown000001", "eown000003", "eown000005"]
+        assert [r.id for r in ledger.select(owner_host="host-b", limit=2)] == ["eown000004", "eowncopy01"]
+        assert [r.id for r in ledger.select(owner_host="host-b", intent="cpu-small", since=4.0)] == [
+            "eown000004", "eowncopy01"]  # fmt: skip
+        assert ledger.select(owner_host="host-c") == []
+    finally:
+        ledger.close()
