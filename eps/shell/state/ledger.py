@@ -169,7 +169,10 @@ class Ledger:
         self.path = self._db.name
         try:
             migrate(self._db)
-            self._db.execute("SELECT count(*) FROM attempts").fetchone()
+            # A file that is not a ledger (or a damaged one) fails here; a database server has no
+            # such file, and its count(*) would read every attempt on every command: one row does.
+            probe = "SELECT 1 FROM attempts LIMIT 1" if self.shared else "SELECT count(*) FROM attempts"
+            self._db.execute(probe).fetchone()
         except self._db.errors as exc:
             self._db.close()
             raise self._failed(exc) from None
