@@ -51,8 +51,9 @@ def eps(env: dict[str, str], *argv: str) -> tuple[float, subprocess.CompletedPro
     return time.perf_counter() - began, proc
 
 
-def status_figure(rows: int, tmp: Path, url: str | None = None) -> None:
-    """The status figure on the SQLite ledger, or (``url``) on a PostgreSQL one (benchmarks/state_pg.py)."""
+def status_figure(rows: int, tmp: Path, url: str | None = None, *, attempts: bool = False) -> None:
+    """The status figure on the SQLite ledger, or (``url``) on a PostgreSQL one (benchmarks/state_pg.py);
+    ``attempts``: each finished dispatch with the one attempt that ran it, as a real ledger's has."""
     from eps.shell.state.ledger import Ledger
 
     state = tmp / ("status-state" if url is None else "status-state-pg")
@@ -61,6 +62,9 @@ def status_figure(rows: int, tmp: Path, url: str | None = None) -> None:
                       "gradient_fit": False, "count": 1, "pin": None, "command": ["true"]})  # fmt: skip
     now = time.time()
     made = ((f"e{i:010x}", job, now - rows + i, now - rows + i) for i in range(rows))
+    ran = ((f"e{i:010x}", "vm/local", "vm", "vm", "on-demand", f"eps-e{i:010x}-1", "ended", "started",
+            now - rows + i, now - rows + i) for i in range(rows if attempts else 0))  # fmt: skip
+    attempt_columns = "dispatch, seq, rung, lane, kind, provisioning, name, state, outcome, started_at, updated_at"
     if url is None:
         with sqlite3.connect(state / "ledger.sqlite3") as db:
             db.executemany(
@@ -68,6 +72,7 @@ def status_figure(rows: int, tmp: Path, url: str | None = None) -> None:
                 " VALUES (?, NULL, 'cpu-small', ?, 'ended', 'exit code 0', ?, ?)",
                 made,
             )
+            db.executemany(f"INSERT INTO attempts ({attempt_columns}) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)", ran)  # noqa: S608 (fixed columns)
     else:
         import psycopg
 
@@ -76,7 +81,11 @@ def status_figure(rows: int, tmp: Path, url: str | None = None) -> None:
                                   " FROM STDIN") as copy:  # fmt: skip
                 for i, text, created, updated in made:
                     copy.write_row((i, "cpu-small", text, "ended", "exit code 0", created, updated))
+            with pg.cursor().copy(f"COPY attempts ({attempt_columns}) FROM STDIN") as copy:
+                for d, *attempt in ran:
+                    copy.write_row((d, 1, *attempt))
             pg.execute("ANALYZE dispatches")
+            pg.execute("ANALYZE attempts")
     env = eps_env(EPS_STATE_DIR=str(state), HOME=str(tmp), **({"EPS_STATE_URL": url} if url else {}))
     # one job running now, on the VM lane, owned by its supervisor: status while a job runs
     _, proc = eps(env, "execute", "debug", "--duration", "5m", "--detach", "--json", "--", "sleep", "120")
@@ -102,6 +111,7 @@ def status_figure(rows: int, tmp: Path, url: str | None = None) -> None:
     size = (state / "ledger.sqlite3").stat().st_size / 2**20 if url is None else 0
     where = f"{size:.0f} MB ledger" if url is None else "PostgreSQL on loopback"
     each = ", ".join(f"{t * 1000:.0f}" for t in times)
+    where += ", an attempt each" if attempts else ""
     print(f"eps status --json, {rows} dispatches ({where}): median {sorted(times)[4] * 1000:.0f} ms"
           f" over 9 runs ({each} ms), {shown} shown (interpreter start included);"
           f" CPU median {sorted(cpu)[4] * 1000:.0f} ms")  # fmt: skip

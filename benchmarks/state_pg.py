@@ -1,16 +1,60 @@
 """The ledger on PostgreSQL: ``eps status --json`` at 100,000 dispatches, next to the same
 figure on SQLite (benchmarks/scale.py's, unchanged), each a real ``eps`` process.
 
-    python benchmarks/state_pg.py [--rows 100000]
+    python benchmarks/state_pg.py [--rows 100000] [--attempts] [--no-sqlite]
 
 The server is a throwaway cluster on loopback (tests/pg_support.py: Debian's PostgreSQL,
 fsync off, the password in a .pgpass), stopped at the end.  Goal: at most 200 ms.
-Asserts nothing.
+``--attempts`` gives each finished dispatch the attempt that ran it, as a real ledger has
+(the figures below without it are comparable with the older ones).  It prints which of
+psycopg's implementations eps loads (``binary``: psycopg-binary's C one).  Asserts nothing.
+On this machine the test SLURM cluster is up, so the running job is on it (``debug``'s
+first rung) and each status's inventory asks its ``squeue`` (about 3 ms of CPU).
 
 Here (2 cores shared with other work, PostgreSQL 15, psycopg 3.3.9 with psycopg-binary,
 Python 3.11), CPU is the steadier figure; wall time follows the machine's load.
-2026-12-04, load 14-30: PostgreSQL CPU median 245 ms (wall 528 ms), SQLite CPU 120 ms
-(wall 192 ms).  The same day, load about 2.5: PostgreSQL CPU median 219 ms (wall 246 ms),
+
+2026-12-05 (branch pgstatus; load 7 to 28 throughout, three other sessions and a test run
+on the machine, no quiet minute), main and the branch alternated, two rounds each: the
+default view on PostgreSQL CPU median 250 and 266 ms on main, 260 and 310 ms on the
+branch (wall 518 to 1392 ms); on SQLite 137 and 136 ms on main, 133 and 139 ms on the
+branch.  The default view's path is the same on both (noise); the goal is not met.  What
+the branch changed:
+
+- ``--mine`` and ``--host``: the database picks that host's newest ``--limit`` rows
+  (``Ledger.select(owner_host=...)``); before, every row was read and filtered in eps:
+  ``eps status --mine --json`` at 100,000 took 2.9 s of CPU (8.2 s wall, load 8), now
+  0.27 s, as the default view;
+- opening a ledger on PostgreSQL reads one attempt row, not ``count(*)`` of them: with
+  ``--attempts`` (100,000 attempts, load 21-28) a status took 2.16 s wall on main
+  (CPU 302 ms) and 0.80 s on the branch (CPU 263 ms); ``EXPLAIN ANALYZE`` of the
+  count alone: 11 to 16 ms of the server's time at load 8, far more under load.
+
+Where a default status's CPU goes now (``time.process_time`` inside one process, load
+about 8; each figure after the ones before it):
+
+- the interpreter: about 22 ms;
+- ``import psycopg``: 113 to 118 ms, as below (its C implementation is the one loaded;
+  ``PSYCOPG_IMPL=binary`` only skips the failed look for ``psycopg_c``: no change);
+- the command line, the config and the lanes: about 28 ms, of which attrs 12 ms and
+  returns 6 to 7 ms (eps's lanes and reconcile are built on them); the modules the
+  command loads as it goes are in the figures below;
+- the connection: 5 ms (scram-sha-256); 17 statements (one per machine the inventory
+  found, as well: other sessions' were on the cluster): 5 ms of CPU, each well under a
+  millisecond of the server's (the default view's ``UNION`` of the active rows and the
+  newest 20: 0.2 ms, by its indexes; the rows shown are the only ones sent);
+- the reconcile (inventory of every lane set up here, the running job's probe): 23 ms;
+  the rows and the JSON: about 8 ms.
+
+Measured and not built: the attrs-free path (about 19 ms: attrs and returns are imported
+by eps/shell/lanes and eps/shell/run/reconcile.py, outside this change); an inventory of
+only the lanes the active dispatches use (reconcile's, a change of what a status settles);
+fewer columns (21 rows of 25 columns: nothing to gain); a prepared statement (a status
+runs each statement once or twice on a connection it opens for itself; psycopg prepares
+from a statement's fifth execution, and a PREPARE is one more round trip).
+
+The figures before, 2026-12-04, load 14-30: PostgreSQL CPU median 245 ms (wall 528 ms),
+SQLite CPU 120 ms (wall 192 ms).  The same day, load about 2.5: PostgreSQL CPU median 219 ms (wall 246 ms),
 SQLite CPU 110 ms (wall 129 ms).  The goal is not met; what is left is mostly psycopg's
 import, not the database's work.  Where the CPU goes (medians of 11 processes, load 2.5):
 
@@ -69,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--no-sqlite", action="store_true", help="the PostgreSQL figure only")
+    parser.add_argument("--attempts", action="store_true", help="each finished dispatch with its one attempt")
     args = parser.parse_args(argv)
     server = pg_support.start_server()
     try:
@@ -78,10 +123,13 @@ def main(argv: list[str] | None = None) -> int:
             passfile.chmod(0o600)
             os.environ["PGPASSFILE"] = str(passfile)
             url = server.url(server.create_database())
-            print(f"PostgreSQL: {server.bindir}")
-            status_figure(args.rows, Path(tmp), url=url)
+            import psycopg
+
+            # eps loads psycopg's C implementation (psycopg_binary) when it is installed, as here
+            print(f"PostgreSQL: {server.bindir}; psycopg {psycopg.__version__}, implementation {psycopg.pq.__impl__}")
+            status_figure(args.rows, Path(tmp), url=url, attempts=args.attempts)
             if not args.no_sqlite:
-                status_figure(args.rows, Path(tmp))
+                status_figure(args.rows, Path(tmp), attempts=args.attempts)
     finally:
         server.stop()
     return 0
