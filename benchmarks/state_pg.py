@@ -14,21 +14,25 @@ first rung) and each status's inventory asks its ``squeue`` (about 3 ms of CPU).
 Here (2 cores shared with other work, PostgreSQL 15, psycopg 3.3.9 with psycopg-binary,
 Python 3.11), CPU is the steadier figure; wall time follows the machine's load.
 
-2026-12-05 (branch pgstatus; load 7 to 28 throughout, three other sessions and a test run
-on the machine, no quiet minute), main and the branch alternated, two rounds each: the
-default view on PostgreSQL CPU median 250 and 266 ms on main, 260 and 310 ms on the
-branch (wall 518 to 1392 ms); on SQLite 137 and 136 ms on main, 133 and 139 ms on the
-branch.  The default view's path is the same on both (noise); the goal is not met.  What
-the branch changed:
+2026-12-05 (branch pgstatus), 02:43 to 02:52 UTC, the quiet minutes of a busy night (the
+load average fell from 38 to 0.8 as other work ended; in every run the median wall was
+within 40 ms of the median CPU); main and the branch alternated: the default view on
+PostgreSQL, CPU median 228, 233, 234 and 240 ms on main (wall 239 to 260 ms), 231, 241,
+227, 256 and 230 ms on the branch (wall 240 to 268 ms); on SQLite (this benchmark's line
+and ``scale.py --pods 0``) 112, 113 and 113 ms on main (wall 114 to 123 ms), 114, 113,
+116, 115 and 107 ms on the branch (wall 110 to 129 ms).  The default view's path is the
+same on both (the differences are noise); the goal is not met.  ``plan_bench.py``'s cold
+``eps plan``: 33.5 and 33.4 ms on main, 33.9 and 33.8 ms on the branch.
+With ``--attempts`` (100,000 attempts): main CPU 233 ms (wall 248 ms), the branch CPU 233 ms
+(wall 239 ms).  What the branch changed:
 
 - ``--mine`` and ``--host``: the database picks that host's newest ``--limit`` rows
   (``Ledger.select(owner_host=...)``); before, every row was read and filtered in eps:
   ``eps status --mine --json`` at 100,000 took 2.9 s of CPU (8.2 s wall, load 8), now
-  0.27 s, as the default view;
-- opening a ledger on PostgreSQL reads one attempt row, not ``count(*)`` of them: with
-  ``--attempts`` (100,000 attempts, load 21-28) a status took 2.16 s wall on main
-  (CPU 302 ms) and 0.80 s on the branch (CPU 263 ms); ``EXPLAIN ANALYZE`` of the
-  count alone: 11 to 16 ms of the server's time at load 8, far more under load.
+  0.27 s at the same load, as the default view;
+- opening a ledger on PostgreSQL reads one attempt row, not ``count(*)`` of them, which
+  the server counted on every command: ``EXPLAIN ANALYZE`` 11 to 16 ms at 100,000 rows
+  (load 8); the wall figures with ``--attempts`` above (248 against 239 ms) show it.
 
 Where a default status's CPU goes now (``time.process_time`` inside one process, load
 about 8; each figure after the ones before it):
