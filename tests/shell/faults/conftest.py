@@ -10,10 +10,11 @@ may be shared with other suites: this one cancels only the jobs it made (names
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +23,20 @@ from faults_support import (
     KEY,
     PROJECT,
     SHELL,
+    DetachedEps,
     Eps,
     GcpTrap,
     RunpodTrap,
     SlurmTrap,
+    Team,
     gcp_fake,
     runpod_fake,
+    s3_storage,
     scancel_names,
+    slurm_qos_caps,
     squeue,
     ssh_support,
+    team_host,
     wait_until,
 )
 
@@ -70,6 +76,64 @@ def eps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path) -> Iterat
     e = Eps(tmp_path, gtrap.fake, rtrap.fake)
     yield e
     e.close()
+
+
+@pytest.fixture
+def detached_eps(request: pytest.FixtureRequest, tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap,
+                 sshd: Path) -> Iterator[DetachedEps]:  # fmt: skip
+    """``detached_eps()``: ``eps`` in detached mode (a supervisor walks each dispatch) on the
+    lanes of this suite: the GCP and RunPod test servers (their machines the test sshd); with
+    ``slurm=True`` the real cluster too, behind ``slurm_wrap.sh``, with park caps ``caps``
+    (rung 1, then every later rung); with ``storage=(s3, bucket)`` its ``[storage]`` on the
+    local S3 server (:func:`faults_support.s3_storage`).  At the end: closed (its supervisor
+    and its jobs on the sshd ended) and, with the cluster, this suite's jobs there cancelled."""
+    made: list[Eps] = []
+    on_cluster = False
+
+    def make(*, slurm: bool = False, caps: tuple[int, int] = (2, 1), storage: tuple[Any, str] | None = None) -> Eps:
+        nonlocal on_cluster
+        if slurm:
+            request.getfixturevalue("slurm_cluster")
+            on_cluster = True
+        e = Eps(tmp_path, gtrap.fake, rtrap.fake, slurm=slurm, caps=caps, detached=True)
+        made.append(e)
+        return s3_storage(e, *storage) if storage else e
+
+    yield make
+    for e in made:
+        e.close()
+    if on_cluster:
+        scancel_names("eps-f")
+
+
+@pytest.fixture
+def team_of_two(request: pytest.FixtureRequest, tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, pg_url: str,
+                sshd: Path) -> Iterator[Team]:  # fmt: skip
+    """``team_of_two(lease_s, a={...}, b={...})``: hosts A and B of a team on the session's
+    PostgreSQL (:func:`faults_support.team_host`: each its own HOME, state dir, config and
+    supervisors; the machines and the cluster theirs together), ``a`` and ``b`` each one's
+    :class:`Eps` options (``slurm=True`` needs the cluster).  At the end both are closed
+    (their supervisors stopped, whatever became of their HOMEs), the jobs on the team's
+    machines ended and, with the cluster, this suite's jobs there cancelled."""
+    made: list[Eps] = []
+    on_cluster = False
+
+    def make(lease_s: int, a: dict[str, Any] | None = None, b: dict[str, Any] | None = None) -> tuple[Eps, Eps]:
+        nonlocal on_cluster
+        for name, options in (("a", a or {}), ("b", b or {})):
+            if options.get("slurm"):
+                request.getfixturevalue("slurm_cluster")
+                on_cluster = True
+            made.append(team_host(tmp_path, name, gtrap, rtrap, pg_url, lease_s, **options))
+        return made[-2], made[-1]
+
+    yield make
+    for e in made:
+        with contextlib.suppress(Exception):
+            e.close()
+    ssh_support.stop_machine_jobs(tmp_path / "machines")
+    if on_cluster:
+        scancel_names("eps-f")
 
 
 # --- SLURM -------------------------------------------------------------------------------
@@ -113,22 +177,48 @@ def strap(seps: Eps) -> SlurmTrap:
     return SlurmTrap(seps.faults)
 
 
+@contextlib.contextmanager
+def _blocking_job(gpus: int, *, required: bool) -> Iterator[str]:
+    """A job of this suite (no eps name) holding ``gpus`` GPUs under high-eur, which no tier
+    preempts, running until the end: its id.  Not submitted: the test fails when ``required``,
+    else it skips (fails under CI=true)."""
+    name = f"faults-blocker-{uuid.uuid4().hex[:6]}"
+    try:
+        out = subprocess.run(
+            ["sbatch", "--parsable", "-J", name, "--qos=high-eur", "--partition=general",
+             f"--gres=gpu:{gpus}", "--time=10", "-o", "/dev/null", "--wrap", "sleep 600"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        if out.returncode != 0:
+            assert not required, f"cannot submit the blocker job: {out.stderr.strip()}"
+            _unavailable(f"cannot submit the blocker job: {out.stderr.strip()}")
+        job_id = out.stdout.strip().split(";")[0]
+        wait_until(lambda: any(j == job_id and s == "RUNNING" for j, s, *_ in squeue(name)), 20, "the blocker to run")
+        yield job_id
+    finally:
+        scancel_names(name)
+
+
 @pytest.fixture
 def blocker(slurm_cluster: Path, tmp_path: Path) -> Iterator[str]:
     """A job of this suite holding one GPU (no eps name), so a gpu-8 job pends on every tier
     (reason Resources) until the test cancels it.  No QoS is changed.  Under high-eur, which no
     tier preempts (a low-eur one would be preempted by the gpu-8 job's high-eur rung)."""
-    name = f"faults-blocker-{uuid.uuid4().hex[:6]}"
-    out = subprocess.run(
-        ["sbatch", "--parsable", "-J", name, "--qos=high-eur", "--partition=general",
-         "--gres=gpu:1", "--time=10", "-o", "/dev/null", "--wrap", "sleep 600"],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    if out.returncode != 0:
-        _unavailable(f"cannot submit the blocker job: {out.stderr.strip()}")
-    job_id = out.stdout.strip().split(";")[0]
-    try:
-        wait_until(lambda: any(j == job_id and s == "RUNNING" for j, s, *_ in squeue(name)), 20, "the blocker to run")
+    with _blocking_job(1, required=False) as job_id:
         yield job_id
-    finally:
-        scancel_names(name)
+
+
+#: ``gpu_cap("high-eur", 2)``: a tier's per-user GPU cap lowered until the test ends, each
+#: change waited for in slurmctld, the SPEC value put back (tests/shell/slurm/qos_caps.py).
+gpu_cap = slurm_qos_caps().gpu_cap
+
+
+@pytest.fixture
+def high_eur_full(slurm_cluster: Path, gpu_cap: Callable[[str, int], None]) -> Iterator[str]:
+    """high-eur full the way a busy user's is: its per-user cap lowered to 2 GPUs (``gpu_cap``)
+    and held by a 2-GPU job of this suite, so a further GPU job pends there
+    (QOSMaxGRESPerUser) while normal-eur has room: the blocker's id.  The cap is restored at
+    the end, after the blocker is gone."""
+    gpu_cap("high-eur", 2)
+    with _blocking_job(2, required=True) as job_id:
+        yield job_id

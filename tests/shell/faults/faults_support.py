@@ -17,10 +17,12 @@ Kill points come from outside the executor, never from hooks in production code:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -67,6 +69,13 @@ def _load(name: str, path: Path) -> ModuleType:
 gcp_fake = _load("gcp_fake_server_for_faults", SHELL / "gcp" / "fake_server.py")
 runpod_fake = _load("runpod_fake_server_for_faults", SHELL / "runpod" / "fake_server.py")
 ssh_support = _load("ssh_support", SHELL / "ssh" / "ssh_support.py")
+
+
+def slurm_qos_caps() -> ModuleType:
+    """tests/shell/slurm/qos_caps.py (the QoS-cap helper both suites use), loaded with the
+    slurm_support it imports (the same modules the SLURM suite imports, when it runs too)."""
+    _load("slurm_support", SHELL / "slurm" / "slurm_support.py")
+    return _load("qos_caps", SHELL / "slurm" / "qos_caps.py")
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.05) -> Any:
@@ -561,6 +570,107 @@ COUNTER = (
     'echo "start $n restart $EPS_RESTART_COUNT" >> "$o/starts"; '
     'while [ "$n" -lt 16 ]; do n=$((n+1)); echo $n > "$o/ckpt.tmp"; mv "$o/ckpt.tmp" "$o/ckpt"; sleep 0.5; done'
 )
+
+
+def assert_counter_resumed(ckpt: bytes | str, starts: bytes | str) -> None:
+    """:data:`COUNTER` ran twice and the second run went on from the checkpoint the first left
+    (at least 3): its checkpoint at 16, its ``starts`` two lines, the second a restart."""
+    as_text = [v.decode() if isinstance(v, bytes) else v for v in (ckpt, starts)]
+    assert as_text[0] == "16\n"
+    lines = as_text[1].splitlines()
+    assert lines[0] == "start 0 restart 0" and len(lines) == 2, lines
+    second = lines[1].split()
+    assert int(second[1]) >= 3 and second[3] == "1", lines  # it went on from the saved count
+
+
+def dies_with_its_disk(root: Path) -> None:
+    """What ran on a VM that was taken back (its processes under ``root``): gone, its files with it."""
+    found = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True, check=False).stdout.split()
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(int(pid), signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+# --- what the suite's setups share: storage, pipelines, a team of hosts ---------------------
+
+
+def s3_storage(e: Eps, s3: Any, bucket: str) -> Eps:
+    """``e`` with ``[storage]`` on the local S3 server (tests/storage_support.py), its keys in
+    the environment, as AWS's."""
+    e.config.write_text(e.config.read_text() + f'[storage]\nurl = "s3://{bucket}/runs"\nendpoint = "{s3.endpoint}"\n')
+    e.env.update(s3.env())
+    return e
+
+
+def pulled_from_storage(e: Eps, d: str, at: str, want: dict[str, str], tree: Callable[[Path], dict[str, str]]) -> str:
+    """``eps status`` says ``d``'s outputs are in storage at ``at``; ``eps pull`` brings every
+    byte back (``tree`` of the outputs, {path: sha256}, equals ``want``); ``eps status`` then
+    says they are pulled.  All that the three commands wrote (stdout and stderr)."""
+    rc, out, err = e.run("status", d, "--json")  # where they live: the bucket, then here once pulled
+    assert json.loads(out)["dispatches"][0]["outputs"] == {"where": "storage", "at": at}
+    said = out + err
+    rc, out, err = e.run("pull", d, timeout_s=300)
+    assert rc == 0, (out, err)
+    assert tree(e.state / "outputs" / d) == want  # every byte, by hash
+    said += out + err
+    rc, out, err = e.run("status", d, "--json")
+    assert json.loads(out)["dispatches"][0]["outputs"] == {"where": "pulled", "at": str(e.state / "outputs" / d)}
+    return said + out + err
+
+
+#: A pipeline phase's command: the sha256 of every input file it was given, in ``seen``.
+SEEN = '( cd "$EPS_INPUT_DIR" && find . -type f | sort | xargs sha256sum ) > "$EPS_OUTPUT_DIR/seen"'
+
+
+def pipeline_toml(phases: list[dict[str, Any]]) -> str:
+    """A job file of ``[[phases]]``, one table per dict (values written as JSON, which these
+    are in TOML too: strings, lists of strings, booleans)."""
+    return "\n".join("[[phases]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in p.items()) for p in phases)
+
+
+def seen_by(out: Path) -> dict[str, str]:
+    """A phase's ``seen`` (:data:`SEEN`) as {relative path: sha256}."""
+    got = {}
+    for line in (out / "seen").read_text().splitlines():
+        digest, name = line.split(maxsplit=1)
+        got[name.removeprefix("./")] = digest
+    return got
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+#: The ``team_of_two`` fixture (conftest.py): ``team_of_two(lease_s, a={...}, b={...})``.
+Team = Callable[..., tuple[Eps, Eps]]
+#: The ``detached_eps`` fixture (conftest.py): ``detached_eps(slurm=..., caps=..., storage=...)``.
+DetachedEps = Callable[..., Eps]
+
+
+def team_host(tmp: Path, name: str, gtrap: GcpTrap, rtrap: RunpodTrap, url: str, lease_s: float,
+              **options: Any) -> Eps:  # fmt: skip
+    """Host ``name`` of a team sharing the PostgreSQL ledger at ``url`` (issue 37), simulated on
+    this machine: its own HOME and state dir ``tmp/<name>``, config, key and (detached)
+    supervisors, ``EPS_STATE_HOST=host-<name>`` and a lease of ``lease_s``.  What is the
+    provider's or the cluster's, not the host's, lies outside its HOME, shared by the team
+    (deleting the host leaves it): the GCP machines' disks under ``tmp/machines``, the
+    cluster's work root ``tmp/cluster`` and the SLURM wrapper's call log ``tmp/slurm-calls``.
+    ``options``: :class:`Eps`'s (``slurm``, ``caps``)."""
+    root, machines, cluster, calls = tmp / name, tmp / "machines", tmp / "cluster", tmp / "slurm-calls"
+    for shared in (machines, calls):
+        shared.mkdir(exist_ok=True)
+    root.mkdir()
+    e = Eps(root, gtrap.fake, rtrap.fake, detached=True, state_url=url, **options)
+    text = e.config.read_text()
+    for mine, theirs in ((root / "gcp-runs", machines / "gcp-runs"), (root / "shared", cluster)):
+        assert f'work_root = "{mine}"' in text, text
+        text = text.replace(f'work_root = "{mine}"', f'work_root = "{theirs}"')
+    e.config.write_text(text)
+    e.env.update({"EPS_STATE_HOST": f"host-{name}", "EPS_STATE_LEASE": f"{lease_s}s", "EPS_FAULT_DIR": str(calls)})
+    return e
 
 
 # --- the questions asked after every fault -------------------------------------------------

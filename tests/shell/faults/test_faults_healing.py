@@ -10,13 +10,8 @@ still RUNNING (eps asks the provider for the address at each look)."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import shutil
-import signal
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -25,10 +20,13 @@ import pytest
 from faults_support import (
     COUNTER,
     ZONES,
+    DetachedEps,
     Eps,
     GcpTrap,
     RunpodTrap,
+    assert_counter_resumed,
     assert_no_orphans,
+    dies_with_its_disk,
     gcp_fake,
     ssh_support,
     wait_synced,
@@ -37,21 +35,8 @@ from faults_support import (
 
 
 @pytest.fixture
-def eps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path) -> Eps:
-    e = Eps(tmp_path, gtrap.fake, rtrap.fake, detached=True)
-    yield e  # type: ignore[misc]
-    e.close()
-
-
-def _dies_with_its_disk(root: Path) -> None:
-    """What ran on a VM that was taken back: gone, its files with it."""
-    found = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True, check=False).stdout.split()
-    for pid in found:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(int(pid), signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
-    shutil.rmtree(root, ignore_errors=True)
+def eps(detached_eps: DetachedEps) -> Eps:
+    return detached_eps()
 
 
 def test_a_preempted_restartable_job_resumes_elsewhere_from_its_synced_checkpoint(
@@ -66,14 +51,10 @@ def test_a_preempted_restartable_job_resumes_elsewhere_from_its_synced_checkpoin
     [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
     assert gtrap.fake.instances[(zone, name)]["scheduling"]["provisioningModel"] == "SPOT"
     gtrap.fake.preempt(zone, name)  # DELETE: the VM and its disk are gone
-    _dies_with_its_disk(tmp_path / "gcp-runs" / d)
+    dies_with_its_disk(tmp_path / "gcp-runs" / d)
     assert child.wait(180) == 0  # no further command: relaunched, resumed, ended
     out = eps.state / "outputs" / d
-    assert (out / "ckpt").read_text() == "16\n"
-    starts = (out / "starts").read_text().splitlines()
-    assert starts[0] == "start 0 restart 0" and len(starts) == 2, starts
-    second = starts[1].split()
-    assert int(second[1]) >= 3 and second[3] == "1", starts  # it went on from the synced count
+    assert_counter_resumed((out / "ckpt").read_text(), (out / "starts").read_text())
     row = eps.dispatch(d)
     assert row["state"] == "ended" and row["exit_code"] == 0
     rungs = [(a["rung"], a["state"], a["outcome"]) for a in eps.attempts(d)]
@@ -92,7 +73,7 @@ def test_a_preempted_job_that_is_not_restartable_is_not_relaunched(
     child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
     [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
     gtrap.fake.preempt(zone, name)
-    _dies_with_its_disk(tmp_path / "gcp-runs" / d)
+    dies_with_its_disk(tmp_path / "gcp-runs" / d)
     rc = child.wait(120)
     assert rc != 0
     assert eps.dispatch(d)["state"] == "preempted"
@@ -136,7 +117,7 @@ def test_a_machine_that_stops_answering_ssh_is_released_after_wedge_s_and_its_jo
     child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
     [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
     # the VM dies with its delete (what ran on it goes with its disk), not before
-    gtrap.arm("DELETE", f"/instances/{name}$", "after", lambda: _dies_with_its_disk(tmp_path / "gcp-runs" / d))
+    gtrap.arm("DELETE", f"/instances/{name}$", "after", lambda: dies_with_its_disk(tmp_path / "gcp-runs" / d))
     cut = time.monotonic()
     _ssh_at(gtrap, zone, name, NOWHERE)
     wedged = child.wait_event(lambda e: e.get("event") == "wedged", 60, "the machine to be found wedged")
@@ -310,7 +291,7 @@ def test_supervisor_killed_during_a_relaunch(eps: Eps, gtrap: GcpTrap, rtrap: Ru
     [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
     gtrap.arm("POST", r"/instances$", "after", eps.kill_supervisor)
     gtrap.fake.preempt(zone, name)
-    _dies_with_its_disk(tmp_path / "gcp-runs" / d)
+    dies_with_its_disk(tmp_path / "gcp-runs" / d)
     wait_until(lambda: gtrap.fired != [], 60, "the relaunch's insert")
     wait_until(lambda: eps.supervisor_pid() is None, 10, "the supervisor to be gone")
     assert len(gtrap.materialized) == 2 and len(gtrap.live(d)) == 1  # the old one gone, the new one made

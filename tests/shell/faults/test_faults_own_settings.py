@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_support import Eps, GcpTrap, RunpodTrap, scancel_names, squeue, wait_until
+from faults_support import DetachedEps, Eps, GcpTrap, RunpodTrap, squeue, wait_until
 
 from eps.core.contract import Exit
 
 
 @pytest.fixture
-def deps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, slurm_cluster: Path, sshd: Path) -> Iterator[Eps]:
-    e = Eps(tmp_path, gtrap.fake, rtrap.fake, slurm=True, caps=(60, 30), detached=True)
-    yield e
-    e.close()
-    scancel_names("eps-f")
+def deps(detached_eps: DetachedEps, slurm_cluster: Path) -> Eps:
+    return detached_eps(slurm=True, caps=(60, 30))
 
 
 def _supervisor_pid(eps: Eps) -> int | None:

@@ -7,27 +7,22 @@ mid-pipeline is revived without running a finished phase again."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faults_support import Eps, GcpTrap, RunpodTrap
+from faults_support import SEEN, DetachedEps, Eps, pipeline_toml, seen_by, sha
 
 from eps.core.contract import PHASE_FAILED
 
-#: Each phase writes a random blob, and the hash of every input file it was given.
+#: Each phase writes a random blob, and the hash of every input file it was given (SEEN).
 WRITE = 'head -c 200000 /dev/urandom > "$EPS_OUTPUT_DIR/blob"'
-SEEN = '( cd "$EPS_INPUT_DIR" && find . -type f | sort | xargs sha256sum ) > "$EPS_OUTPUT_DIR/seen"'
 
 
 @pytest.fixture
-def eps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path) -> Iterator[Eps]:
-    e = Eps(tmp_path, gtrap.fake, rtrap.fake, detached=True)
-    yield e
-    e.close()
+def eps(detached_eps: DetachedEps) -> Eps:
+    return detached_eps()
 
 
 def _valid(name: str, out: str) -> None:
@@ -39,34 +34,11 @@ def _valid(name: str, out: str) -> None:
 
 
 def _file(tmp: Path, phases: list[dict[str, Any]]) -> Path:
-    lines = []
-    for p in phases:
-        lines += [
-            "[[phases]]",
-            f'name = "{p["name"]}"',
-            'intent = "cpu-small"',
-            'duration = "20s"',
-            "cpu = true",
-            f"needs = {json.dumps(p.get('needs', []))}",
-            f"command = {json.dumps(p['command'])}",
-            "",
-        ]
     path = tmp / "pipeline.toml"
-    path.write_text("\n".join(lines))
+    path.write_text(pipeline_toml([{"name": p["name"], "intent": "cpu-small", "duration": "20s", "cpu": True,
+                                    "needs": p.get("needs", []), "command": p["command"]}
+                                   for p in phases]))  # fmt: skip
     return path
-
-
-def _seen(out: Path) -> dict[str, str]:
-    """``seen`` as {relative path: sha256}."""
-    got = {}
-    for line in (out / "seen").read_text().splitlines():
-        digest, name = line.split(maxsplit=1)
-        got[name.removeprefix("./")] = digest
-    return got
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _phase_ids(eps: Eps, d: str) -> dict[str, str]:
@@ -84,10 +56,10 @@ def test_a_pipeline_runs_its_phases_in_order_each_given_its_needs_outputs(eps: E
     assert rc == 0, (out, err)
     ids = _phase_ids(eps, "pipea")
     outs = {name: eps.state / "outputs" / i for name, i in ids.items()}
-    assert _seen(outs["train"]) == {"prep/blob": _sha(outs["prep"] / "blob")}
+    assert seen_by(outs["train"]) == {"prep/blob": sha(outs["prep"] / "blob")}
     train, lint = outs["train"], outs["lint"]
-    assert _seen(outs["report"]) == {"train/blob": _sha(train / "blob"), "train/seen": _sha(train / "seen"),
-                                     "lint/blob": _sha(lint / "blob")}  # fmt: skip
+    assert seen_by(outs["report"]) == {"train/blob": sha(train / "blob"), "train/seen": sha(train / "seen"),
+                                     "lint/blob": sha(lint / "blob")}  # fmt: skip
     # one attempt each; train started only after prep ended, report after train and lint
     rows = {name: eps.dispatch(i) for name, i in ids.items()}
     assert all(len(eps.attempts(i)) == 1 for i in ids.values())
@@ -115,7 +87,7 @@ def test_a_pipeline_runs_its_phases_in_order_each_given_its_needs_outputs(eps: E
     rc, out, err = eps.run("logs", "pipea/train")
     assert rc == 0 and "eps: job ended: exited, exit code 0" in out, (out, err)
     rc, out, err = eps.run("pull", "pipea/report", "--to", str(tmp_path / "report"))
-    assert rc == 0 and _seen(tmp_path / "report") == _seen(outs["report"]), (out, err)
+    assert rc == 0 and seen_by(tmp_path / "report") == seen_by(outs["report"]), (out, err)
     rc, out, err = eps.run("status", "pipea/nope")
     assert rc == 2 and "no phase 'pipea/nope' (its phases: prep, lint, train, report)" in err, err
 
@@ -166,8 +138,8 @@ def test_a_supervisor_killed_mid_pipeline_is_revived_and_runs_no_finished_phase_
     assert rc == 0, (out, err)
     assert [len(eps.attempts(ids[n])) for n in ("prep", "train", "report")] == [1, 1, 1]  # prep not run again
     outs = {name: eps.state / "outputs" / i for name, i in ids.items()}
-    assert _seen(outs["train"]) == {"prep/blob": _sha(outs["prep"] / "blob")}
-    assert _seen(outs["report"])["train/blob"] == _sha(outs["train"] / "blob")
+    assert seen_by(outs["train"]) == {"prep/blob": sha(outs["prep"] / "blob")}
+    assert seen_by(outs["report"])["train/blob"] == sha(outs["train"] / "blob")
     assert eps.dispatch("pipec")["state"] == "ended"
 
 
@@ -204,7 +176,7 @@ def test_after_d_starts_once_d_succeeded_with_its_outputs_and_ends_dependency_fa
     go.touch()
     rc, out, err = eps.run("wait", "dnext", timeout_s=90)
     assert rc == 0, (out, err)
-    assert _seen(eps.state / "outputs" / "dnextn1") == {"dfirst/blob": _sha(eps.state / "outputs" / "dfirst" / "blob")}
+    assert seen_by(eps.state / "outputs" / "dnextn1") == {"dfirst/blob": sha(eps.state / "outputs" / "dfirst" / "blob")}
     assert eps.dispatch("dfirst")["ended_at"] <= eps.attempts("dnextn1")[0]["started_at"]
     # D fails: the job after it ends dependency_failed, nothing created for it
     rc, out, err = eps.run("execute", "--dispatch-id", "dbad", "cpu-small", "--duration", "20s", "--wait", "--",
@@ -237,7 +209,7 @@ def test_after_a_sweep_starts_once_every_task_succeeded_with_each_tasks_outputs(
     rc, out, err = eps.run("wait", "dafter", timeout_s=90)
     assert rc == 0, (out, err)
     outs = eps.state / "outputs"
-    assert _seen(outs / "daftern1") == {f"dsweep/{i}/blob": _sha(outs / row / "blob") for i, row in tasks.items()}
+    assert seen_by(outs / "daftern1") == {f"dsweep/{i}/blob": sha(outs / row / "blob") for i, row in tasks.items()}
     assert max(eps.dispatch(row)["ended_at"] for row in tasks.values()) <= eps.attempts("daftern1")[0]["started_at"]
     rc, out, err = eps.run("status", "--json", "dafter")
     [row] = json.loads(out)["dispatches"]
@@ -264,7 +236,7 @@ def test_the_python_api_takes_the_same_pipeline_document(eps: Eps, tmp_path: Pat
     got = api.execute_pipeline(doc, wait=True, timeout="90s", dispatch_id="pipee", env=eps.env)
     assert (got.exit_code, got.dispatches, got.error) == (0, ("pipee",), None), got
     outs = {name: eps.state / "outputs" / i for name, i in _phase_ids(eps, "pipee").items()}
-    assert _seen(outs["report"]) == {"prep/blob": _sha(outs["prep"] / "blob")}
+    assert seen_by(outs["report"]) == {"prep/blob": sha(outs["prep"] / "blob")}
     ids = _phase_ids(eps, "pipee")
     assert api.wait("pipee/report", env=eps.env)["dispatch"] == ids["report"]  # D/phase: the phase's own row
     assert [r["dispatch"] for r in api.status("pipee/prep", env=eps.env)] == [ids["prep"]]

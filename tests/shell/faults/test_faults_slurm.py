@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from faults_support import (
+    DetachedEps,
     Eps,
     GcpTrap,
     RunpodTrap,
     SlurmTrap,
     assert_ledger_consistent,
     assert_no_orphans,
-    scancel_names,
     squeue,
     wait_until,
 )
@@ -161,42 +161,12 @@ def test_cancel_while_another_process_is_parked(seps, strap, gtrap, rtrap, block
 
 
 @pytest.fixture
-def self_capped(slurm_cluster: Any) -> Any:
-    """high-eur blocked the way a busy user's is: its per-user cap lowered to 2 GPUs and held by
-    a 2-GPU job of this suite, so a second gpu-2 job pends there with QOSMaxGRESPerUser while
-    normal-eur has room.  The cap is restored at the end."""
-    import subprocess
-
-    def cap(gpus: int) -> None:
-        subprocess.run(["sacctmgr", "-i", "modify", "qos", "where", "name=high-eur", "set",
-                        f"MaxTRESPerUser=gres/gpu={gpus}"], check=True, capture_output=True, timeout=30)  # fmt: skip
-
-    name = f"faults-blocker-{uuid.uuid4().hex[:6]}"
-    cap(2)
-    try:
-        out = subprocess.run(
-            ["sbatch", "--parsable", "-J", name, "--qos=high-eur", "--partition=general",
-             "--gres=gpu:2", "--time=10", "-o", "/dev/null", "--wrap", "sleep 600"],
-            capture_output=True, text=True, timeout=30, check=True,
-        )  # fmt: skip
-        job_id = out.stdout.strip().split(";")[0]
-        wait_until(lambda: any(j == job_id and s == "RUNNING" for j, s, *_ in squeue(name)), 20, "the blocker to run")
-        yield job_id
-    finally:
-        scancel_names(name)
-        cap(16)
-
-
-@pytest.fixture
-def deps(tmp_path: Any, gtrap: GcpTrap, rtrap: RunpodTrap, slurm_cluster: Any, sshd: Any) -> Any:
+def deps(detached_eps: DetachedEps, slurm_cluster: Any) -> Eps:
     """Detached eps against the real cluster: park caps 20 s on high-eur, 5 s below."""
-    e = Eps(tmp_path, gtrap.fake, rtrap.fake, slurm=True, caps=(20, 5), detached=True)
-    yield e
-    e.close()
-    scancel_names("eps-f")
+    return detached_eps(slurm=True, caps=(20, 5))
 
 
-def test_a_caller_killed_while_parked_leaves_the_ladder_walking(deps, gtrap, rtrap, self_capped) -> None:
+def test_a_caller_killed_while_parked_leaves_the_ladder_walking(deps, gtrap, rtrap, high_eur_full) -> None:
     """`timeout 8 eps execute gpu-2 --duration 1h -- sleep 300`, killed while parked on
     high-eur: with no further command it is RUNNING on normal-eur within 60 s, its high-eur
     job cancelled, and never two live jobs of its own at once."""

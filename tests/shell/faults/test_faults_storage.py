@@ -27,30 +27,33 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
-import signal
-import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_support import COUNTER, Eps, GcpTrap, RunpodTrap, assert_ledger_consistent, assert_no_orphans
+from faults_support import (
+    COUNTER,
+    SEEN,
+    DetachedEps,
+    Eps,
+    GcpTrap,
+    RunpodTrap,
+    assert_counter_resumed,
+    assert_ledger_consistent,
+    assert_no_orphans,
+    dies_with_its_disk,
+    pipeline_toml,
+    pulled_from_storage,
+)
 from storage_support import S3Server, sha256_tree
 
 CPU = ("cpu-small", "--duration", "30m", "--pin", "gcp")
 
 
 @pytest.fixture
-def stored(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path, s3: S3Server, bucket: str) -> Iterator[Eps]:
+def stored(detached_eps: DetachedEps, s3: S3Server, bucket: str) -> Eps:
     """eps with ``[storage]`` on the local S3 server (its keys in the environment, as AWS's)."""
-    e = Eps(tmp_path, gtrap.fake, rtrap.fake, detached=True)
-    e.config.write_text(e.config.read_text() + f'[storage]\nurl = "s3://{bucket}/runs"\nendpoint = "{s3.endpoint}"\n')
-    e.env.update(s3.env())
-    try:
-        yield e
-    finally:
-        e.close()
+    return detached_eps(storage=(s3, bucket))
 
 
 def _bash(line: str) -> tuple[str, str, str]:
@@ -90,13 +93,7 @@ def test_outputs_go_to_storage_from_the_machine_and_come_back_by_eps_pull(
     uploads = [r for r in s3.log if r.method in ("PUT", "POST") and f"/runs/{d}/" in r.path]
     assert uploads and {r.agent.split("/")[0] for r in uploads} == {"eps-machine"}, uploads[:3]
 
-    rc, out, err = eps.run("status", d, "--json")  # where they live: the bucket, then here once pulled
-    assert json.loads(out)["dispatches"][0]["outputs"] == {"where": "storage", "at": f"s3://{bucket}/runs/{d}/0/out"}
-    rc, out, err = eps.run("pull", d, timeout_s=300)
-    assert rc == 0, (out, err)
-    assert sha256_tree(eps.state / "outputs" / d) == got  # every byte, by hash
-    rc, out, err = eps.run("status", d, "--json")
-    assert json.loads(out)["dispatches"][0]["outputs"] == {"where": "pulled", "at": str(eps.state / "outputs" / d)}
+    pulled_from_storage(eps, d, f"s3://{bucket}/runs/{d}/0/out", got, sha256_tree)
     rc, log, err = eps.run("logs", d)
     assert rc == 0 and "wrote-all" in log and "eps: outputs in s3://" in log, (log, err)
     assert_no_orphans(eps, gtrap, rtrap)
@@ -121,27 +118,13 @@ def test_a_preempted_spot_job_restores_its_checkpoint_from_storage(
     wait_until(lambda: uploaded(3), 60, "a checkpoint of 3 in storage")
     [(zone, name)] = [k for k in gtrap.fake.instances if d in k[1]]
     gtrap.fake.preempt(zone, name)  # DELETE: the VM and its disk are gone, no grace
-    _dies_with_its_disk(tmp_path / "gcp-runs" / d)
+    dies_with_its_disk(tmp_path / "gcp-runs" / d)
     assert child.wait(240) == 0, (child.lines, child.err)
     assert not (eps.state / "outputs" / d).exists()  # never through the shared VM
-    assert s3.get(bucket, f"runs/{d}/0/out/ckpt") == b"16\n"
-    starts = s3.get(bucket, f"runs/{d}/0/out/starts").decode().splitlines()
-    assert starts[0] == "start 0 restart 0" and len(starts) == 2, starts
-    second = starts[1].split()
-    assert int(second[1]) >= 3 and second[3] == "1", starts  # it went on from the stored count
+    assert_counter_resumed(s3.get(bucket, f"runs/{d}/0/out/ckpt"), s3.get(bucket, f"runs/{d}/0/out/starts"))
     assert f"runs/{d}/0/job.r1.log" in s3.keys(bucket, f"runs/{d}/")
     assert gtrap.live(d) == []
     assert_no_orphans(eps, gtrap, rtrap)
-
-
-def _dies_with_its_disk(root: Path) -> None:
-    found = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True, check=False).stdout.split()
-    for pid in found:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(int(pid), signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_what_a_job_writes_in_its_sigterm_grace_at_the_time_limit_is_in_storage(
@@ -313,27 +296,6 @@ def test_many_small_files_odd_names_and_planted_links(
     assert_no_orphans(eps, gtrap, rtrap)
 
 
-PIPELINE = """\
-[[phases]]
-name = "prep"
-cpu = true
-intent = "cpu-small"
-duration = "30m"
-backend = "gcp"
-command = {write}
-
-[[phases]]
-name = "train"
-needs = ["prep"]
-cpu = true
-intent = "cpu-small"
-duration = "30m"
-backend = "gcp"
-setup = "test -f .eps-inputs/prep/data/blob"
-command = {seen}
-"""
-
-
 def test_a_pipeline_phase_gets_its_needs_outputs_from_storage_on_its_own_machine(
     stored: Eps, s3: S3Server, bucket: str, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path
 ) -> None:
@@ -342,9 +304,12 @@ def test_a_pipeline_phase_gets_its_needs_outputs_from_storage_on_its_own_machine
     (by hash); none of it passes through this host (not pulled, not staged, not read by eps)."""
     eps, d = stored, _new()
     write = 'mkdir -p "$EPS_OUTPUT_DIR/data" && head -c 3000000 /dev/urandom > "$EPS_OUTPUT_DIR/data/blob"'
-    seen = '( cd "$EPS_INPUT_DIR" && find . -type f | sort | xargs sha256sum ) > "$EPS_OUTPUT_DIR/seen"'
+    cpu = {"cpu": True, "intent": "cpu-small", "duration": "30m", "backend": "gcp"}
     path = tmp_path / "pipeline.toml"
-    path.write_text(PIPELINE.format(write=json.dumps(write), seen=json.dumps(seen)))
+    path.write_text(pipeline_toml([
+        {"name": "prep", **cpu, "command": write},
+        {"name": "train", "needs": ["prep"], **cpu, "setup": "test -f .eps-inputs/prep/data/blob", "command": SEEN},
+    ]))  # fmt: skip
     s3.clear_log()
     rc, out, err = eps.run("execute", "--job", str(path), "--dispatch-id", d, "--wait", timeout_s=300)
     assert rc == 0, (out, err)

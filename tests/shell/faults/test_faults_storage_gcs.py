@@ -16,13 +16,19 @@ same backend.
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_support import Eps, GcpTrap, RunpodTrap, assert_ledger_consistent, assert_no_orphans
+from faults_support import (
+    DetachedEps,
+    Eps,
+    GcpTrap,
+    RunpodTrap,
+    assert_ledger_consistent,
+    assert_no_orphans,
+    pulled_from_storage,
+)
 from gcs_support import GcsServer
 from storage_support import sha256_tree
 
@@ -30,17 +36,13 @@ CPU = ("cpu-small", "--duration", "30m", "--pin", "gcp")
 
 
 @pytest.fixture
-def gstored(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, sshd: Path, gcs: GcsServer,
-            gcs_bucket: str) -> Iterator[Eps]:  # fmt: skip
+def gstored(detached_eps: DetachedEps, tmp_path: Path, gcs: GcsServer, gcs_bucket: str) -> Eps:
     """eps with ``[storage]`` on the local GCS server (its key in GOOGLE_APPLICATION_CREDENTIALS)."""
-    e = Eps(tmp_path, gtrap.fake, rtrap.fake, detached=True)
+    e = detached_eps()
     e.config.write_text(e.config.read_text()
                         + f'[storage]\nurl = "gs://{gcs_bucket}/runs"\ngs_endpoint = "{gcs.endpoint}"\n')  # fmt: skip
     e.env["GOOGLE_APPLICATION_CREDENTIALS"] = gcs.key_file(tmp_path)
-    try:
-        yield e
-    finally:
-        e.close()
+    return e
 
 
 def test_gs_outputs_go_to_storage_from_the_machine_and_come_back_by_eps_pull(
@@ -82,19 +84,13 @@ def test_gs_outputs_go_to_storage_from_the_machine_and_come_back_by_eps_pull(
     assert rc == 0 and "wrote-all" in text and f"eps: outputs in gs://{bucket}/runs/{d}/0/out" in text, (text, lerr)
     read = [r for r in gcs.log if r.method == "GET" and r.path.endswith(f"/o/runs/{d}/0/job.log") and r.status == 200]
     assert read and {r.agent.split("/")[0] for r in read} == {"eps"}, gcs.log
-    rc, out, err = eps.run("status", d, "--json")
-    assert json.loads(out)["dispatches"][0]["outputs"] == {"where": "storage", "at": f"gs://{bucket}/runs/{d}/0/out"}
-    rc, pulled, perr = eps.run("pull", d, timeout_s=300)
-    assert rc == 0, (pulled, perr)
-    assert sha256_tree(eps.state / "outputs" / d) == got  # every byte, by hash
-    rc, out, err = eps.run("status", d, "--json")
-    assert json.loads(out)["dispatches"][0]["outputs"] == {"where": "pulled", "at": str(eps.state / "outputs" / d)}
+    said = pulled_from_storage(eps, d, f"gs://{bucket}/runs/{d}/0/out", got, sha256_tree)
 
     # the key's private part: nowhere but its own file
     secret = gcs.secret
     ps = (eps.state / "outputs" / d / "ps.txt").read_text()
     assert "ps -eo" in ps and secret not in ps
-    assert secret not in out + err + pulled + perr + text + lerr
+    assert secret not in out + err + said + text + lerr
     for path in eps.state.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path

@@ -14,22 +14,21 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_support import Eps, GcpTrap, RunpodTrap, assert_no_orphans, scancel_names, squeue
+from faults_support import DetachedEps, Eps, GcpTrap, RunpodTrap, assert_no_orphans, squeue
 from storage_support import REGION, S3Server, sha256_tree
 
 pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture
-def steps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, slurm_cluster: Path, sshd: Path, s3: S3Server,
-          bucket: str) -> Iterator[Eps]:  # fmt: skip
-    e = Eps(tmp_path, gtrap.fake, rtrap.fake, slurm=True, caps=(60, 30), detached=True)
-    e.config.write_text(e.config.read_text() + f'[storage]\nurl = "s3://{bucket}/runs"\nendpoint = "{s3.endpoint}"\n')
-    aws = tmp_path / ".aws"  # HOME is tmp_path
+def steps(detached_eps: DetachedEps, slurm_cluster: Path, s3: S3Server, bucket: str) -> Eps:
+    """Detached eps on the real cluster with ``[storage]`` on the local S3 server, its keys in
+    the shared credentials file and nowhere in its environment."""
+    e = detached_eps(slurm=True, caps=(60, 30), storage=(s3, bucket))
+    aws = e.tmp / ".aws"  # HOME is tmp_path
     aws.mkdir()
     (aws / "credentials").write_text(f"[default]\naws_access_key_id = {s3.access_key}\n"
                                      f"aws_secret_access_key = {s3.secret_key}\n")  # fmt: skip
@@ -37,11 +36,7 @@ def steps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, slurm_cluster: Path
               "AWS_SHARED_CREDENTIALS_FILE"):  # fmt: skip
         e.env.pop(k, None)
     e.env["AWS_DEFAULT_REGION"] = REGION
-    try:
-        yield e
-    finally:
-        e.close()
-        scancel_names("eps-f")
+    return e
 
 
 def test_a_slurm_job_stores_its_outputs_from_the_cluster_and_eps_pull_brings_them_back(

@@ -20,11 +20,10 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_support import Eps, GcpTrap, RunpodTrap, wait_until
+from faults_support import Eps, GcpTrap, Team, s3_storage, wait_until
 from storage_support import S3Server
 
 pytestmark = pytest.mark.usefixtures("sshd")
@@ -35,36 +34,11 @@ CPU = ("cpu-small", "--duration", "30m", "--pin", "gcp")
 JOB = ("bash", "-c", 'sleep 12; echo from-the-lost-host > "$EPS_OUTPUT_DIR/result"')
 
 
-def _host(root: Path, name: str, gtrap: GcpTrap, rtrap: RunpodTrap, url: str, machines: Path, s3: S3Server,
-          bucket: str) -> Eps:  # fmt: skip
-    """One host: its own HOME, state dir and config; the machines' disks outside its HOME
-    (they are the provider's, not the host's: deleting the host leaves them)."""
-    root.mkdir()
-    e = Eps(root, gtrap.fake, rtrap.fake, detached=True, state_url=url)
-    text = e.config.read_text().replace(f'work_root = "{root}/gcp-runs"', f'work_root = "{machines}/gcp-runs"')
-    assert f"{machines}/gcp-runs" in text
-    e.config.write_text(text + f'[storage]\nurl = "s3://{bucket}/runs"\nendpoint = "{s3.endpoint}"\n')
-    e.env.update(s3.env())
-    e.env.update({"EPS_STATE_HOST": name, "EPS_STATE_LEASE": f"{LEASE_S}s"})
-    return e
-
-
 @pytest.fixture
-def team(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, pg_url: str, s3: S3Server, bucket: str) -> Iterator[
-        tuple[Eps, Eps]]:  # fmt: skip
-    from faults_support import ssh_support
-
-    machines = tmp_path / "machines"
-    machines.mkdir()
-    a = _host(tmp_path / "a", "host-a", gtrap, rtrap, pg_url, machines, s3, bucket)
-    b = _host(tmp_path / "b", "host-b", gtrap, rtrap, pg_url, machines, s3, bucket)
-    try:
-        yield a, b
-    finally:
-        for e in (a, b):
-            with contextlib.suppress(Exception):
-                e.close()
-        ssh_support.stop_machine_jobs(machines)
+def team(team_of_two: Team, s3: S3Server, bucket: str) -> tuple[Eps, Eps]:
+    """Hosts A and B, each with ``[storage]`` on the local S3 server."""
+    a, b = team_of_two(LEASE_S)
+    return s3_storage(a, s3, bucket), s3_storage(b, s3, bucket)
 
 
 def _owner(e: Eps, d: str) -> str | None:

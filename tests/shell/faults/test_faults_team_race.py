@@ -22,11 +22,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from faults_support import Eps, GcpTrap, RunpodTrap, wait_until
+from faults_support import Eps, GcpTrap, Team, wait_until
 
 pytestmark = pytest.mark.usefixtures("sshd")
 
@@ -48,31 +46,9 @@ with ThreadPoolExecutor(48) as pool:
 """
 
 
-def _host(root: Path, name: str, gtrap: GcpTrap, rtrap: RunpodTrap, url: str, machines: Path) -> Eps:
-    root.mkdir()
-    e = Eps(root, gtrap.fake, rtrap.fake, detached=True, state_url=url)
-    text = e.config.read_text().replace(f'work_root = "{root}/gcp-runs"', f'work_root = "{machines}/gcp-runs"')
-    assert f"{machines}/gcp-runs" in text
-    e.config.write_text(text)
-    e.env.update({"EPS_STATE_HOST": name, "EPS_STATE_LEASE": f"{LEASE_S}s"})
-    return e
-
-
 @pytest.fixture
-def team(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, pg_url: str) -> Iterator[tuple[Eps, Eps]]:
-    from faults_support import ssh_support
-
-    machines = tmp_path / "machines"
-    machines.mkdir()
-    a = _host(tmp_path / "a", "host-a", gtrap, rtrap, pg_url, machines)
-    b = _host(tmp_path / "b", "host-b", gtrap, rtrap, pg_url, machines)
-    try:
-        yield a, b
-    finally:
-        for e in (a, b):
-            with contextlib.suppress(Exception):
-                e.close()
-        ssh_support.stop_machine_jobs(machines)
+def team(team_of_two: Team) -> tuple[Eps, Eps]:
+    return team_of_two(LEASE_S)
 
 
 class _Timer:

@@ -25,12 +25,11 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faults_support import Eps, GcpTrap, RunpodTrap, SlurmTrap, scancel_names, squeue, wait_until
+from faults_support import Eps, SlurmTrap, Team, squeue, wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("sshd")]
 
@@ -38,59 +37,11 @@ LEASE_S = 4
 CAP_S = 12  # the caller's (host A's) park cap on high-eur
 
 
-def _host(root: Path, name: str, gtrap: GcpTrap, rtrap: RunpodTrap, url: str, cluster: Path, faults: Path,
-          caps: tuple[int, int]) -> Eps:  # fmt: skip
-    """One host: its own HOME, state dir and config; the cluster's work root and the SLURM
-    wrapper's call log outside its HOME (they are the cluster's, not the host's)."""
-    root.mkdir()
-    e = Eps(root, gtrap.fake, rtrap.fake, slurm=True, caps=caps, detached=True, state_url=url)
-    text = e.config.read_text().replace(f'work_root = "{root / "shared"}"', f'work_root = "{cluster}"')
-    assert f'work_root = "{cluster}"' in text
-    e.config.write_text(text)
-    e.env.update({"EPS_STATE_HOST": name, "EPS_STATE_LEASE": f"{LEASE_S}s", "EPS_FAULT_DIR": str(faults)})
-    return e
-
-
 @pytest.fixture
-def high_eur_full(slurm_cluster: Any) -> Iterator[str]:
-    """high-eur's per-user cap lowered to 2 GPUs and held by a 2-GPU job of this suite, so a
-    gpu-1 job pends there (QOSMaxGRESPerUser) while normal-eur has room.  Restored at the end."""
-
-    def cap(gpus: int) -> None:
-        subprocess.run(["sacctmgr", "-i", "modify", "qos", "where", "name=high-eur", "set",
-                        f"MaxTRESPerUser=gres/gpu={gpus}"], check=True, capture_output=True, timeout=30)  # fmt: skip
-
-    name = f"faults-blocker-{uuid.uuid4().hex[:6]}"
-    cap(2)
-    try:
-        out = subprocess.run(
-            ["sbatch", "--parsable", "-J", name, "--qos=high-eur", "--partition=general",
-             "--gres=gpu:2", "--time=10", "-o", "/dev/null", "--wrap", "sleep 600"],
-            capture_output=True, text=True, timeout=30, check=True,
-        )  # fmt: skip
-        job_id = out.stdout.strip().split(";")[0]
-        wait_until(lambda: any(j == job_id and s == "RUNNING" for j, s, *_ in squeue(name)), 20, "the blocker to run")
-        yield job_id
-    finally:
-        scancel_names(name)
-        cap(16)
-
-
-@pytest.fixture
-def team(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, pg_url: str, slurm_cluster: Any) -> Iterator[
-        tuple[Eps, Eps, SlurmTrap]]:  # fmt: skip
-    cluster = tmp_path / "cluster"
-    faults = tmp_path / "slurm-calls"
-    faults.mkdir()
-    a = _host(tmp_path / "a", "host-a", gtrap, rtrap, pg_url, cluster, faults, (CAP_S, 5))
-    b = _host(tmp_path / "b", "host-b", gtrap, rtrap, pg_url, cluster, faults, (2, 1))
-    try:
-        yield a, b, SlurmTrap(faults)
-    finally:
-        for e in (a, b):
-            with contextlib.suppress(Exception):
-                e.close()
-        scancel_names("eps-f")
+def team(team_of_two: Team, slurm_cluster: Any) -> tuple[Eps, Eps, SlurmTrap]:
+    """Hosts A and B on the real cluster, A with the caller's park cap, B with its own."""
+    a, b = team_of_two(LEASE_S, a={"slurm": True, "caps": (CAP_S, 5)}, b={"slurm": True, "caps": (2, 1)})
+    return a, b, SlurmTrap(Path(a.env["EPS_FAULT_DIR"]))
 
 
 class _Watch:

@@ -11,19 +11,18 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from qos_caps import gpu_cap  # noqa: F401 (the fixture, shared with tests/shell/faults)
 from slurm_support import (
     CLUSTER_SH,
     FIRST_CAP_S,
     NEXT_CAP_S,
-    SPEC_GPU_CAPS,
     USER,
     Recorder,
     live_jobs,
-    run,
     unavailable,
     wait_until,
 )
@@ -94,42 +93,6 @@ def no_jobs_left(request: pytest.FixtureRequest) -> Iterator[None]:
 def workdir(tmp_path: Path) -> str:
     """Where test jobs write their output (sbatch would otherwise write into the cwd)."""
     return str(tmp_path / "%j.out")
-
-
-def _qos_cap_seen(qos: str, tres: str) -> bool:
-    # slurmctld's own view of the QoS (sacctmgr changes reach it asynchronously).
-    # Per-user caps show only under "User Limits", once the user has a record in the QoS;
-    # without one there is nothing to compare (sacctmgr's answer is all there is).
-    text = run("scontrol", "show", "assoc_mgr", "flags=qos", f"qos={qos}")
-    if "User Limits" not in text:
-        return True
-    users = text.split("User Limits", 1)[1]
-    if "MaxTRESPU=" not in users:
-        return True
-    want = tres.split("=", 1)[1]
-    return f"gres/gpu={'N' if want == '-1' else want}(" in users
-
-
-def _set_cap(qos: str, tres: str) -> None:
-    run("sacctmgr", "-i", "modify", "qos", "where", f"name={qos}", "set", f"MaxTRESPerUser={tres}")
-
-
-@pytest.fixture
-def gpu_cap() -> Iterator[Callable[[str, int], None]]:
-    """``gpu_cap("high-eur", 2)`` lowers a tier's per-user GPU cap until the test ends,
-    then puts back the SPEC value.  Waits until slurmctld enforces each change."""
-    changed: list[str] = []
-
-    def lower(qos: str, gpus: int) -> None:
-        changed.append(qos)
-        _set_cap(qos, f"gres/gpu={gpus}")
-        wait_until(lambda: _qos_cap_seen(qos, f"gres/gpu={gpus}"), 10, f"{qos} cap {gpus} in slurmctld")
-
-    yield lower
-    for qos in changed:
-        _set_cap(qos, SPEC_GPU_CAPS[qos])
-    for qos in changed:
-        wait_until(lambda q=qos: _qos_cap_seen(q, SPEC_GPU_CAPS[q]), 10, f"{qos} cap restored in slurmctld")
 
 
 @pytest.fixture
