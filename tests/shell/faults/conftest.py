@@ -23,6 +23,7 @@ from faults_support import (
     KEY,
     PROJECT,
     SHELL,
+    TEAM_LEASE_S,
     DetachedEps,
     Eps,
     GcpTrap,
@@ -39,6 +40,7 @@ from faults_support import (
     team_host,
     wait_until,
 )
+from storage_support import S3Server
 
 
 @pytest.fixture
@@ -134,6 +136,13 @@ def team_of_two(request: pytest.FixtureRequest, tmp_path: Path, gtrap: GcpTrap, 
     ssh_support.stop_machine_jobs(tmp_path / "machines")
     if on_cluster:
         scancel_names("eps-f")
+
+
+@pytest.fixture
+def team_s3(team_of_two: Team, s3: S3Server, bucket: str) -> tuple[Eps, Eps]:
+    """Hosts A and B, each with ``[storage]`` on the local S3 server."""
+    a, b = team_of_two(TEAM_LEASE_S)
+    return s3_storage(a, s3, bucket), s3_storage(b, s3, bucket)
 
 
 # --- SLURM -------------------------------------------------------------------------------

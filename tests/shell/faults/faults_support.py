@@ -714,3 +714,45 @@ def assert_ledger_consistent(eps: Eps, d: str) -> None:
         assert live[0]["handle"] == row["handle"]["id"], (row, attempts)
     else:
         assert live == [], (row, attempts)
+
+
+# --- a team's hosts (test_faults_team*.py) ---------------------------------------------
+
+#: The team tests' lease period (``EPS_STATE_LEASE``).
+TEAM_LEASE_S = 4
+
+
+def owner_of(e: Eps, d: str) -> str | None:
+    with contextlib.suppress(Exception):
+        return e.dispatch(d)["owner_host"]  # type: ignore[no-any-return]
+    return None
+
+
+def lose_host(a: Eps) -> None:
+    """Host A is lost: its ssh masters die with it (they were its processes; their sockets go
+    with its state dir, so nothing could close them later), then its HOME, state dir, key and
+    config are deleted."""
+    import signal
+
+    from eps.shell.remote import mux
+
+    for pid in mux.masters_under([str(a.tmp)]):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(a.tmp)
+
+
+def supervise_until_taken(b: Eps, d: str, timeout_s: float) -> tuple[float, float]:
+    """Run B's ``eps supervise`` every half second (its timer) until B owns ``d``: when
+    (monotonic), and the longest one run of it took (the timer's own latency)."""
+    deadline = time.monotonic() + timeout_s
+    longest = 0.0
+    while time.monotonic() < deadline:
+        began = time.monotonic()
+        rc, out, err = b.run("supervise", "--json", timeout_s=60)
+        longest = max(longest, time.monotonic() - began)
+        assert rc == 0, (out, err)
+        if owner_of(b, d) == "host-b":
+            return time.monotonic(), longest
+        time.sleep(0.5)
+    pytest.fail(f"host B did not take {d} over within {timeout_s} s")

@@ -16,35 +16,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from faults_support import Eps, GcpTrap, Team, s3_storage, wait_until
+from faults_support import TEAM_LEASE_S, Eps, GcpTrap, lose_host, owner_of, supervise_until_taken, wait_until
 from storage_support import S3Server
 
 pytestmark = pytest.mark.usefixtures("sshd")
 
-LEASE_S = 4
+LEASE_S = TEAM_LEASE_S
 CPU = ("cpu-small", "--duration", "30m", "--pin", "gcp")
 #: A job of about 12 s that leaves one output: long enough to lose its host mid-run.
 JOB = ("bash", "-c", 'sleep 12; echo from-the-lost-host > "$EPS_OUTPUT_DIR/result"')
-
-
-@pytest.fixture
-def team(team_of_two: Team, s3: S3Server, bucket: str) -> tuple[Eps, Eps]:
-    """Hosts A and B, each with ``[storage]`` on the local S3 server."""
-    a, b = team_of_two(LEASE_S)
-    return s3_storage(a, s3, bucket), s3_storage(b, s3, bucket)
-
-
-def _owner(e: Eps, d: str) -> str | None:
-    with contextlib.suppress(Exception):
-        return e.dispatch(d)["owner_host"]  # type: ignore[no-any-return]
-    return None
 
 
 def _started(a: Eps, d: str, *extra: str) -> None:
@@ -52,7 +38,7 @@ def _started(a: Eps, d: str, *extra: str) -> None:
                          timeout_s=120)  # fmt: skip
     assert rc == 0, (out, err)
     wait_until(lambda: a.dispatch(d)["state"] == "started", 90, "the job to start on host A")
-    assert _owner(a, d) == "host-a"
+    assert owner_of(a, d) == "host-a"
 
 
 def _ends_on_b(b: Eps, d: str, gtrap: GcpTrap, s3: S3Server, bucket: str) -> None:
@@ -91,40 +77,10 @@ def _register_other_host(e: Eps) -> None:
                    (OTHER_KEY,))  # fmt: skip
 
 
-def _lose(a: Eps) -> None:
-    """Host A is lost: its ssh masters die with it (they were its processes; their sockets go
-    with its state dir, so nothing could close them later), then its HOME, state dir, key and
-    config are deleted."""
-    import signal
-
-    from eps.shell.remote import mux
-
-    for pid in mux.masters_under([str(a.tmp)]):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(a.tmp)
-
-
-def _supervise_until_taken(b: Eps, d: str, timeout_s: float) -> tuple[float, float]:
-    """Run B's ``eps supervise`` every half second (its timer) until B owns ``d``: when
-    (monotonic), and the longest one run of it took (the timer's own latency)."""
-    deadline = time.monotonic() + timeout_s
-    longest = 0.0
-    while time.monotonic() < deadline:
-        began = time.monotonic()
-        rc, out, err = b.run("supervise", "--json", timeout_s=60)
-        longest = max(longest, time.monotonic() - began)
-        assert rc == 0, (out, err)
-        if _owner(b, d) == "host-b":
-            return time.monotonic(), longest
-        time.sleep(0.5)
-    pytest.fail(f"host B did not take {d} over within {timeout_s} s")
-
-
 def test_a_lost_hosts_dispatch_is_taken_over_by_another_host_within_one_lease(
-    team: tuple[Eps, Eps], gtrap: GcpTrap, s3: S3Server, bucket: str
+    team_s3: tuple[Eps, Eps], gtrap: GcpTrap, s3: S3Server, bucket: str
 ) -> None:
-    a, b = team
+    a, b = team_s3
     d = "fteam" + os.urandom(3).hex()
     _register_other_host(a)
     _started(a, d)
@@ -138,8 +94,8 @@ def test_a_lost_hosts_dispatch_is_taken_over_by_another_host_within_one_lease(
     assert row["state"] == "started" and row["owner"]["host"] == "host-a" and row["owner"]["user"], (row, err)
     a.kill_supervisor()
     lost_at = time.monotonic()
-    _lose(a)
-    taken_at, latency = _supervise_until_taken(b, d, 30)
+    lose_host(a)
+    taken_at, latency = supervise_until_taken(b, d, 30)
     # renewed every quarter period until the kill: the lease ran out between 3/4 of a period
     # and one period after it, and not before (B never took it while A's lease ran); B's timer
     # then saw it free within one run of it, and that run started B's supervisor, which took it
@@ -197,9 +153,9 @@ class _Proxy:
 
 
 def test_a_host_cut_from_the_database_stops_acting_before_another_takes_over(
-    team: tuple[Eps, Eps], gtrap: GcpTrap, s3: S3Server, bucket: str, pg_server: object, tmp_path: Path
+    team_s3: tuple[Eps, Eps], gtrap: GcpTrap, s3: S3Server, bucket: str, pg_server: object, tmp_path: Path
 ) -> None:
-    a, b = team
+    a, b = team_s3
     port = pg_server.port  # type: ignore[attr-defined]
     proxy = _Proxy(port)
     try:
@@ -220,7 +176,7 @@ def test_a_host_cut_from_the_database_stops_acting_before_another_takes_over(
                 stopped_at = time.monotonic()
             if taken_at is None:
                 b.run("supervise", "--json", timeout_s=60)
-                if _owner(b, d) == "host-b":
+                if owner_of(b, d) == "host-b":
                     taken_at = time.monotonic()
             time.sleep(0.05)
         assert stopped_at is not None, log.read_text()

@@ -16,9 +16,8 @@ import os
 import time
 
 import pytest
-from faults_support import Eps, GcpTrap, wait_until
+from faults_support import Eps, GcpTrap, lose_host, owner_of, supervise_until_taken, wait_until
 from storage_support import S3Server
-from test_faults_team import _lose, _owner, _supervise_until_taken, team  # noqa: F401 (team: the two hosts)
 
 pytestmark = pytest.mark.usefixtures("sshd")
 
@@ -47,12 +46,12 @@ SEEN = '( cd "$EPS_INPUT_DIR" && find . -type f | sort | xargs sha256sum ) > "$E
 
 
 def test_a_lost_hosts_pipeline_is_finished_in_order_by_another_host(
-    team: tuple[Eps, Eps],  # noqa: F811 (the fixture imported above)
+    team_s3: tuple[Eps, Eps],
     gtrap: GcpTrap,
     s3: S3Server,
     bucket: str,
 ) -> None:
-    a, b = team
+    a, b = team_s3
     d = "fpipe" + os.urandom(3).hex()
     path = a.tmp / "pipeline.toml"  # lost with host A: B needs nothing of A's files
     path.write_text(PIPELINE.format(write=json.dumps(WRITE), seen=json.dumps(SEEN)))
@@ -61,11 +60,11 @@ def test_a_lost_hosts_pipeline_is_finished_in_order_by_another_host(
     ids = a.phases(d)
     assert list(ids) == ["prep", "train"], ids
     wait_until(lambda: a.dispatch(ids["prep"])["state"] == "started", 90, "prep to start on host A")
-    assert _owner(a, d) == "host-a" and a.attempts(ids["train"]) == []
+    assert owner_of(a, d) == "host-a" and a.attempts(ids["train"]) == []
     a.kill_supervisor()
     killed_at = time.time()
-    _lose(a)
-    _supervise_until_taken(b, d, 30)
+    lose_host(a)
+    supervise_until_taken(b, d, 30)
     wait_until(lambda: b.dispatch(d)["state"] == "ended", 120, "the pipeline to end under host B")
     rows = {name: b.dispatch(i) for name, i in ids.items()}
     said = "\n".join(f"{n}: {r['state']} {r['exit_code']} {r['message']}" for n, r in rows.items())
