@@ -91,7 +91,7 @@ from eps.core.model import (
 )
 from eps.core.paid_lanes import gcp_rungs, runpod_cpu_rungs, runpod_gpu_rungs
 from eps.core.parking import NEVER_RUNS_REASONS, SELF_CAP_REASONS, settle_walk, worst_case
-from eps.core.sweep import check_sweep, sweep_note
+from eps.core.sweep import check_sweep, side_by_side, sweep_note
 from eps.core.tables import (
     BIG_VOLUME_INTENT,
     DEFAULT_POLICY,
@@ -502,8 +502,9 @@ def _vm_misfit(job: Job, intent: Intent, room: VmCapacity, margin_gb: int) -> st
     plus ``margin_gb`` is within the VM's free disk: the cheap CPU machines exist
     because the shared VM once stalled the whole fleet on disk pressure."""
     # A copy of a fan-out (count 1, task i of N) is walked alone but runs beside the other
-    # N - 1: it fits only where all N fit, as the plan of the whole --count said (a sweep's too).
-    copies = max(job.count, job.task_count, job.sweep)
+    # N - 1: it fits only where all N fit, as the plan of the whole --count said.  A sweep's
+    # tasks run at most K at once (--sweep-parallel K): min(N, K) of them, a task's plan too.
+    copies = side_by_side(job)
     each = f" ({copies} copies side by side)" if copies > 1 else ""
     mem = intent.mem_gb * copies
     if room.mem_gb is not None and mem > room.mem_gb:

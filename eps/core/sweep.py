@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from eps.core.states import DispatchState
 
 __all__ = ["MAX_SWEEP_TASKS", "array_indices", "array_spec", "at_once", "check_sweep", "progress_line",
-           "sweep_note", "sweep_parallel_value", "sweep_value", "task_progress"]
+           "side_by_side", "sweep_note", "sweep_parallel_value", "sweep_value", "task_progress"]
 
 #: The most tasks one sweep may have.  SLURM's default ``MaxArraySize`` is 1001 (indices
 #: 0..1000; slurm.conf(5), "MaxArraySize"), so a sweep of at most 1000 is always one array.
@@ -64,6 +64,7 @@ def check_sweep(job: Job, resource: Resource) -> None:
             k = sweep_parallel_value(job.sweep_parallel)
         except ValueError as exc:
             raise JobError("bad_sweep_parallel", str(exc), job, field="sweep_parallel") from None
+        n = n if n > 1 else job.task_count  # a task of a sweep keeps its sweep's K
         if n == 1 or k > n:
             said = "needs a sweep (--sweep N with N > 1)" if n == 1 else f"is more than the sweep's {n} tasks"
             raise JobError("bad_sweep_parallel", f"sweep parallel {k} {said}", job, field="sweep_parallel")
@@ -75,6 +76,17 @@ def check_sweep(job: Job, resource: Resource) -> None:
 def at_once(job: Job) -> int:
     """How many of the sweep's tasks may run at once: ``sweep_parallel``, else all of them."""
     return job.sweep if job.sweep_parallel is None else min(job.sweep_parallel, job.sweep)
+
+
+def side_by_side(job: Job) -> int:
+    """How many of the job's copies run beside each other (the shared VM's fit counts each, P2):
+    a sweep's tasks, at most K at once (``--sweep-parallel K``, else all N); a task of a sweep
+    (it keeps its sweep's K) beside its K - 1 siblings; every copy of a ``--count``."""
+    if job.sweep > 1:
+        return at_once(job)
+    if job.task_count > 1 and job.sweep_parallel is not None:
+        return min(job.sweep_parallel, job.task_count)
+    return max(job.count, job.task_count)
 
 
 def sweep_note(job: Job, intent: str, clusters: Sequence[str]) -> str | None:

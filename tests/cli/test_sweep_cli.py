@@ -133,3 +133,21 @@ def test_the_help_says_what_a_sweep_does(capsys: pytest.CaptureFixture[str]) -> 
         with pytest.raises(SystemExit):
             main([cmd, "--help"], env={})
         assert "--task I" in capsys.readouterr().out
+
+
+def test_plan_fits_a_trivial_cpu_sweep_on_the_shared_vm_by_the_tasks_at_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A VM with room for 4 cpu-small side by side (64 GB): ``--sweep 5`` does not fit there
+    (P2: 5 at once), ``--sweep 5 --sweep-parallel 2`` does (2 at once, not 5)."""
+    env = set_up_env(tmp_path)
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"vm": {"mem_gb": 64}}))
+    args = ["cpu-small", "--duration", "30s", "--sweep", "5", "--snapshot", str(snap)]
+    every = _plan(capsys, env, *args)
+    assert every["rungs"][0]["lane"] != "vm"
+    [why] = [s for s in every["skipped"] if s["lane"] == "vm"]
+    assert "80 GB of memory (5 copies side by side)" in json.dumps(why), why
+    two = _plan(capsys, env, *args, "--sweep-parallel", "2")
+    assert two["rungs"][0]["lane"] == "vm", two["rungs"]
+    assert not [s for s in two["skipped"] if s["lane"] == "vm"]

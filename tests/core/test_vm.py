@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from eps.core.model import GB, Job, VmCapacity
 from eps.core.router import _vm_misfit as vm_misfit
 from eps.core.tables import DEFAULT_POLICY
@@ -46,6 +48,35 @@ def test_p2_a_copy_of_a_fan_out_fits_only_where_all_copies_fit() -> None:
     assert vm_misfit(Job("cpu-small", 30, count=1), SMALL, vm, 10) is None
     why = vm_misfit(Job("cpu-small", 30, count=1, task_index=1, task_count=2), SMALL, vm, 10)
     assert why is not None and "2 copies side by side" in why
+
+
+@pytest.mark.parametrize(
+    ("job", "side_by_side"),
+    [
+        (Job("cpu-small", 30, sweep=5), 5),  # every task at once
+        (Job("cpu-small", 30, sweep=5, sweep_parallel=2), 2),  # at most K at once: min(N, K)
+        (Job("cpu-small", 30, sweep=5, sweep_parallel=5), 5),
+        (Job("cpu-small", 30, sweep_parallel=2, task_index=4, task_count=5), 2),  # a task keeps its sweep's K
+        (Job("cpu-small", 30, task_index=4, task_count=5), 5),  # a task of a sweep of all at once
+        (Job("cpu-small", 30, task_index=1, task_count=2), 2),  # a copy of a --count 2
+        (Job("cpu-small", 30, count=3), 3),
+        (Job("cpu-small", 30), 1),
+    ],
+)
+def test_p2_the_fit_counts_the_copies_that_run_side_by_side(job: Job, side_by_side: int) -> None:
+    """A VM with room for 4 cpu-small side by side (16 GB each): a sweep of 5 fits when at
+    most 4 of its tasks run at once (``--sweep-parallel``), each of its tasks as well."""
+    vm = VmCapacity(vcpus=8, mem_gb=64, free_disk_gb=1000)
+    why = vm_misfit(job, SMALL, vm, 10)
+    if side_by_side <= 4:
+        assert why is None, why
+    else:
+        assert why is not None and f"{side_by_side} copies side by side" in why, why
+    one = VmCapacity(vcpus=8, mem_gb=16 * side_by_side, free_disk_gb=1000)  # just room for them
+    assert vm_misfit(job, SMALL, one, 10) is None
+    if side_by_side > 1:
+        less = VmCapacity(vcpus=8, mem_gb=16 * side_by_side - 1, free_disk_gb=1000)
+        assert vm_misfit(job, SMALL, less, 10) is not None
 
 
 def test_p10_a_pin_to_the_vm_is_its_rung_and_never_a_skip_as_well() -> None:

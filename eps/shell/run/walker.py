@@ -166,8 +166,9 @@ class Walker:
         if n <= 1:
             return [dispatch]
         children = [copy_id(dispatch, i) for i in range(1, n + 1)]
-        if job.sweep > 1:  # task i of a sweep: one job of the intent's size (a GPU --count stays its size, P5)
-            copies = [evolve(job, sweep=1, sweep_parallel=None, task_index=i, task_count=n) for i in range(n)]
+        if job.sweep > 1:  # task i of a sweep: one job of the intent's size (a GPU --count stays its size, P5);
+            # it keeps the sweep's K: at most K run side by side (the shared VM's fit, P2)
+            copies = [evolve(job, sweep=1, task_index=i, task_count=n) for i in range(n)]
         else:
             copies = [evolve(job, count=1, task_index=i, task_count=n) for i in range(n)]
         for child, copy in zip(children, copies, strict=True):
