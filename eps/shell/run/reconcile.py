@@ -294,6 +294,8 @@ class Reconciler:
                 self._release_all(view, s.release, report)
                 self._adopt(row, s, report)
             case Verdict.WALK_DIED:
+                if self._ran_unrecorded(row, s.vanished, report):
+                    return
                 for a in s.vanished:
                     outcome, why = self._vanished(row.id, a)
                     self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=outcome, reason=why)
@@ -342,6 +344,31 @@ class Reconciler:
                 self.ledger.update_attempt(a.id, AttemptState.ENDED, outcome=outcome, reason=note)
         self.ledger.set_dispatch(view.id, DispatchState.ENDED, message=note)
         _drop_env_values(self.ledger.state_dir, view.id)
+
+    def _ran_unrecorded(
+        self, row: DispatchRow, vanished: tuple[AttemptRecord, ...], report: dict[str, list[str]]
+    ) -> bool:
+        """A walk killed right after its sbatch, whose job (a sweep's task ``J_i``: its
+        array, named ``eps-D``) ran and already left the queue: that job adopted as the
+        dispatch's start (its outputs are in its root), never submitted again.  Whether it was."""
+        from eps.shell.lanes.slurm.lane import SlurmLane
+
+        newest = vanished[-1] if vanished else None
+        if newest is None or not needs_history(newest):
+            return False
+        lane = self.lanes.get(newest.rung.lane)
+        if not isinstance(lane, SlurmLane):
+            return False
+        found = lane.ran_unrecorded(row.id, newest).value_or(None)
+        if found is None:
+            return False
+        for a in vanished[:-1]:
+            outcome, why = self._vanished(row.id, a)
+            self.ledger.update_attempt(a.id, AttemptState.GONE, outcome=outcome, reason=why)
+        self.ledger.update_attempt(newest.id, AttemptState.RUNNING, handle=found.id, outcome=Outcome.ADOPTED)
+        self.ledger.set_dispatch(row.id, DispatchState.STARTED, handle=found)
+        report["adopted"].append(f"{row.id}:{found.lane}:{found.id}")
+        return True
 
     def _vanished(self, dispatch: str, a: AttemptRecord) -> tuple[Outcome, str]:
         if not needs_history(a):

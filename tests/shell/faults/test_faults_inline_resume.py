@@ -58,11 +58,6 @@ def test_an_inline_resume_of_a_fanout_resumes_each_copy_once(
 
 
 @pytest.mark.slurm
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed yet: a task's resume reconciles by its own job name (eps-<d>n<i>), "
-    "so it never finds the array eps-<d> the dead walk submitted and sbatches the task again",
-)
 def test_an_inline_resume_of_a_slurm_sweep_killed_after_its_array_submits_nothing_again(
     seps: Eps, strap: SlurmTrap
 ) -> None:

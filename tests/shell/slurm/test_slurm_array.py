@@ -174,3 +174,5 @@ def test_the_lane_moves_pending_tasks_cancels_an_array_at_once_and_finds_it_by_t
     wait_until(lambda: f"{array}_0" in _ended(array), 30, "sacct to know task 0")
     assert lane.was_submitted(copy_id("sweep2", 1), attempt).unwrap() is True
     assert lane.was_submitted(copy_id("sweep2", 9), attempt).unwrap() is False
+    # it ran, but was cancelled (it may never have run): not adopted as a start, the walk goes on
+    assert lane.ran_unrecorded(copy_id("sweep2", 1), attempt).unwrap() is None

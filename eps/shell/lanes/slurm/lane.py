@@ -57,6 +57,10 @@ SLURM_STATES: dict[str, HandleState] = {
 }
 
 
+#: How long a recent attempt's job is looked for in sacct before it is judged never submitted.
+SACCT_LAG_S = 10.0
+
+
 def handle_state(slurm_state: str) -> HandleState:
     """A SLURM job state as a handle state: anything that has left the live states
     (COMPLETED, FAILED, TIMEOUT, CANCELLED, ...) is FINISHED."""
@@ -97,6 +101,7 @@ class SlurmLane:
             root = f"~/{root}"
         self.work_root = root if login else os.path.abspath(os.path.expanduser(root))
         self._cancel_timeout_s = cancel_timeout_s
+        self._waited_for: set[tuple[str, int]] = set()  # attempts already looked for in a lagging sacct
         self._clock = clock
         self._sleep = sleep
 
@@ -328,13 +333,48 @@ class SlurmLane:
     def was_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         if self.cluster.robot:
             return self._robot_submitted(dispatch, attempt)
-        # By the name the attempt was recorded with: a task of a sweep is in its array, named
-        # for the sweep (``eps-D``), task i as ``J_i`` (a task never started is not its own row there)
+        return self._in_history(dispatch, attempt).map(lambda job: job is not None)
+
+    def _in_history(self, dispatch: str, attempt: AttemptRecord) -> Result[JobStatus | None, LaneFailure]:
+        """The job ``attempt`` submitted, as sacct's history has it (``None``: none).  By the
+        name the attempt was recorded with: a task of a sweep is in its array, named for the
+        sweep (``eps-D``), task i as ``J_i`` (a task never started is not its own row there)."""
         name = attempt.name or self.job_name(dispatch)
-        seen = self.client.history_by_name(name, attempt.started_at - 60)
         owner = dispatch_of_job(name)
-        return seen.map(lambda jobs: any(j.qos == attempt.rung.qos and task_of_array(owner, j.job_id) == dispatch
-                                         for j in jobs))  # fmt: skip
+
+        def found() -> Result[JobStatus | None, LaneFailure]:
+            seen = self.client.history_by_name(name, attempt.started_at - 60)
+            return seen.map(lambda jobs: next((j for j in jobs if j.qos == attempt.rung.qos
+                                               and task_of_array(owner, j.job_id) == dispatch), None))  # fmt: skip
+
+        first = found()
+        recent = time.time() - attempt.started_at <= 120 and (dispatch, attempt.id) not in self._waited_for
+        if not isinstance(first, Success) or first.unwrap() is not None or not recent:
+            return first
+        self._waited_for.add((dispatch, attempt.id))  # once: was_submitted after ran_unrecorded does not wait again
+        # slurmdbd writes a job a moment after slurmctld ran it: a job that ran and ended within
+        # seconds of a recent attempt may not be in sacct yet (seen on the test cluster)
+        later = poll_until(lambda: found().value_or(None), timeout_s=SACCT_LAG_S, interval_s=0.5,
+                           clock=self._clock, sleep=self._sleep)  # fmt: skip
+        return Success(later)
+
+    def ran_unrecorded(self, dispatch: str, attempt: AttemptRecord) -> Result[Handle | None, LaneFailure]:
+        """The job of ``attempt`` (recorded, its job id never read back: a walk killed right
+        after its sbatch) that already left the queue after it ran: its handle, to adopt it
+        as started (its outputs are in its root), rather than submit it again.  ``None``: no
+        such job, or one cancelled (it may never have run; the walk goes on without it).  A
+        robot login has no sacct: ``None``."""
+        if self.cluster.robot:
+            return Success(None)
+
+        def ran(job: JobStatus | None) -> Handle | None:
+            if job is None or job.state in (GONE, "CANCELLED", "PENDING", "REQUEUED"):
+                return None
+            rung = attempt.rung
+            h = Handle(self.name, LaneKind.SLURM, job.job_id, rung.key, qos=rung.qos, machine=rung.machine)
+            return evolve(h, state=HandleState.RUNNING)
+
+        return self._in_history(dispatch, attempt).map(ran)
 
     def _robot_submitted(self, dispatch: str, attempt: AttemptRecord) -> Result[bool, LaneFailure]:
         """No sacct through a robot login: a live job of this name and tier in squeue, else a
