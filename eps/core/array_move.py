@@ -12,9 +12,16 @@ beside the tasks still running.  Here, pure: those decisions, each a small funct
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from attrs import frozen
+
+from eps.core.model import LaneKind
+from eps.core.states import AttemptState
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from eps.core.walk import AttemptRecord
 
 #: SLURM's pending reason for a task its own array's ``%K`` holds back (squeue(1),
 #: "JOB REASON CODES"): not a reason of the cluster, so no reason to move on.
@@ -73,3 +80,35 @@ def after_cancel(pending: Iterable[int], states: Mapping[int, str]) -> AfterCanc
             return None
         (moved if state in _LEFT_UNSTARTED else started).append(i)
     return AfterCancel(tuple(moved), tuple(started))
+
+
+@frozen
+class ParkedArray:
+    """The array a dead walk left some of a sweep's tasks parked on: its job id, and each
+    parked task's index with the attempt (its ``id``) that holds ``J_i``."""
+
+    array_id: str
+    attempts: Mapping[int, int]
+
+
+def parked_array(attempts: Mapping[int, Sequence[AttemptRecord]]) -> ParkedArray | None:
+    """The array the sweep's tasks (task index -> its attempts, oldest first) are parked on
+    when their walk died: each such task's newest attempt is pending on a SLURM tier as
+    ``J_i`` (its own index i) of one array J, every one on the same tier.  The resumed walk
+    parks on J as one and moves its pending tasks as one array; a task parked on no array,
+    or on another one, is walked on its own.  ``None``: no task is parked on an array."""
+    groups: dict[tuple[str, str], dict[int, int]] = {}
+    for i, records in attempts.items():
+        if not records:
+            continue
+        a = records[-1]
+        m = _TASK.fullmatch(a.handle or "")
+        if a.state is not AttemptState.PENDING or a.rung.kind is not LaneKind.SLURM or m is None:
+            continue
+        if int(m.group(2)) != i:
+            continue
+        groups.setdefault((m.group(1), a.rung.key), {})[i] = a.id
+    if not groups:
+        return None
+    (array, _rung), tasks = max(groups.items(), key=lambda g: (len(g[1]), int(g[0][0])))
+    return ParkedArray(array, dict(sorted(tasks.items())))

@@ -19,6 +19,7 @@ from eps.core.router import plan
 from eps.core.sbatch import TASK_MARK, SbatchArray, SbatchRenderError, render_sbatch
 from eps.core.sweep import MAX_SWEEP_TASKS, array_indices, array_spec, check_sweep, sweep_note
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY, FELLOWS
+from eps.core.walk import AttemptRecord
 
 #: A SLURM cluster without the fellows row's trap and environment: its script ends in the command.
 LAB = ClusterConfig(name="lab", partition="batch", account=None, qos_ladder=(), gpus_per_node=4, gpu_model="A100")
@@ -293,3 +294,43 @@ def test_after_the_cancel_the_unstarted_move_and_the_started_stay(
 )
 def test_a_task_of_an_array_is_its_id_and_index(job_id: str, array: str, index: int | None) -> None:
     assert task_index(job_id, array) == index
+
+
+def _tried(
+    state: str, handle: str | None, qos: str = "high-eur", kind: LaneKind = LaneKind.SLURM, aid: int = 0
+) -> AttemptRecord:
+    from eps.core.states import AttemptState
+
+    lane = "fellows" if kind is LaneKind.SLURM else "gcp"
+    how = Provisioning.QUEUE if kind is LaneKind.SLURM else Provisioning.ON_DEMAND
+    return AttemptRecord(1, Rung(lane, kind, how, "", qos=qos if kind is LaneKind.SLURM else None),
+                         AttemptState(state), handle=handle, id=aid)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("attempts", "parked"),
+    [
+        # every task pending as J_i of array 47 on high-eur: parked on it as one
+        ({0: [_tried("pending", "47_0", aid=1)], 1: [_tried("pending", "47_1", aid=2)]}, ("47", {0: 1, 1: 2})),
+        # task 0 started (it stays, followed as a job), task 1 never got its handle: only 2 and 3 are parked
+        ({0: [_tried("running", "47_0", aid=1)], 1: [_tried("intent", None, aid=2)],
+          2: [_tried("pending", "47_2", aid=3)], 3: [_tried("pending", "47_3", aid=4)]}, ("47", {2: 3, 3: 4})),
+        # moved once: the newest attempt counts (array 52 on normal-eur), not the advanced one on 47
+        ({2: [_tried("advanced", "47_2", aid=1), _tried("pending", "52_2", "normal-eur", aid=5)],
+          3: [_tried("advanced", "47_3", aid=2), _tried("pending", "52_3", "normal-eur", aid=6)]},
+         ("52", {2: 5, 3: 6})),
+        # a handle that is not its own task of an array, or not on SLURM: not parked on one
+        ({0: [_tried("pending", "47_1", aid=1)], 1: [_tried("pending", "47", aid=2)]}, None),
+        ({0: [_tried("pending", "inst-0", kind=LaneKind.GCP, aid=1)]}, None),
+        ({0: [], 1: [_tried("ended", "47_1", aid=2)]}, None),
+        # two arrays at once (never made by eps, but possible by hand): the one that holds more tasks
+        ({0: [_tried("pending", "47_0", aid=1)], 1: [_tried("pending", "52_1", "normal-eur", aid=2)],
+          2: [_tried("pending", "52_2", "normal-eur", aid=3)]}, ("52", {1: 2, 2: 3})),
+    ],
+)  # fmt: skip
+def test_a_resumed_sweep_parks_on_the_array_its_dead_walk_left_as_one(
+    attempts: dict[int, list[AttemptRecord]], parked: tuple[str, dict[int, int]] | None
+) -> None:
+    from eps.core.array_move import ParkedArray, parked_array
+
+    assert parked_array(attempts) == (None if parked is None else ParkedArray(*parked))

@@ -52,6 +52,7 @@ class Walking(Protocol):
     files: JobFiles
     keep_locks: frozenset[str]
     clock: Callable[[], float]
+    wall: Callable[[], float]
     sleep: Callable[[float], None]
     poll_interval_s: float
     poll_failures_allowed: int
@@ -61,29 +62,70 @@ class Walking(Protocol):
 
 def submit_array(walker: Walking, parent: str, children: list[str]) -> tuple[list[tuple[str, Handle]], list[str]]:
     """The tasks the sweep's arrays took (each with its handle ``J_i``: started, or held
-    where it is), and the ids left for the caller to walk one by one."""
+    where it is), and the ids left for the caller to walk one by one.  A resumed sweep whose
+    dead walk left tasks parked on an array parks on it again as one first."""
     ledger = walker.ledger
     top = ledger.dispatch(parent)
+    if top is None or top.job.sweep <= 1:
+        return [], children
     rows = [r for r in (ledger.dispatch(c) for c in children) if r is not None]
+    taken = _resume_parked(walker, parent, top.job, rows)
     fresh = [r for r in rows if r.state is DispatchState.WALKING and not ledger.attempts(r.id)]
-    if top is None or top.job.sweep <= 1 or not fresh:
-        return [], children
-    first = fresh[0]
-    if walker.select_files(first.id, parent, first.job) is not None:
-        return [], children  # each task fails the same way, on its own
-    walk, step = next_step(Walk(first.job, walker.snapshot, walker.grants), Begin(), policy=walker.settings.policy)
-    if not isinstance(step, Start) or step.rung.kind is not LaneKind.SLURM:
-        return [], children
-    for r in fresh:  # walked here: another eps process's reconcile leaves them alone
-        ledger.acquire(r.id)
-    try:
-        taken = _Ladder(walker, parent, top.job).walk(walk, step.rung, {r.job.task_index: r for r in fresh})
-    finally:
-        for r in fresh:
-            if r.id not in walker.keep_locks:
-                ledger.release(r.id)
+    if fresh and walker.select_files(fresh[0].id, parent, fresh[0].job) is None:  # else each fails on its own
+        walk, step = next_step(Walk(fresh[0].job, walker.snapshot, walker.grants), Begin(),
+                               policy=walker.settings.policy)  # fmt: skip
+        if isinstance(step, Start) and step.rung.kind is LaneKind.SLURM:
+            taken += _locked(walker, fresh, lambda: _Ladder(walker, parent, top.job).walk(
+                walk, step.rung, {r.job.task_index: r for r in fresh}))  # fmt: skip
     ids = {d for d, _ in taken}
     return taken, [c for c in children if c not in ids]
+
+
+def _locked(walker: Walking, rows: list[DispatchRow],
+            go: Callable[[], list[tuple[str, Handle]]]) -> list[tuple[str, Handle]]:  # fmt: skip
+    """``go()`` with each of ``rows`` locked (walked here: another eps process's reconcile
+    leaves them alone)."""
+    for r in rows:
+        walker.ledger.acquire(r.id)
+    try:
+        return go()
+    finally:
+        for r in rows:
+            if r.id not in walker.keep_locks:
+                walker.ledger.release(r.id)
+
+
+def _resume_parked(walker: Walking, parent: str, job: Job, rows: list[DispatchRow]) -> list[tuple[str, Handle]]:
+    """The tasks a dead walk left parked on one array (:func:`eps.core.array_move.parked_array`)
+    parked on again as one, the park's clock from the array's submission, and moved down the
+    ladder as one array, as the dead walk would have (not each task on its own)."""
+    from eps.core.array_move import parked_array
+    from eps.core.walk import resume
+
+    ledger = walker.ledger
+    owed = {r.job.task_index: r for r in rows if r.state in (DispatchState.WALKING, DispatchState.INTERRUPTED)}
+    tried = {i: ledger.attempts(r.id) for i, r in owed.items()}
+    found = parked_array({i: [a.record() for a in tried[i]] for i in owed})
+    if found is None:
+        return []
+    pending = {i: owed[i] for i in found.attempts}
+    attempts = {i: next(a for a in tried[i] if a.id == aid) for i, aid in found.attempts.items()}
+    first = min(pending)
+    if walker.select_files(pending[first].id, parent, pending[first].job) is not None:
+        return []
+    start = resume(pending[first].job, walker.snapshot, walker.grants, [a.record() for a in tried[first]])
+    one = attempts[first]
+    array = evolve(one.as_handle(HandleState.PENDING), id=found.array_id)
+    since = max(0.0, walker.wall() - min(a.started_at for a in attempts.values()))  # the park's clock is kept
+
+    def go() -> list[tuple[str, Handle]]:
+        for r in pending.values():
+            if r.state is DispatchState.INTERRUPTED:
+                ledger.set_dispatch(r.id, DispatchState.WALKING)
+        return _Ladder(walker, parent, job).walk(start.walk, one.as_rung(), dict(pending),
+                                                 parked_on=(array, attempts, since))  # fmt: skip
+
+    return _locked(walker, list(pending.values()), go)
 
 
 def cancel_arrays(ledger: Ledger, lanes: Lanes, rows: Iterable[DispatchRow]) -> list[str]:
@@ -122,16 +164,27 @@ class _Ladder:
         self.taken: list[tuple[str, Handle]] = []
         self.parked_s = 0.0  # how long the last array's park clock ran
 
-    def walk(self, walk: Walk, rung: Rung, pending: dict[int, DispatchRow]) -> list[tuple[str, Handle]]:
+    def walk(
+        self, walk: Walk, rung: Rung, pending: dict[int, DispatchRow],
+        parked_on: tuple[Handle, dict[int, AttemptRow], float] | None = None,
+    ) -> list[tuple[str, Handle]]:  # fmt: skip
+        """Submit ``pending`` on ``rung`` as one array (or, resumed, park on ``parked_on``:
+        the array, each task's attempt there, how long it has been parked), then park and
+        move down the ladder as one array."""
         at_once = self.job.sweep_parallel
         policy = self.w.settings.policy
         while pending:
             lane: SlurmLane = self.w.lanes.for_rung(rung)  # type: ignore[assignment]
-            submitted = self._submit(lane, rung, pending, at_once)
-            if submitted is None:
-                return self.taken  # refused: each task moves on from its failed attempt, on its own
-            array, attempts = submitted
-            parked = self._park(lane, walk, rung, array, pending, attempts)
+            ran = 0.0
+            if parked_on is not None:
+                array, attempts, ran = parked_on
+                parked_on = None
+            else:
+                submitted = self._submit(lane, rung, pending, at_once)
+                if submitted is None:
+                    return self.taken  # refused: each task moves on from its failed attempt, on its own
+                array, attempts = submitted
+            parked = self._park(lane, walk, rung, array, pending, attempts, ran)
             if parked is None:
                 return self.taken
             walk, withdraw = parked
@@ -179,13 +232,14 @@ class _Ladder:
 
     def _park(
         self, lane: SlurmLane, walk: Walk, rung: Rung, array: Handle, pending: dict[int, DispatchRow],
-        attempts: dict[int, AttemptRow],
+        attempts: dict[int, AttemptRow], ran: float = 0.0,
     ) -> tuple[Walk, Withdraw] | None:  # fmt: skip
         """Park on the array until every task started (``None``), the core holds the pending
         ones (``None``), the sweep is cancelled (``None``) or the tier's cap has passed (the
-        walk and the core's Withdraw).  The clock runs only while a task waits for the cluster."""
+        walk and the core's Withdraw).  The clock runs only while a task waits for the cluster
+        (from ``ran``: a resumed park goes on from the time already parked)."""
         clock = self.w.clock
-        last, ran, failures = clock(), 0.0, 0
+        last, failures = clock(), 0
         while True:
             if self._cancelled(pending):
                 return None  # eps cancel releases what is live

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -197,6 +198,49 @@ def test_an_array_submitted_but_not_recorded_is_adopted_never_submitted_again(ds
         [a] = dseps.attempts(t)
         assert (a["state"], a["handle"]) == ("ended", f"{array}_{i}"), a
         assert (dseps.state / "outputs" / t / "me").read_text() == f"{i} of 3\n"
+    assert squeue(f"eps-{d}") == []
+
+
+def test_a_sweep_whose_supervisor_died_parked_on_its_array_moves_its_pending_tasks_as_one_array(
+    dseps: Eps, high_allows_two: None
+) -> None:
+    """6 gpu-1 tasks, high-eur allowing 2: the supervisor is SIGKILLed parked on the array, as
+    the 2 s cap ran out (just before the move's scancel).  ``eps execute --resume`` parks on
+    that array again as one, the time already parked kept (the cap has passed: it moves at
+    once), and moves the 4 pending tasks as ONE array: 2 sbatch calls in all, all 6 end."""
+    from eps.shell.state.events import log_path
+
+    strap = SlurmTrap(dseps.faults)
+    d = _id()
+    strap.arm("scancel", "before")
+    caller = dseps.start("execute", "--json", "--dispatch-id", d, "--sweep", "6",
+                         "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=6))  # fmt: skip
+    wait_until(lambda: strap.fired() == ["KILL before scancel"], 60, "the supervisor killed at the move")
+    caller.kill()
+    caller.wait(10)
+    [(_, first)] = strap.sbatches()
+    tasks = [f"{d}n{i}" for i in range(1, 7)]
+    parked = [t for t in tasks if [a["state"] for a in dseps.attempts(t)] == ["pending"]]
+    assert len(parked) == 4, [dseps.attempts(t) for t in tasks]
+    time.sleep(3)  # the time parked so far (the cap and these 3 s) is what the resumed park goes on from
+    since = time.time() - min(dseps.attempts(t)[0]["started_at"] for t in parked)
+    rc, events, err = dseps.execute("--resume", d, timeout_s=90)
+    assert rc == 0, (events, err)
+    assert dseps.run("wait", d, timeout_s=120)[0] == 0
+    assert [q for q, _ in strap.sbatches()] == ["high-eur", "normal-eur"], strap.calls()  # the 4 as one array
+    for i, t in enumerate(tasks):
+        row = dseps.dispatch(t)
+        assert (row["state"], row["exit_code"]) == ("ended", 0), row
+        tried = [(a["qos"], a["state"], a["outcome"]) for a in dseps.attempts(t)]
+        if t in parked:
+            assert tried[0] == ("high-eur", "advanced", "park_timeout") and tried[1][:2] == ("normal-eur", "ended")
+        else:
+            assert tried[0][:2] == ("high-eur", "ended"), tried
+        assert (dseps.state / "outputs" / t / "me").read_text() == f"{i} of 6\n"
+    lines = Path(log_path(str(dseps.state), d)).read_text().splitlines()
+    advanced = [e for e in map(json.loads, lines) if e.get("event") == "advanced"]
+    assert [(e["qos"], e["id"]) for e in advanced] == [("high-eur", first)], advanced  # moved once, as one
+    assert advanced[0]["elapsed_s"] >= since, (since, advanced)  # not a new 2 s park: it went on from there
     assert squeue(f"eps-{d}") == []
 
 
