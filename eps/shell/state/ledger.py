@@ -169,8 +169,7 @@ class Ledger:
         self.path = self._db.name
         try:
             migrate(self._db)
-            # A file that is not a ledger (or a damaged one) fails here; a database server has no
-            # such file, and its count(*) would read every attempt on every command: one row does.
+            # a non-ledger file fails here; on a server, count(*) would read every attempt: one row
             probe = "SELECT 1 FROM attempts LIMIT 1" if self.shared else "SELECT count(*) FROM attempts"
             self._db.execute(probe).fetchone()
         except self._db.errors as exc:
@@ -263,8 +262,7 @@ class Ledger:
 
     def new_pipeline(self, dispatch: str, job: Job, children: Sequence[tuple[str, Job]],
                      phases: Sequence[PhaseRecord]) -> None:  # fmt: skip
-        """Pipeline ``dispatch`` (its row's job ``job``), a child row per phase (``children``: id,
-        job) and its record (:mod:`eps.shell.state.phases`), in one transaction."""
+        """Pipeline ``dispatch``, a row per phase (``children``) and its record, in one transaction."""
         from eps.shell.state.phases import insert
 
         with self._tx() as db:
@@ -405,9 +403,7 @@ class Ledger:
     ) -> list[DispatchRow]:
         """The newest ``limit`` dispatches (all: ``None``) in ``states``, submitted at or after
         ``since``, of ``intent``, (``failed_retrying``) whose job failed and retries errors,
-        (``owner_host``, a team's ledger) whose root that host owns now; oldest first.
-        Indexed but ``owner_host``: the server walks the newest rows until it has ``limit``
-        of that host's, and sends only those (not every row, as a filter here would need)."""
+        (``owner_host``) whose root that host owns now, picked by the server; oldest first."""
         where: list[str] = [FAILED_RETRYING] if failed_retrying else []
         args: list[Any] = []
         if owner_host is not None:  # a copy's owner is its root's (one level: a root has no parent)
