@@ -114,5 +114,6 @@ class LaneOptions:
     machine_patience: Patience | None = None  # how long a fresh VM / pod may take to let eps in (FRESH_MACHINE)
     env: dict[str, str] | None = None
     #: The public keys of the team's other hosts (a shared ledger, eps.shell.state.team): every
-    #: GCP VM eps makes lets them in too, so a host that takes a dispatch over can reach its machine.
+    #: GCP VM and RunPod pod eps makes lets them in too, so a host that takes a dispatch over
+    #: can reach its machine.
     team_keys: tuple[str, ...] = ()

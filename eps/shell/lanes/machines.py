@@ -54,7 +54,7 @@ class MachineAccess(NamedTuple):
     patience: Patience = FRESH_MACHINE
     max_time_limit_s: int = Policy._field_defaults["max_time_limit_s"]  # [jobs] max_time_limit
     kex: str = ""  # [ssh] key_exchange (empty: ssh's default)
-    also_keys: tuple[str, ...] = ()  # the team's other hosts' public keys, let in too (GCP VMs)
+    also_keys: tuple[str, ...] = ()  # the team's other hosts' public keys, let in too (GCP VMs, RunPod pods)
 
     def root(self, dispatch: str, job: Job) -> str:
         return site_root(self.work_root, dispatch, job)

@@ -117,6 +117,7 @@ def _runpod(lanes: Lanes, name: str) -> Lane:
     access = MachineAccess(
         lanes.settings.state_dir, "root", s.work_root, lanes.settings.jobs.linger_s, **_patience(lanes),
         max_time_limit_s=lanes.settings.jobs.max_time_limit_s, kex=lanes.settings.ssh_kex,
+        also_keys=lanes.options.team_keys,
     )  # fmt: skip
     return RunpodLane(settings, lanes.env, key=lanes.options.runpod_api_key, name=name, access=access)
 

@@ -103,6 +103,7 @@ def pods_reach_sshd(fake: FakeRunpod, sshd: Path, tmp_path: Path) -> Iterator[Pa
     for real; afterwards the jobs and watchers eps started there are stopped.  Yields the
     directory under which the pods' dispatch roots go."""
     fake.public_ip, fake.ssh_port = ssh_support.VM_IP, ssh_support.VM_PORT
+    fake.authorized_keys = ssh_support.AUTHORIZED_KEYS  # a pod's PUBLIC_KEY lets its keys in, as its image does
     yield tmp_path
     ssh_support.stop_machine_jobs(tmp_path)
 

@@ -16,7 +16,13 @@ holds hundreds of concurrent connections.  What it serves, per the document:
 - ``GET /v2/catalog/cpus[/{id}]`` and ``/v2/catalog/gpus[/{id}]`` serve the catalog the
   create rules use (``runpod_catalog.py``), with ``include=AVAILABILITY`` from the stock.
 - ``GET``/``PUT /v2/account/ssh-keys``: the account's keys; a pod created with
-  ``startSsh`` gets them as ``PUBLIC_KEY`` in its ``env`` unless the body set one.
+  ``startSsh`` gets them as ``PUBLIC_KEY`` in its ``env`` (one key a line) unless the body
+  set one.
+- With :attr:`FakeRunpod.authorized_keys` set (the sshd that plays every pod), a pod that
+  comes up RUNNING does with its ``PUBLIC_KEY`` what RunPod's images' start script does
+  (``echo "$PUBLIC_KEY" >> ~/.ssh/authorized_keys``): every line of it lets that key in.
+  The pod takes back what it added when it is terminated or deleted (its disk goes with
+  it), unless a live pod holds the same key; :meth:`FakeRunpod.stop` takes back the rest.
 - Query parameters are read and checked as the document declares them (422).
 - Missing or wrong bearer token: 401.  Every error is ``application/problem+json`` (also
   malformed requests), a 405 names the path's methods in ``Allow``, a 429 always carries
@@ -41,6 +47,8 @@ Run standalone for the benchmark: ``python fake_server.py --latency 0.1`` prints
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -167,6 +175,8 @@ class FakeRunpod:
     public_ip: str = "127.0.0.1"  # the pods' public address (ssh.direct.host, runtime.ports[].ip)
     ssh_port: int | None = None  # the public port of 22/tcp (None: 40000 + n per pod)
     ssh_keys: list[str] = field(default_factory=list)  # the account's registered public keys
+    #: the pods' sshd's authorized_keys (None: the pods' keys let nobody in anywhere)
+    authorized_keys: Path | None = None
     #: data centres whose pods never get a public port for 22/tcp (``ssh.direct`` stays null)
     no_port_in: set[str] = field(default_factory=set)
     peak_live: int = 0  # the most pods that existed at once
@@ -179,6 +189,7 @@ class FakeRunpod:
     peak_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     _ports: int = 0
+    _let_in: dict[str, list[str]] = field(default_factory=dict)  # pod id -> the lines it added
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
@@ -198,6 +209,9 @@ class FakeRunpod:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        with self.lock:
+            for pod_id in list(self._let_in):
+                self._keys_gone(pod_id, every=True)
 
     def __enter__(self) -> FakeRunpod:
         return self.start()
@@ -243,6 +257,8 @@ class FakeRunpod:
             if status != "PROVISIONING":
                 _set_status(pod.doc, status, pod.network)
             self.pods[pod_id] = pod
+            if status == "RUNNING":
+                self._keys_in(pod_id)
             return pod_id
 
     def env_of(self, pod_id: str) -> dict[str, str]:
@@ -441,6 +457,8 @@ class FakeRunpod:
                 pod.steps += 1
                 if pod.steps >= self.gets_to_running:
                     _set_status(pod.doc, "ERROR" if pod.fail else "RUNNING", pod.network)
+                    if not pod.fail:
+                        self._keys_in(item)
                 else:
                     _set_status(pod.doc, "STARTING", pod.network)
             return 200, {}, dict(pod.doc)
@@ -462,6 +480,7 @@ class FakeRunpod:
                 return _problem(409, f"cannot {action} a pod that is {pod.doc['status']}")
             if action == "terminate":
                 del self.pods[item]
+                self._keys_gone(item)
                 return 204, {}, None
             if action == "start" and item in self.no_restart:
                 return _problem(400, NO_CAPACITY)
@@ -497,7 +516,33 @@ class FakeRunpod:
     def _delete(self, body: Any, values: dict[str, Any], item: str) -> Reply:
         with self.lock:
             gone = self.pods.pop(item, None)
+            self._keys_gone(item)
         return (204, {}, None) if gone else _problem(404, "pod not found")
+
+    # -- the image's start script: PUBLIC_KEY into authorized_keys (under ``lock``) --
+
+    def _keys_in(self, pod_id: str) -> None:
+        """``echo "$PUBLIC_KEY" >> ~/.ssh/authorized_keys``: each line of the pod's
+        ``PUBLIC_KEY`` lets that key in (a line already there is left as it is)."""
+        if self.authorized_keys is None:
+            return
+        added = _append_lines(self.authorized_keys, _public_keys(self.pods[pod_id].doc))
+        self._let_in.setdefault(pod_id, []).extend(added)
+
+    def _keys_gone(self, pod_id: str, *, every: bool = False) -> None:
+        """The pod is gone: the lines it added go too, but those a live pod also holds stay,
+        now that pod's to take back (``every``: the server stops, its pods with it)."""
+        added = self._let_in.pop(pod_id, [])
+        if self.authorized_keys is None or not added:
+            return
+        gone = []
+        for line in added:
+            holder = None if every else next((i for i, p in self.pods.items() if line in _public_keys(p.doc)), None)
+            if holder is None:
+                gone.append(line)
+            else:
+                self._let_in.setdefault(holder, []).append(line)
+        _remove_lines(self.authorized_keys, gone)
 
     # -- catalog --
 
@@ -579,6 +624,35 @@ _ACTIONS = {
     "EXITED": ["start", "terminate"],  # podAction: "EXITED and ERROR allow start/terminate"
     "ERROR": ["start", "terminate"],
 }
+
+
+def _public_keys(doc: dict[str, Any]) -> list[str]:
+    """The lines of a pod's ``PUBLIC_KEY`` (its ``env``), each stripped, the empty ones left out."""
+    return [k.strip() for k in str(doc["env"].get("PUBLIC_KEY") or "").splitlines() if k.strip()]
+
+
+def _append_lines(path: Path, lines: list[str]) -> list[str]:
+    """Append each of ``lines`` that ``path`` does not hold yet (under an exclusive flock:
+    other test sessions write the same file): the lines appended."""
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        there = set(fh.read().splitlines())
+        new = list(dict.fromkeys(k for k in lines if k not in there))
+        fh.write("".join(k + "\n" for k in new))
+        return new
+
+
+def _remove_lines(path: Path, lines: list[str]) -> None:
+    """Take ``lines`` out of ``path`` again (under an exclusive flock)."""
+    if not lines:
+        return
+    with contextlib.suppress(FileNotFoundError), open(path, "r+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        kept = [k for k in fh.read().splitlines() if k not in lines]
+        fh.seek(0)
+        fh.truncate()
+        fh.write("".join(k + "\n" for k in kept))
 
 
 def _now() -> str:

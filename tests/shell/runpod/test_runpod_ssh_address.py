@@ -8,6 +8,8 @@ when ``ports`` has ``22/tcp`` and the pod is RUNNING) and ``runtime.ports``
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -170,6 +172,85 @@ def test_a_bad_public_key_is_refused_before_any_call() -> None:
     for bad in ("not a key", KEY_LINE + "\nssh-rsa AAAA other"):
         refused = pod_request(cpu_rung(), "eps-k-4", RunpodSettings(), public_key=bad)
         assert isinstance(refused, LaneFailure) and refused.kind is FailureKind.INVALID_REQUEST
+
+
+#: Two more hosts' public keys, and what a host might have registered that is not one
+#: (``hosts.public_key`` is whatever a host's eps wrote there).
+KEY_B = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEpsHostB eps@host-b"
+KEY_C = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTY= eps@host-c"
+PRIVATE = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU=\n-----END OPENSSH PRIVATE KEY-----"
+SMUGGLED = f"{KEY_B}\nssh-rsa AAAAsmuggled x"
+
+
+def test_the_pod_lets_in_every_registered_key_and_no_private_key(
+    fake: FakeRunpod, sleeper: SleepRecorder, pg_url: str, tmp_path: Path
+) -> None:
+    """On a shared ledger, ``PUBLIC_KEY`` is eps's own key and then every key the team's other
+    hosts registered (read by ``team.team_keys``, as for GCP VMs), one a line, as RunPod's
+    images write it into authorized_keys; a registered value that is not one OpenSSH public key
+    line (a private key, two lines) is never sent."""
+    from eps.shell.state.ledger import Ledger
+    from eps.shell.state.team import register, team_keys
+
+    registered = {"host-a": KEY_LINE, "host-b": KEY_B, "host-c": KEY_C, "host-d": PRIVATE, "host-e": SMUGGLED,
+                  "host-f": KEY_LINE + "\n"}  # fmt: skip
+    for host, key in registered.items():
+        ledger = Ledger(str(tmp_path / host), url=pg_url, host=host)
+        register(ledger, key)
+        ledger.close()
+    ledger = Ledger(str(tmp_path / "host-a"), url=pg_url, host="host-a")
+    keys = team_keys(ledger)  # every other host's row, as registered
+    ledger.close()
+    assert sorted(keys) == sorted([KEY_B, KEY_C, PRIVATE, SMUGGLED, KEY_LINE + "\n"]), keys
+    job = Job("cpu-small", 600, command=("python", "run.py"))
+    with RunpodClient(ApiKey(KEY), fast_settings(fake.url), sleep=sleeper) as c:
+        made = c.start(cpu_rung(), "eps-t-1", job=job, dispatch_id="dt", public_key=KEY_LINE, also_keys=keys)
+        pod = made.result.unwrap()
+    assert fake.env_of(pod.id)["PUBLIC_KEY"].split("\n") == [KEY_LINE, KEY_B, KEY_C]
+    [body] = fake.created_bodies()
+    assert body["ports"] == ["22/tcp"] and list(CREATE.iter_errors(body)) == []
+    sent = json.dumps(body)
+    assert "PRIVATE KEY" not in sent and "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU" not in sent and "smuggled" not in sent
+
+
+def test_team_keys_are_checked_one_line_each_and_never_stand_for_eps_own() -> None:
+    from eps.core.outcome import LaneFailure
+    from eps.shell.lanes.runpod.wire import RunpodSettings, pod_request
+
+    given = (" " + KEY_B + "\n", "", "not a key", 'command="sh" ' + KEY_C, KEY_C, KEY_B)
+    body = pod_request(cpu_rung(), "eps-t-2", RunpodSettings(), public_key=KEY_LINE, also_keys=given)
+    assert isinstance(body, dict) and body["env"]["PUBLIC_KEY"] == f"{KEY_LINE}\n{KEY_B}\n{KEY_C}"
+    alone = pod_request(cpu_rung(), "eps-t-3", RunpodSettings(), public_key=KEY_LINE, also_keys=(PRIVATE,))
+    assert isinstance(alone, dict) and alone["env"]["PUBLIC_KEY"] == KEY_LINE
+    none = pod_request(cpu_rung(), "eps-t-4", RunpodSettings(), also_keys=(KEY_B,))  # no key of eps's: no sshd
+    assert isinstance(none, dict) and "PUBLIC_KEY" not in none["env"] and "ports" not in none
+    bad_own = pod_request(cpu_rung(), "eps-t-5", RunpodSettings(), public_key=PRIVATE, also_keys=(KEY_B,))
+    assert isinstance(bad_own, LaneFailure)  # eps's own key must be one: the job fails before any call
+
+
+def test_the_test_server_lets_a_pods_keys_in_as_its_image_does(tmp_path: Path) -> None:
+    """The RunPod test server, given the sshd's authorized_keys, does what RunPod's images'
+    start script does (``echo "$PUBLIC_KEY" >> ~/.ssh/authorized_keys``): every line of a
+    RUNNING pod's ``PUBLIC_KEY`` is let in; a terminated pod takes back what it added, but
+    not a line that was there before or that a live pod holds too."""
+    keys = tmp_path / "authorized_keys"
+    keys.write_text(KEY_LINE + "\n")  # there before: never taken away
+    with FakeRunpod(api_key=KEY, gets_to_running=1, authorized_keys=keys) as server:
+        both = create(server, ports=["22/tcp"], env={"PUBLIC_KEY": f"{KEY_LINE}\n{KEY_B}\n{KEY_C}"})
+        assert keys.read_text() == KEY_LINE + "\n"  # PROVISIONING: the image has not started
+        assert get(server, both)["status"] == "RUNNING"
+        assert keys.read_text().splitlines() == [KEY_LINE, KEY_B, KEY_C]
+        one = create(server, ports=["22/tcp"], env={"PUBLIC_KEY": KEY_C})
+        get(server, one)
+        ended = httpx.post(f"{server.url}/v2/pods/{both}/action", json={"action": "terminate"}, headers=AUTH)
+        assert ended.status_code == 204
+        assert keys.read_text().splitlines() == [KEY_LINE, KEY_C]  # KEY_C: the other pod still holds it
+        assert httpx.delete(f"{server.url}/v2/pods/{one}", headers=AUTH).status_code == 204
+        assert keys.read_text().splitlines() == [KEY_LINE]
+        left = create(server, ports=["22/tcp"], env={"PUBLIC_KEY": KEY_B})
+        get(server, left)
+        assert keys.read_text().splitlines() == [KEY_LINE, KEY_B]
+    assert keys.read_text().splitlines() == [KEY_LINE]  # the server stopped: its pods' keys went with it
 
 
 def test_gpu_pods_ask_for_the_cuda_versions_their_image_runs_on() -> None:

@@ -337,15 +337,18 @@ class RunpodClient:
         job: Job | None = None,
         dispatch_id: str | None = None,
         public_key: str | None = None,
+        also_keys: tuple[str, ...] = (),
     ) -> Result[Handle, LaneFailure]:
         """POST /v2/pods for ``rung``.  The handle's state is the pod's status (starting).
-        ``public_key``: ssh into the pod with it (see :func:`pod_request`, :meth:`address`)."""
+        ``public_key``: ssh into the pod with it (see :func:`pod_request`, :meth:`address`);
+        ``also_keys``: the pod lets these in too (the team's other hosts')."""
         others = self._elsewhere(rung)
         if isinstance(others, LaneFailure):
             return Failure(others)
         body = pod_request(
-            rung, name, self.settings, job=job, dispatch_id=dispatch_id, public_key=public_key, data_centers=others
-        )
+            rung, name, self.settings, job=job, dispatch_id=dispatch_id, public_key=public_key, also_keys=also_keys,
+            data_centers=others,
+        )  # fmt: skip
         if isinstance(body, LaneFailure):
             return Failure(body)
         reply = self._post(body, name)
@@ -528,10 +531,13 @@ class RunpodClient:
         job: Job | None = None,
         dispatch_id: str | None = None,
         public_key: str | None = None,
+        also_keys: tuple[str, ...] = (),
     ) -> RungAttempt:
         """Create the pod for ``rung`` and wait until it is RUNNING.  A pod that was created
         but does not come up is terminated; if even that fails it is returned as leftover."""
-        created = self.create_pod(rung, name, job=job, dispatch_id=dispatch_id, public_key=public_key)
+        created = self.create_pod(
+            rung, name, job=job, dispatch_id=dispatch_id, public_key=public_key, also_keys=also_keys
+        )
         if not isinstance(created, Success):
             return RungAttempt(rung, name, created)
         handle = created.unwrap()

@@ -143,7 +143,8 @@ class RunpodLane:
         return None
 
     def start(self, job: Job, rung: Rung, dispatch: str, name: str, files: JobFiles) -> Result[Handle, LaneFailure]:
-        """Make the pod with eps's public key and port 22, wait until it runs, then reach it
+        """Make the pod with eps's public key (and the team's other hosts', on a shared
+        ledger) and port 22, wait until it runs, then reach it
         over ssh, ship the job, start the pod's watcher and the job; a pod that cannot take
         the job is terminated again."""
         job = on_rung(job, rung)  # a job of unknown length runs up to the rung's limit
@@ -157,7 +158,9 @@ class RunpodLane:
                 return Failure(f)
             case Success(key):
                 pass
-        attempt: RungAttempt = client.start(rung, name, job=job, dispatch_id=dispatch, public_key=key.public_key)
+        attempt: RungAttempt = client.start(
+            rung, name, job=job, dispatch_id=dispatch, public_key=key.public_key, also_keys=self.access.also_keys
+        )
         if attempt.leftover is not None:
             return Failure(_still_there(attempt.leftover, attempt.result.failure()))
         if isinstance(attempt.result, Failure):

@@ -234,6 +234,7 @@ def pod_request(
     job: Job | None = None,
     dispatch_id: str | None = None,
     public_key: str | None = None,
+    also_keys: Sequence[str] = (),
     data_centers: tuple[str, ...] | None = None,
 ) -> dict[str, Any] | LaneFailure:
     """The ``CreatePodRequest`` body for ``rung``, or why eps must not send one.
@@ -251,6 +252,12 @@ def pod_request(
     ``public_key``: the pod's sshd gets it (env ``PUBLIC_KEY``, the convention RunPod's
     images follow) and ``ports`` asks for ``22/tcp``, which gives the pod an ``ssh.direct``
     address once it runs (:meth:`RunpodClient.address`).
+    ``also_keys``: more keys the pod lets in (the team's other hosts', so a host that takes
+    the dispatch over reaches the pod with its own key): ``PUBLIC_KEY`` holds one key a line,
+    ``public_key`` first, as RunPod's images write it (``echo "$PUBLIC_KEY" >>
+    ~/.ssh/authorized_keys``) and as RunPod itself fills it from an account's several keys.
+    Each is checked as one OpenSSH public key line: one that is not (a private key, two
+    lines, options) is left out, never sent and never the job's failure.
     ``disk`` (container disk, GB) is sent when the rung sets it and must fit the flavor:
     vCPU x 10 GB on gen 3, x 15 GB on cpu5c (the flavor table's ``disk_gb_per_vcpu``).
     """
@@ -300,7 +307,8 @@ def pod_request(
         key = public_key.strip()
         if not _SSH_KEY.fullmatch(key):
             return invalid("the ssh public key is not one OpenSSH key line")
-        env["PUBLIC_KEY"] = key
+        more = (k.strip() for k in also_keys)
+        env["PUBLIC_KEY"] = "\n".join(dict.fromkeys([key, *(k for k in more if _SSH_KEY.fullmatch(k))]))
         body["ports"] = ["22/tcp"]
     body["env"] = env
     return body
