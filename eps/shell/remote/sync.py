@@ -451,18 +451,28 @@ def _classify_rsync(
         return Failure(RemoteFailure.of(RemoteErrorKind.MISSING_TOOL, "rsync is not installed on this machine"))
     if "rsync: command not found" in done.stderr or "rsync: not found" in done.stderr:
         return Failure(RemoteFailure.of(RemoteErrorKind.MISSING_TOOL, f"rsync is not installed on {where}"))
-    kind = classify_ssh(done.stderr)
+    full = any(cause in done.stderr for cause in _FULL_DISK)  # then rsync's broken pipe is its own, not ssh's
+    kind = RemoteErrorKind.TRANSFER if full else classify_ssh(done.stderr)
     if kind is None and "connection unexpectedly closed" in done.stderr and not remote.is_local:
         kind = RemoteErrorKind.UNREACHABLE
     message = _rsync_message(done.stderr) or f"exit {done.returncode}"
     return Failure(RemoteFailure.of(kind or RemoteErrorKind.TRANSFER, f"{what} on {where} failed: {message}"))
 
 
+#: A disk that filled (either end): the cause, whichever of rsync's processes saw it first
+#: (its generator may say "Broken pipe" before its receiver says why).
+_FULL_DISK = ("No space left on device", "Disk quota exceeded")
+
+
 def _rsync_message(stderr: str) -> str:
-    """The line that says why: ssh's own, else rsync's first error (its last is a summary)."""
+    """The line that says why: a full disk's, else ssh's own, else rsync's first error (its
+    last is a summary)."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     for line in lines:
-        if classify_ssh(line) is not None:
+        if any(cause in line for cause in _FULL_DISK):
+            return line
+    for line in lines:
+        if not line.startswith("rsync") and classify_ssh(line) is not None:
             return line
     for line in lines:
         if line.startswith(("rsync:", "rsync error:")) and "connection unexpectedly closed" not in line:

@@ -155,6 +155,11 @@ def test_a_pull_that_would_fill_the_disk_is_not_started_and_comes_back_once_ther
     assert_ledger_consistent(eps, d)
 
 
+def _figureless(line: str) -> str:
+    """``line`` with its sizes as ``N``: two skips' lines alike but for what the disk holds."""
+    return re.sub(r"\d+(\.\d+)? ?(B|KiB|MiB|GiB|TiB)\b", "N", line)
+
+
 def test_a_sync_that_would_not_fit_is_skipped_with_the_line_and_the_outputs_come_later(
     small_disk_supervised: Eps, gtrap: GcpTrap, rtrap: RunpodTrap, tmp_path: Path
 ) -> None:
@@ -180,7 +185,8 @@ def test_a_sync_that_would_not_fit_is_skipped_with_the_line_and_the_outputs_come
     assert float(sizes[1]) >= 572.2 - 190.8 * len(here), (message, sorted(here))
     row = _status(eps, d)
     assert row["state"] == "started" and row["held_back"] is not None, row
-    assert row["held_back"]["during"] == "sync" and row["held_back"]["line"] in message
+    # the row holds the latest skip's line: its figures may have moved since (the disk is in use)
+    assert row["held_back"]["during"] == "sync" and _figureless(row["held_back"]["line"]) in _figureless(message)
     if not here:
         _nothing_of_them_here(eps)
     assert len(gtrap.live(d)) == 1

@@ -295,3 +295,21 @@ def test_a_long_failure_keeps_its_cause_at_the_end_on_one_line() -> None:
     assert got.startswith("download of /tmp/dir000/") and got.endswith("No space left on device (28)")
     short = RemoteFailure.of(RemoteErrorKind.TRANSFER, "ssh: connect to host 127.0.0.2 port 1:\n Connection refused")
     assert short.message == "ssh: connect to host 127.0.0.2 port 1: Connection refused"
+
+
+@pytest.mark.parametrize("first", ["generator", "receiver"])
+def test_a_full_disk_is_told_as_such_whichever_rsync_process_speaks_first(first: str) -> None:
+    """rsync's generator may write "Broken pipe" before its receiver says the disk filled (the
+    order depends on timing): the failure is the full disk's, a transfer failure, never an
+    unreachable machine (which would start the wedge clock)."""
+    from eps.shell.remote.sync import _classify_rsync
+
+    lines = {"generator": "rsync: [generator] write error: Broken pipe (32)",
+             "receiver": 'rsync: [receiver] write failed on "/small/out/b.bin": No space left on device (28)'}
+    order = [lines[first], *(v for k, v in lines.items() if k != first)]
+    stderr = "\n".join([*order, "rsync error: error in file IO (code 11) at receiver.c(381) [receiver=3.2.7]"])
+    remote = Remote.ssh("10.0.0.9", KEY, user="eps")
+    got = _classify_rsync(remote, Completed(11, "", stderr), "download of /x", None)
+    assert isinstance(got, Failure)
+    assert got.failure().kind is RemoteErrorKind.TRANSFER
+    assert got.failure().message.endswith("No space left on device (28)"), got.failure().message
