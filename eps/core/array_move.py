@@ -6,7 +6,19 @@ reason of the cluster (priority, resources, a QoS cap), not while the only thing
 tasks back is the array's own ``%K`` (:data:`OWN_LIMIT`).  After the tier's cap the pending
 tasks are cancelled (``scancel --state=PENDING J``: the running ones stay) and those that
 were still pending go on to the next tier as one array, whose ``%`` is what is left of K
-beside the tasks still running.  Here, pure: those decisions, each a small function.
+beside the tasks still running.  Here, pure: those decisions, each a small function, on
+plain values (task indices, states, attempt records); the shell (``eps/shell/run/sweeps.py``)
+reads the ledger and the lane, asks, and carries the answer out:
+
+- which tasks an array takes (:func:`not_yet_walked`), and which a resume may find parked on
+  a dead walk's array (:func:`walk_owed`, then :func:`parked_array`);
+- whether the core's next step is a SLURM tier the tasks go to as one array (:func:`array_rung`);
+- at each poll, which of the array's pending tasks are still pending (they move down the
+  ladder together) and which left pending (:func:`after_poll`); after the cancel, which
+  moved and which started meanwhile (:func:`after_cancel`); the moved array's ``%``
+  (:func:`running_tasks`, :func:`moved_at_once`);
+- whether the sweep was cancelled under the walk (:func:`sweep_cancelled`), and which arrays
+  ``eps cancel`` of a sweep cancels, once each (:func:`arrays_to_cancel`).
 """
 
 from __future__ import annotations
@@ -16,12 +28,12 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from attrs import frozen
 
-from eps.core.model import LaneKind
-from eps.core.states import AttemptState
+from eps.core.model import LaneKind, Rung
+from eps.core.states import AttemptState, DispatchState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from eps.core.walk import AttemptRecord
+    from eps.core.walk import AttemptRecord, Step
 
 #: SLURM's pending reason for a task its own array's ``%K`` holds back (squeue(1),
 #: "JOB REASON CODES"): not a reason of the cluster, so no reason to move on.
@@ -38,6 +50,81 @@ def task_index(job_id: str, array_id: str) -> int | None:
     """Task i of array ``array_id`` when ``job_id`` is ``<array_id>_<i>``, else ``None``."""
     m = _TASK.fullmatch(job_id)
     return int(m.group(2)) if m is not None and m.group(1) == array_id else None
+
+
+def not_yet_walked(tasks: Mapping[int, tuple[DispatchState, int]]) -> tuple[int, ...]:
+    """The tasks (task index -> its row's state and how many attempts it has on record) an
+    array takes: those still walking with no attempt yet, in the order given.  A task with an
+    attempt is walked from it (resumed, or on its own after a refused array)."""
+    return tuple(i for i, (state, tried) in tasks.items() if state is DispatchState.WALKING and not tried)
+
+
+#: Task states whose walk is still owed when a resume looks for a dead walk's array.
+_OWED = frozenset({DispatchState.WALKING, DispatchState.INTERRUPTED})
+
+
+def walk_owed(states: Mapping[int, DispatchState]) -> tuple[int, ...]:
+    """The tasks (task index -> its row's state) a resume may find parked on a dead walk's
+    array: those whose walk is still owed (walking, or interrupted), in the order given."""
+    return tuple(i for i, state in states.items() if state in _OWED)
+
+
+def array_rung(step: Step) -> Rung | None:
+    """The SLURM tier the sweep's tasks go to as ONE array when the core's next step starts
+    them on it; ``None`` when it does not (a paid lane: the ladder is spent, or a stop): the
+    tasks are then walked one by one, each from its attempts on record."""
+    from eps.core.walk import Start  # not on the plan's fast path
+
+    return step.rung if isinstance(step, Start) and step.rung.kind is LaneKind.SLURM else None
+
+
+@frozen
+class AfterPoll:
+    """What one poll of the array says of the tasks that were pending: ``pending`` still wait
+    (they move down the ladder together when the tier's cap passes), ``started`` left pending
+    (running, already over, or no longer listed: each is recorded started where it is)."""
+
+    pending: tuple[int, ...]
+    started: tuple[int, ...]
+
+
+def after_poll(pending: Iterable[int], states: Mapping[int, str]) -> AfterPoll:
+    """Split the array's pending tasks (in the order given) by the state one poll lists for
+    each (task index -> SLURM state); a task the poll does not list has left pending."""
+    still: list[int] = []
+    left: list[int] = []
+    for i in dict.fromkeys(pending):
+        (still if states.get(i) == "PENDING" else left).append(i)
+    return AfterPoll(tuple(still), tuple(left))
+
+
+def running_tasks(states: Iterable[str]) -> int:
+    """How many of the sweep's listed tasks hold a place of its ``%K``: every one not PENDING."""
+    return sum(s != "PENDING" for s in states)
+
+
+def sweep_cancelled(states: Iterable[DispatchState | None]) -> bool:
+    """Whether the walk of the sweep's array stops because it was cancelled: the parent's or a
+    pending task's row is gone (``None``) or cancelled (``eps cancel`` releases what is live)."""
+    return any(s is None or s is DispatchState.CANCELLED for s in states)
+
+
+#: Attempt states whose ``J_i`` may still be live on the cluster (an array ``eps cancel`` reaches).
+_LIVE = frozenset({AttemptState.PENDING, AttemptState.RUNNING, AttemptState.SUBMITTED})
+
+
+def arrays_to_cancel(tasks: Iterable[tuple[str | None, Sequence[AttemptRecord]]]) -> tuple[tuple[str, str, str], ...]:
+    """The arrays ``eps cancel`` of a sweep cancels, once each, in the order first met: for each
+    task (its parent sweep, ``None`` for a row of no sweep, and its attempts), each live attempt
+    on a SLURM tier whose handle is ``J_i`` names array J; ``(lane, sweep, J)``."""
+    arrays: dict[tuple[str, str, str], None] = {}
+    for parent, records in tasks:
+        if parent is None:
+            continue
+        for a in records:
+            if a.state in _LIVE and a.rung.kind is LaneKind.SLURM and a.handle and (m := _TASK.fullmatch(a.handle)):
+                arrays[(a.rung.lane, parent, m.group(1))] = None
+    return tuple(arrays)
 
 
 def clock_runs(reasons: Iterable[str | None]) -> bool:

@@ -18,18 +18,29 @@ start are walked task by task by the caller, from the attempts on record.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from returns.result import Failure
 
-from eps.core.array_move import clock_runs, cluster_reason, moved_at_once, task_index
+from eps.core.array_move import (
+    after_poll,
+    array_rung,
+    arrays_to_cancel,
+    clock_runs,
+    cluster_reason,
+    moved_at_once,
+    not_yet_walked,
+    running_tasks,
+    sweep_cancelled,
+    task_index,
+    walk_owed,
+)
 from eps.core.events import Event
-from eps.core.model import CapacitySnapshot, Job, LaneKind, QosGrants, Rung, evolve
+from eps.core.model import CapacitySnapshot, Job, QosGrants, Rung, evolve
 from eps.core.outcome import Handle
 from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
-from eps.core.walk import Begin, Hold, Queued, Start, Wait, Walk, Withdraw, Withdrawn, next_step
+from eps.core.walk import Begin, Hold, Queued, Wait, Walk, Withdraw, Withdrawn, next_step
 
 if TYPE_CHECKING:
     from eps.shell.config.settings import Settings
@@ -70,13 +81,15 @@ def submit_array(walker: Walking, parent: str, children: list[str]) -> tuple[lis
         return [], children
     rows = [r for r in (ledger.dispatch(c) for c in children) if r is not None]
     taken = _resume_parked(walker, parent, top.job, rows)
-    fresh = [r for r in rows if r.state is DispatchState.WALKING and not ledger.attempts(r.id)]
+    by_index = {r.job.task_index: r for r in rows}
+    tried = {i: (r.state, len(ledger.attempts(r.id))) for i, r in by_index.items()}
+    fresh = [by_index[i] for i in not_yet_walked(tried)]
     if fresh and walker.select_files(fresh[0].id, parent, fresh[0].job) is None:  # else each fails on its own
         walk, step = next_step(Walk(fresh[0].job, walker.snapshot, walker.grants), Begin(),
                                policy=walker.settings.policy)  # fmt: skip
-        if isinstance(step, Start) and step.rung.kind is LaneKind.SLURM:
+        if (rung := array_rung(step)) is not None:
             taken += _locked(walker, fresh, lambda: _Ladder(walker, parent, top.job).walk(
-                walk, step.rung, {r.job.task_index: r for r in fresh}))  # fmt: skip
+                walk, rung, {r.job.task_index: r for r in fresh}))  # fmt: skip
     ids = {d for d, _ in taken}
     return taken, [c for c in children if c not in ids]
 
@@ -103,7 +116,8 @@ def _resume_parked(walker: Walking, parent: str, job: Job, rows: list[DispatchRo
     from eps.core.walk import resume
 
     ledger = walker.ledger
-    owed = {r.job.task_index: r for r in rows if r.state in (DispatchState.WALKING, DispatchState.INTERRUPTED)}
+    by_index = {r.job.task_index: r for r in rows}
+    owed = {i: by_index[i] for i in walk_owed({i: r.state for i, r in by_index.items()})}
     tried = {i: ledger.attempts(r.id) for i, r in owed.items()}
     found = parked_array({i: [a.record() for a in tried[i]] for i in owed})
     if found is None:
@@ -132,25 +146,14 @@ def cancel_arrays(ledger: Ledger, lanes: Lanes, rows: Iterable[DispatchRow]) -> 
     """``eps cancel`` of a sweep: ``scancel J`` once for each array of it that still has a
     live task (each task attempt's handle ``J_i`` names its array), not once per task; then
     each task is settled as any job is.  Returns what could not be confirmed (one line each)."""
-    arrays: dict[tuple[str, str, str], None] = {}
-    for r in rows:
-        if r.parent is None:
-            continue
-        for a in ledger.attempts(r.id):
-            live = a.state in (AttemptState.PENDING, AttemptState.RUNNING, AttemptState.SUBMITTED)
-            rung = a.as_rung()
-            if live and rung.kind is LaneKind.SLURM and a.handle and (m := _ARRAY_TASK.fullmatch(a.handle)):
-                arrays[(rung.lane, r.parent, m.group(1))] = None
+    tasks = [(r.parent, [a.record() for a in ledger.attempts(r.id)] if r.parent is not None else []) for r in rows]
     errors = []
-    for lane_name, sweep, array in arrays:
+    for lane_name, sweep, array in arrays_to_cancel(tasks):
         lane: SlurmLane = lanes.get(lane_name)  # type: ignore[assignment]
         done = lane.cancel_array(sweep, array)
         if isinstance(done, Failure):
             errors.append(f"{sweep}: {done.failure().message}")
     return errors
-
-
-_ARRAY_TASK = re.compile(r"([0-9]+)_[0-9]+")
 
 
 class _Ladder:
@@ -194,11 +197,12 @@ class _Ladder:
             pending = {i: pending[i] for i in moved}
             walk, step = next_step(walk, Withdrawn(rung, withdraw.handle.reason if withdraw.handle else None),
                                    policy=policy)  # fmt: skip
-            if not pending or not isinstance(step, Start) or step.rung.kind is not LaneKind.SLURM:
+            next_rung = array_rung(step)
+            if not pending or next_rung is None:
                 return self.taken  # the ladder is spent: the rest go to the paid lanes task by task
-            running = sum(j.state != "PENDING" for j in lane.sweep_jobs(self.parent).value_or(()))
+            running = running_tasks(j.state for j in lane.sweep_jobs(self.parent).value_or(()))
             at_once = moved_at_once(self.job.sweep_parallel, running)
-            rung = step.rung
+            rung = next_rung
         return self.taken
 
     def _submit(
@@ -253,7 +257,7 @@ class _Ladder:
                 continue
             failures = 0
             states = {i: j for j in polled.unwrap() if (i := task_index(j.job_id, array.id)) is not None}
-            for i in [i for i in pending if i not in states or states[i].state != "PENDING"]:
+            for i in after_poll(pending, {i: j.state for i, j in states.items()}).started:
                 self._started(array, pending.pop(i), attempts[i])  # started (or already over): it stays here
             if not pending:
                 return None
@@ -318,7 +322,7 @@ class _Ladder:
 
     def _cancelled(self, pending: dict[int, DispatchRow]) -> bool:
         rows = [self.ledger.dispatch(d) for d in (self.parent, *(r.id for r in pending.values()))]
-        return any(r is None or r.state is DispatchState.CANCELLED for r in rows)
+        return sweep_cancelled(None if r is None else r.state for r in rows)
 
     def _started(self, array: Handle, row: DispatchRow, attempt: AttemptRow) -> None:
         from eps.shell.state.codec import to_data

@@ -59,20 +59,21 @@ def walk_here(ctx: Ctx, ready: Prepared | None, dispatch: str, snapshot: Capacit
 
 def _resume_copies(ctx: Ctx, walker: Walker, parent: str) -> list[WalkResult]:
     """``--resume`` of a ``--count``/``--sweep`` parent in this process: its copies that a walk
-    still owes (walking, interrupted, preempted) walked again as the supervisor walks them
-    (:meth:`Walker.walk_copies`); the parent itself is never walked as a job."""
-    from eps.core.states import DispatchState
+    still owes (the pure :func:`eps.core.fanout.copies_owed`: walking, interrupted, preempted)
+    walked again as the supervisor walks them (:meth:`Walker.walk_copies`); the parent itself
+    is never walked as a job."""
+    from eps.core.fanout import copies_owed
     from eps.shell.run.walker import WalkResult
 
-    owed = (DispatchState.WALKING, DispatchState.INTERRUPTED, DispatchState.PREEMPTED)
     ctx.ledger.acquire(parent)  # another eps walking it: refused, as a single dispatch's resume is
     row = ctx.ledger.dispatch(parent)
-    copies = [c.id for c in ctx.ledger.children(parent) if c.state in owed]
-    if row is None or row.state in (DispatchState.CANCELLED, DispatchState.ENDED) or not copies:
+    owed = copies_owed(
+        parent, None if row is None else row.state, [(c.id, c.state) for c in ctx.ledger.children(parent)]
+    )
+    if owed.refusal is not None:
         ctx.ledger.release(parent)
-        state = "gone" if row is None else row.state
-        return [WalkResult(parent, None, failure=f"dispatch {parent} is {state}, no copy to walk; nothing to resume")]
-    return walker.walk_copies(parent, copies)
+        return [WalkResult(parent, None, failure=owed.refusal)]
+    return walker.walk_copies(parent, list(owed.copies))
 
 
 def run_here(ctx: Ctx, request: JobRequest, dispatch_id: str | None, snapshot: CapacitySnapshot | None,
