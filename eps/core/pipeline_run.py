@@ -1,7 +1,9 @@
 """Running a pipeline (issue 36 item 2; docs/design/pipelines.md): which phases start now.
 
-Pure.  The shell reads each phase's state from the ledger (:class:`PhaseState`) and asks
-:func:`schedule` what to do; it never decides itself.  The rules:
+Pure.  The shell reads each phase's row from the ledger, asks :func:`phase_state` what
+state that is (:class:`PhaseState`; a dispatch ``--after`` waits for, of many tasks: their
+states :func:`together`), and asks :func:`schedule` what to do; it never decides itself.
+The rules:
 
 - a phase **starts** (``ready``) when it has not started and everything it ``needs`` has
   succeeded; phases ready together start at once (they need nothing of each other);
@@ -18,13 +20,14 @@ Pure.  The shell reads each phase's state from the ledger (:class:`PhaseState`) 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 from eps.core.pipeline import Pipeline
 from eps.core.records import NamedTuple
+from eps.core.states import DispatchState
 
-__all__ = ["DEPENDENCY_FAILED", "PhaseState", "Schedule", "schedule"]
+__all__ = ["DEPENDENCY_FAILED", "PhaseState", "Schedule", "phase_state", "schedule", "together"]
 
 #: The code a phase is ended with when a phase it needs (directly or not) failed.
 DEPENDENCY_FAILED = "dependency_failed"
@@ -58,6 +61,41 @@ class Schedule(NamedTuple):
     def succeeded(self) -> bool:
         """Every phase succeeded."""
         return self.over and not self.failed and not self.dependency_failed
+
+
+def phase_state(
+    state: DispatchState | None, *, result: str = "", back: bool = False, message: str | None = None,
+    handle: bool = False, started: bool = False,
+) -> PhaseState:  # fmt: skip
+    """A phase's state, from its row: its dispatch ``state`` (``None``: no row yet), its
+    ``result`` word (:func:`eps.core.lifecycle.result_word`), whether its outputs came back
+    (``back``: here, or in storage: what a phase that needs it is given), its row's
+    ``message``, whether it has a ``handle``, and whether it was ``started`` (this
+    supervisor started it, or it has an attempt).  A phase ended ``succeeded`` succeeded
+    only once its outputs are back; one never started, with nothing said of it, waits."""
+    if state is None:
+        return PhaseState.WAITING
+    if state is DispatchState.ENDED:
+        return PhaseState.SUCCEEDED if result == "succeeded" and back else PhaseState.FAILED
+    if state is DispatchState.FAILED and (message or "").startswith(DEPENDENCY_FAILED):
+        return PhaseState.DEPENDENCY_FAILED
+    if state in (DispatchState.FAILED, DispatchState.CANCELLED):
+        return PhaseState.FAILED
+    if state is DispatchState.WALKING and not started and not handle and not message:
+        return PhaseState.WAITING
+    return PhaseState.RUNNING
+
+
+def together(states: Iterable[PhaseState]) -> PhaseState:
+    """The state of a dispatch of many tasks (a fan-out, sweep or pipeline that ``--after``
+    waits for), from its tasks' (phases'): succeeded once every one succeeded, failed as soon
+    as one did not (failed, or dependency_failed), running otherwise."""
+    states = list(states)
+    if all(s is PhaseState.SUCCEEDED for s in states):
+        return PhaseState.SUCCEEDED
+    if any(s in (PhaseState.FAILED, PhaseState.DEPENDENCY_FAILED) for s in states):
+        return PhaseState.FAILED
+    return PhaseState.RUNNING
 
 
 def schedule(pipeline: Pipeline, states: Mapping[str, PhaseState]) -> Schedule:

@@ -25,7 +25,8 @@ from eps.core.events import Event
 from eps.core.jobscript import INPUTS_DIR
 from eps.core.lifecycle import result_word
 from eps.core.pipeline import Phase, Pipeline
-from eps.core.pipeline_run import DEPENDENCY_FAILED, PhaseState, schedule
+from eps.core.pipeline_run import DEPENDENCY_FAILED, PhaseState, schedule, together
+from eps.core.pipeline_run import phase_state as state_of
 from eps.core.states import DispatchState
 from eps.shell.state.phases import PhaseRecord
 
@@ -75,19 +76,12 @@ def read_record(ledger: Ledger, dispatch: str) -> tuple[PhaseRecord, ...] | None
 
 
 def phase_state(row: DispatchRow | None, started: bool) -> PhaseState:
-    """A phase's state for the core, from its row; ``started``: this supervisor started it."""
+    """A phase's state for the core, from its row (the pure :func:`eps.core.pipeline_run.phase_state`);
+    ``started``: this supervisor started it."""
     if row is None:
-        return PhaseState.WAITING
-    if row.state is DispatchState.ENDED:
-        ok = result_word(row.state, row.job_status, row.exit_code) == "succeeded" and _back(row)
-        return PhaseState.SUCCEEDED if ok else PhaseState.FAILED
-    if row.state is DispatchState.FAILED and (row.message or "").startswith(DEPENDENCY_FAILED):
-        return PhaseState.DEPENDENCY_FAILED
-    if row.state in (DispatchState.FAILED, DispatchState.CANCELLED):
-        return PhaseState.FAILED
-    if row.state is DispatchState.WALKING and not started and row.handle is None and not row.message:
-        return PhaseState.WAITING
-    return PhaseState.RUNNING
+        return state_of(None)
+    return state_of(row.state, result=result_word(row.state, row.job_status, row.exit_code), back=_back(row),
+                    message=row.message, handle=row.handle is not None, started=started)  # fmt: skip
 
 
 def after_state(ledger: Ledger, dispatch: str) -> PhaseState:
@@ -97,12 +91,7 @@ def after_state(ledger: Ledger, dispatch: str) -> PhaseState:
     tasks = ledger.children(dispatch)
     if not tasks:
         return phase_state(ledger.dispatch(dispatch), True)
-    states = [phase_state(t, True) for t in tasks]
-    if all(s is PhaseState.SUCCEEDED for s in states):
-        return PhaseState.SUCCEEDED
-    if any(s in (PhaseState.FAILED, PhaseState.DEPENDENCY_FAILED) for s in states):
-        return PhaseState.FAILED
-    return PhaseState.RUNNING
+    return together(phase_state(t, True) for t in tasks)
 
 
 def _back(row: DispatchRow) -> bool:
