@@ -8,7 +8,7 @@ from pathlib import Path
 
 from imports import loaded_by
 
-from eps.core.model import Job, LaneKind
+from eps.core.model import Job, LaneKind, Provisioning, Rung
 from eps.core.outcome import Handle
 from eps.core.states import DispatchState
 from eps.shell.state.ledger import Ledger
@@ -16,10 +16,12 @@ from eps.shell.state.ledger import Ledger
 #: What a status (reconcile of the active dispatches, inventory of the usable lanes, the rows)
 #: does without: ssh and rsync and the job shipping, the workdir's ignore rules, a thread pool
 #: (``concurrent.futures`` brings ``logging``), starting processes, the MCP server, and cattrs
-#: (the ledger's rows take the codec's direct path).
+#: (the ledger's rows take the codec's direct path).  With no unsettled dispatch no lane is
+#: asked: no lane's module, and not ``returns`` (the lanes' results).
 STATUS_PATH_SPARES = ("eps.shell.remote.ssh", "eps.shell.remote.sync", "eps.shell.lanes.jobs", "pathspec",
                       "concurrent.futures", "logging", "subprocess", "eps.shell.run.finish", "mcp",
-                      "cattrs")  # fmt: skip
+                      "cattrs", "returns", "eps.shell.lanes.vm", "eps.shell.lanes.slurm.lane",
+                      "eps.shell.lanes.gcp.lane", "eps.shell.lanes.runpod.lane")  # fmt: skip
 
 
 def _status_path_modules(state: Path, home: Path) -> list[str]:
@@ -38,3 +40,34 @@ def test_status_imports_no_launch_or_transfer_machinery(tmp_path: Path) -> None:
         ledger.set_dispatch(f"e-done-{i}", DispatchState.ENDED)
     ledger.close()
     assert _status_path_modules(tmp_path / "state", tmp_path) == []
+
+
+def test_status_asks_only_the_lanes_its_unsettled_dispatches_are_on(tmp_path: Path) -> None:
+    """A walk that died on the VM lane (its attempt recorded, nothing running): status's
+    reconcile settles it as before (interrupted), with RunPod set up here (a key) and yet not
+    built (so not imported): only the lanes the unsettled rows' handles and attempts are on
+    are asked.  Without the restriction (every other reconcile) RunPod is built and asked."""
+    from eps.shell.config.load import load_settings
+    from eps.shell.lanes import LaneOptions, Lanes
+    from eps.shell.run.reconcile import Reconciler
+    from eps.shell.state.events import Silent
+
+    state = tmp_path / "state"
+    env = {"EPS_STATE_DIR": str(state), "HOME": str(tmp_path), "PATH": "", "RUNPOD_API_KEY": "rp-test-key"}
+    ledger = Ledger(str(state))
+    ledger.new_dispatch("e-vm", Job("cpu-small", 30, command=("true",)))
+    ledger.set_dispatch("e-vm", DispatchState.WALKING)
+    ledger.begin_attempt("e-vm", Rung("vm", LaneKind.VM, Provisioning.ON_DEMAND, "trivial"), "eps-e-vm-1")
+    closed = b'[runpod]\nbase_url = "http://127.0.0.1:9"\n'  # nothing listens: never the real API
+    lanes = Lanes(load_settings(env, text=closed), LaneOptions(env=env))
+    assert lanes.down("runpod") is None  # set up here: a reconcile of every lane builds it
+    report = Reconciler(ledger, lanes, Silent(), answer_within_s=5.0, used_lanes_only=True).reconcile()
+    assert sorted(lanes._built) == ["vm"], lanes._built
+    assert report["interrupted"] == ["e-vm"], report
+    row = ledger.dispatch("e-vm")
+    assert row is not None and row.state is DispatchState.INTERRUPTED, row
+    assert [a.state.value for a in ledger.attempts("e-vm")] == ["gone"]
+    Reconciler(ledger, lanes, Silent(), answer_within_s=1.0).reconcile()
+    assert sorted(lanes._built) == ["runpod", "vm"], lanes._built  # the full inventory asks every usable lane
+    lanes.close()
+    ledger.close()

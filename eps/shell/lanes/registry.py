@@ -15,8 +15,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from returns.result import Failure, Success
-
 from eps.core.model import LaneDown, LaneKind, Policy, QosGrants, Rung
 from eps.shell.config.availability import DOWN_CHECKS, lane_names
 from eps.shell.config.settings import Settings
@@ -212,6 +210,8 @@ class Lanes:
         from it, and one reached through a robot login (which runs no sacctmgr) from it or
         else from ``defaults`` (the built-in table's, when it has that cluster): sacctmgr is
         never asked there.  A grants file that cannot be read makes its cluster unavailable."""
+        from returns.result import Failure, Success
+
         from eps.shell.lanes.slurm.lane import SlurmLane
 
         clusters = []

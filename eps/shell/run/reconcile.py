@@ -22,8 +22,6 @@ from collections.abc import Callable, Collection
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from returns.result import Failure, Success
-
 from eps.core.jobscript import JobProgress
 from eps.core.lifecycle import result_word
 from eps.core.model import JobError, evolve
@@ -94,7 +92,11 @@ class Reconciler:
         wall: Callable[[], float] = time.time,
         answer_within_s: float | None = None,
         wake: bool = False,
+        used_lanes_only: bool = False,
     ) -> None:
+        #: ``eps status``: inventory only the lanes the dispatches it settles are on (their
+        #: handles' and attempts'); no other lane is built or imported (see :meth:`_lanes_used`)
+        self.used_lanes_only = used_lanes_only
         self.wake = wake  # a stopped machine whose outputs wait is started again to pull them (minutes)
         self.answer_within_s = answer_within_s  # how long each provider's listing may take (None: as long as it takes)
         self.ledger = ledger
@@ -105,18 +107,24 @@ class Reconciler:
         self.unchecked: dict[str, str] = {}  # lane -> why its inventory could not be read
         self.down: dict[str, str] = {}  # lane -> why it cannot be used here (so it was not asked)
 
-    def inventory(self) -> list[LiveItem]:
-        """Everything under eps's names, one listing per usable lane; a lane that cannot be
-        listed is noted in :attr:`unchecked` and the others are still read."""
+    def inventory(self, on: Collection[str] | None = None) -> list[LiveItem]:
+        """Everything under eps's names, one listing per usable lane (of ``on`` only, when
+        given); a lane that cannot be listed is noted in :attr:`unchecked` and the others are
+        still read."""
         found: list[LiveItem] = []
+        names = [n for n in self.lanes.names() if on is None or n in on]
         # A lane that cannot be used here (no credentials, not configured) is not asked, and
         # what it may hold is not judged gone: settle treats it as blind.
-        for name in self.lanes.names():
+        for name in names:
             down = self.lanes.down(name)
             if down is not None:
                 self.down[name] = down.reason
                 self.unchecked[name] = f"not checked: {down.reason}"
-        lanes = self.lanes.usable()
+        lanes = [self.lanes.get(n) for n in names if n not in self.down]
+        if not lanes:
+            return found
+        from returns.result import Failure, Success  # only where a lane is asked: a status of none skips it
+
         answers: dict[str, Any] = {}
         if self.answer_within_s is None:
             for lane in lanes:
@@ -147,6 +155,8 @@ class Reconciler:
 
     def release(self, item: LiveItem) -> str | None:
         """Release ``item``; an error message, or ``None`` once it is gone."""
+        from returns.result import Failure
+
         match self.lanes.get(item.handle.lane).release(item.handle):
             case Failure(f):
                 return str(f.message)
@@ -165,12 +175,14 @@ class Reconciler:
         those in ``leave`` (a resume settles its own dispatch, under its lock).
         Returns the report: adopted, released, foreign, interrupted, ended, preempted,
         skipped (busy or changed meanwhile), errors and unchecked lanes."""
-        ids = {r.id for r in self.ledger.dispatches(states=ACTIVE_STATES)} if only is None else set(only)
+        rows = self.ledger.dispatches(states=ACTIVE_STATES) if only is None else None
+        ids = {r.id for r in rows} if rows is not None else set(only or ())
         ids -= set(leave)
         restrict = only is not None and not owners
+        on = self._lanes_used(ids, rows) if self.used_lanes_only and not owners else None
         taken_at = self.wall()  # rows first, then the inventory: see the module docstring
         by_dispatch: dict[str, list[LiveItem]] = {}
-        for item in self.inventory():
+        for item in self.inventory(on):
             by_dispatch.setdefault(item.dispatch, []).append(item)
         report: dict[str, Any] = {k: [] for k in _REPORT_KEYS}
         report["unchecked"] = self.unchecked
@@ -189,6 +201,23 @@ class Reconciler:
             for k, v in part.items():
                 report[k].extend(v)
         return report
+
+    def _lanes_used(self, ids: set[str], rows: list[DispatchRow] | None) -> set[str] | None:
+        """The lanes dispatches ``ids`` (``rows``: read already) may hold something on: their
+        handles' and their attempts' (an attempt is recorded before its machine or job is asked
+        for).  ``None`` (every lane) when one of them cannot be read."""
+        if not ids:
+            return set()
+        if rows is None:
+            rows = [r for d in sorted(ids) if (r := self.ledger.dispatch(d)) is not None]
+        if len(rows) < len(ids):  # a row that cannot be read (quarantined): judged on every lane
+            return None
+        attempts = self.ledger.attempts_of(sorted(ids))  # one query
+        if len(attempts) < len(ids):  # an attempt that cannot be read: likewise
+            return None
+        return {r.handle.lane for r in rows if r.handle is not None} | {
+            a.lane for found in attempts.values() for a in found
+        }
 
     def _settle_one(
         self, dispatch: str, *, by_dispatch: dict[str, list[LiveItem]], taken_at: float, resuming: bool
@@ -371,6 +400,8 @@ class Reconciler:
         return True
 
     def _vanished(self, dispatch: str, a: AttemptRecord) -> tuple[Outcome, str]:
+        from returns.result import Failure, Success
+
         if not needs_history(a):
             return vanished(a, None)
         match self.lanes.get(a.rung.lane).was_submitted(dispatch, a):

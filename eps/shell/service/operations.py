@@ -282,8 +282,9 @@ def status(
     host: str | None = None,
     mine: bool = False,
 ) -> dict[str, Any]:
-    """``eps status --json``: reconcile (each provider within ``timeout_s``; one without
-    credentials is not asked), then the rows from the ledger and notes on what was not asked.
+    """``eps status --json``: reconcile (each provider within ``timeout_s``, only those of the
+    lanes the unsettled dispatches are on; one without credentials is not asked), then the rows
+    from the ledger and notes on what was not asked.
     ``host``: only the dispatches that team host owns (a shared ledger); ``mine``: only this
     host's (on SQLite every dispatch is this host's)."""
     from eps.shell.run import held
@@ -302,7 +303,8 @@ def status(
     if host is not None and (not isinstance(host, str) or not host.strip()):
         raise JobError("usage", f"status: host must be a host's name, got {host!r}", None)
     host = ledger.host if mine else host  # mine on SQLite (host None): every dispatch is this host's
-    rec = Reconciler(ledger, lanes, ctx.events, workers=settings.fanout_concurrency, answer_within_s=float(timeout_s))
+    rec = Reconciler(ledger, lanes, ctx.events, workers=settings.fanout_concurrency, answer_within_s=float(timeout_s),
+                     used_lanes_only=True)  # fmt: skip
     rec.reconcile({dispatch} if dispatch else None)
     since = None if since_s is None else time.time() - since_s
     rows = rows_now(ledger, dispatch, limit=limit, active=active, since=since, intent=intent, policy=settings.policy,
