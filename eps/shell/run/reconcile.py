@@ -49,7 +49,7 @@ from eps.core.walk import AttemptRecord
 from eps.shell.lanes import Lanes
 from eps.shell.run.ownership import SUPERVISED
 from eps.shell.state.events import Events
-from eps.shell.state.ledger import DispatchRow, Ledger, QuarantinedRow
+from eps.shell.state.ledger import AttemptRow, DispatchRow, Ledger, QuarantinedRow
 from eps.shell.util.parallel import each
 from eps.shell.util.polling import poll_until
 
@@ -69,14 +69,15 @@ ACTIVE_STATES: tuple[DispatchState, ...] = (
 _REPORT_KEYS = ("adopted", "released", "foreign", "interrupted", "ended", "preempted", "errors", "skipped")
 
 
-def view_of(row: DispatchRow, ledger: Ledger) -> DispatchView:
-    attempts = tuple(a.record() for a in ledger.attempts(row.id))
-    return DispatchView(row.id, row.state, row.job.pin is not None, row.handle, attempts,
+def view_of(row: DispatchRow, ledger: Ledger, attempts: list[AttemptRow] | None = None) -> DispatchView:
+    """``row`` as settle sees it, with its attempts (``attempts``: read already)."""
+    records = tuple(a.record() for a in (ledger.attempts(row.id) if attempts is None else attempts))
+    return DispatchView(row.id, row.state, row.job.pin is not None, row.handle, records,
                         job_ended=row.exit_code is not None)  # fmt: skip
 
 
-def _last_change(row: DispatchRow, ledger: Ledger) -> float:
-    return max([row.updated_at, *(a.updated_at for a in ledger.attempts(row.id))])
+def _last_change(row: DispatchRow, attempts: list[AttemptRow]) -> float:
+    return max([row.updated_at, *(a.updated_at for a in attempts)])
 
 
 class Reconciler:
@@ -186,10 +187,13 @@ class Reconciler:
             by_dispatch.setdefault(item.dispatch, []).append(item)
         report: dict[str, Any] = {k: [] for k in _REPORT_KEYS}
         report["unchecked"] = self.unchecked
+        read = set(ids) if rows is not None else set()  # the active rows, just read: not read again
+        found = [] if restrict else [d for d in by_dispatch if d not in ids and d not in leave]
+        known = _known(self.ledger, found)  # one query for the others found, not one each
         for d, items in by_dispatch.items():
-            if (restrict and d not in ids) or d in leave:
+            if (restrict and d not in ids) or d in leave or d in read:
                 continue
-            if self.ledger.dispatch(d) is not None:
+            if (d in ids or d in known) and self.ledger.dispatch(d) is not None:
                 ids.add(d)
             elif d in self.ledger.quarantined:
                 report["errors"].append(f"dispatch {d}: its ledger row cannot be read; its machines are left alone")
@@ -242,10 +246,11 @@ class Reconciler:
                 self._settle_parent(row, children, part)
                 return part
             try:
-                if row.state not in RELEASE_ONLY and _last_change(row, self.ledger) >= taken_at:
+                attempts = self.ledger.attempts(dispatch)  # read once: the change check's and settle's
+                if row.state not in RELEASE_ONLY and _last_change(row, attempts) >= taken_at:
                     part["skipped"].append(f"{dispatch}: changed while the providers were read; settled next time")
                     return part
-                self._settle(row, by_dispatch.get(dispatch, []), part, resuming=resuming)
+                self._settle(row, by_dispatch.get(dispatch, []), part, resuming=resuming, attempts=attempts)
             except QuarantinedRow as exc:
                 part["errors"].append(str(exc))
         return part
@@ -277,8 +282,9 @@ class Reconciler:
 
         return [seen(i) if i.handle.id in asked else i for i in items]
 
-    def _settle(self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]], *, resuming: bool) -> None:
-        view = view_of(row, self.ledger)
+    def _settle(self, row: DispatchRow, items: list[LiveItem], report: dict[str, list[str]], *, resuming: bool,
+                attempts: list[AttemptRow]) -> None:  # fmt: skip
+        view = view_of(row, self.ledger, attempts)
         items = self._probed(view, row, items, resuming=resuming)
         s = settle(view, items, blind=frozenset(self.unchecked), resuming=resuming)
         for item, owner in s.not_launched:  # no job on it, and nobody will launch one
@@ -425,6 +431,16 @@ class Reconciler:
                     a.id, AttemptState.CANCELLED, handle=item.handle.id, outcome=Outcome.RELEASED
                 )
             report["released"].append(f"{view.id}:{item.handle.lane}:{item.handle.id}")
+
+
+def _known(ledger: Ledger, dispatches: list[str]) -> set[str]:
+    """Which of ``dispatches`` the ledger has a row for (readable or not), one query per 500."""
+    known: set[str] = set()
+    for i in range(0, len(dispatches), 500):
+        part = dispatches[i : i + 500]
+        marks = ",".join("?" * len(part))
+        known.update(str(r[0]) for r in ledger.rows(f"SELECT id FROM dispatches WHERE id IN ({marks})", tuple(part)))  # noqa: S608
+    return known
 
 
 def _leased_elsewhere(ledger: Ledger, dispatch: str) -> str | None:

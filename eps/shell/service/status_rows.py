@@ -131,10 +131,13 @@ def _sweep_fields(ledger: Ledger, r: DispatchRow) -> dict[str, Any]:
 def _phase_fields(ledger: Ledger, rows: list[DispatchRow]) -> dict[str, dict[str, Any]]:
     """Each pipeline's row among ``rows``: its phases' states (``{"phases": [...]}``), the
     pipelines' records read in one query; no entry for any other row."""
-    from eps.shell.run.pipelines import status_of
     from eps.shell.state.phases import read_many
 
     records = read_many(ledger, [r.id for r in rows if r.parent is None])
+    if not records:  # no pipeline among them: its module is not loaded
+        return {}
+    from eps.shell.run.pipelines import status_of
+
     return {d: {"phases": status_of(ledger, d, record)} for d, record in records.items()}
 
 

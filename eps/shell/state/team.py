@@ -158,10 +158,14 @@ def held_elsewhere(ledger: Ledger, dispatch: str) -> str | None:
     ``None`` on a ledger no other host shares)."""
     if not ledger.shared:
         return None
-    owner = owners(ledger, [dispatch]).get(dispatch)
-    if owner is None or lease_of(ledger, owner, now_of(ledger)) is not LeaseState.HELD:
+    # its lease and the database's clock in one statement (a status settles each active dispatch)
+    sql = "SELECT owner_host, lease_until, extract(epoch from clock_timestamp()) FROM dispatches WHERE id = ?"
+    found = ledger.rows(sql, (dispatch,))
+    if not found:
         return None
-    return owner.host
+    r = found[0]
+    host, until = (None if r[0] is None else str(r[0])), (None if r[1] is None else float(r[1]))
+    return host if lease_state(host, until, ledger.host or "", float(r[2])) is LeaseState.HELD else None
 
 
 def share(ledger: Ledger, dispatch: str, doc: str, lease_s: float, user: str | None = None) -> None:
