@@ -71,3 +71,34 @@ def test_status_asks_only_the_lanes_its_unsettled_dispatches_are_on(tmp_path: Pa
     assert sorted(lanes._built) == ["runpod", "vm"], lanes._built  # the full inventory asks every usable lane
     lanes.close()
     ledger.close()
+
+
+def test_status_asks_no_lane_for_a_dispatch_its_walker_holds(tmp_path: Path) -> None:
+    """A dispatch whose walker (its supervisor) holds its lock is skipped by status's reconcile,
+    as before, and now its lane is not asked either; once the lock is free it is settled."""
+    import fcntl
+
+    from eps.shell.config.load import load_settings
+    from eps.shell.lanes import LaneOptions, Lanes
+    from eps.shell.run.reconcile import Reconciler
+    from eps.shell.state.events import Silent
+
+    state = tmp_path / "state"
+    env = {"EPS_STATE_DIR": str(state), "HOME": str(tmp_path), "PATH": ""}
+    ledger = Ledger(str(state))
+    ledger.new_dispatch("e-held", Job("cpu-small", 30, command=("true",)))
+    ledger.set_dispatch("e-held", DispatchState.WALKING)
+    ledger.begin_attempt("e-held", Rung("vm", LaneKind.VM, Provisioning.ON_DEMAND, "trivial"), "eps-e-held-1")
+    lanes = Lanes(load_settings(env), LaneOptions(env=env))
+    with open(state / "locks" / "e-held.lock", "a+") as walker:  # another open file: another process's lock
+        fcntl.flock(walker, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        report = Reconciler(ledger, lanes, Silent(), used_lanes_only=True).reconcile()
+        assert report["skipped"] == ["e-held: being walked by another eps process"], report
+        assert lanes._built == {}, lanes._built
+        row = ledger.dispatch("e-held")
+        assert row is not None and row.state is DispatchState.WALKING
+    report = Reconciler(ledger, lanes, Silent(), used_lanes_only=True).reconcile()
+    assert report["interrupted"] == ["e-held"], report
+    assert sorted(lanes._built) == ["vm"], lanes._built
+    lanes.close()
+    ledger.close()

@@ -95,9 +95,7 @@ class Reconciler:
         wake: bool = False,
         used_lanes_only: bool = False,
     ) -> None:
-        #: ``eps status``: inventory only the lanes the dispatches it settles are on (their
-        #: handles' and attempts'); no other lane is built or imported (see :meth:`_lanes_used`)
-        self.used_lanes_only = used_lanes_only
+        self.used_lanes_only = used_lanes_only  # status: ask only the lanes of what it settles (_lanes_used)
         self.wake = wake  # a stopped machine whose outputs wait is started again to pull them (minutes)
         self.answer_within_s = answer_within_s  # how long each provider's listing may take (None: as long as it takes)
         self.ledger = ledger
@@ -179,15 +177,18 @@ class Reconciler:
         rows = self.ledger.dispatches(states=ACTIVE_STATES) if only is None else None
         ids = {r.id for r in rows} if rows is not None else set(only or ())
         ids -= set(leave)
-        restrict = only is not None and not owners
-        on = self._lanes_used(ids, rows) if self.used_lanes_only and not owners else None
+        restrict, narrow = only is not None and not owners, self.used_lanes_only and not owners
+        # status: a dispatch its walker holds is skipped (as _settle_one would), its lanes not asked
+        ids -= (busy := {d for d in ids if self.ledger.is_owned_elsewhere(d)} if narrow else set())
+        on = self._lanes_used(ids, rows and [r for r in rows if r.id in ids]) if narrow else None
         taken_at = self.wall()  # rows first, then the inventory: see the module docstring
         by_dispatch: dict[str, list[LiveItem]] = {}
         for item in self.inventory(on):
             by_dispatch.setdefault(item.dispatch, []).append(item)
         report: dict[str, Any] = {k: [] for k in _REPORT_KEYS}
         report["unchecked"] = self.unchecked
-        read = set(ids) if rows is not None else set()  # the active rows, just read: not read again
+        report["skipped"].extend(f"{d}: being walked by another eps process" for d in sorted(busy))
+        read = {r.id for r in rows} if rows is not None else set()  # the active rows, just read: not read again
         found = [] if restrict else [d for d in by_dispatch if d not in ids and d not in leave]
         known = _known(self.ledger, found)  # one query for the others found, not one each
         for d, items in by_dispatch.items():
@@ -207,9 +208,9 @@ class Reconciler:
         return report
 
     def _lanes_used(self, ids: set[str], rows: list[DispatchRow] | None) -> set[str] | None:
-        """The lanes dispatches ``ids`` (``rows``: read already) may hold something on: their
-        handles' and their attempts' (an attempt is recorded before its machine or job is asked
-        for).  ``None`` (every lane) when one of them cannot be read."""
+        """The lanes dispatches ``ids`` (``rows``: read already) may hold something on, their
+        handles' and attempts' (an attempt is recorded before its machine or job is asked for);
+        no other lane is built or imported.  ``None`` (every lane): one of them cannot be read."""
         if not ids:
             return set()
         if rows is None:
@@ -437,8 +438,7 @@ def _known(ledger: Ledger, dispatches: list[str]) -> set[str]:
     """Which of ``dispatches`` the ledger has a row for (readable or not), one query per 500."""
     known: set[str] = set()
     for i in range(0, len(dispatches), 500):
-        part = dispatches[i : i + 500]
-        marks = ",".join("?" * len(part))
+        marks = ",".join("?" * len(part := dispatches[i : i + 500]))
         known.update(str(r[0]) for r in ledger.rows(f"SELECT id FROM dispatches WHERE id IN ({marks})", tuple(part)))  # noqa: S608
     return known
 
