@@ -14,6 +14,36 @@ first rung) and each status's inventory asks its ``squeue`` (about 3 ms of CPU).
 Here (2 cores shared with other work, PostgreSQL 15, psycopg 3.3.9 with psycopg-binary,
 Python 3.11), CPU is the steadier figure; wall time follows the machine's load.
 
+2026-12-05 (branch statusfast), 03:39 to 03:46 UTC (load 2.5 falling to 0.7), int and the branch
+alternated, the same venv (``PYTHONPATH`` choosing the code): the default view on PostgreSQL,
+CPU median 235 and 234 ms on int (wall 243 and 259 ms), 208 and 207 ms on the branch (wall
+216 and 232 ms); on SQLite (``scale.py --pods 0``) 113 and 113 ms on int, 86 and 89 ms on the
+branch; ``plan_bench.py``'s cold ``eps plan``: 34.9 and 34.0 ms on int, 33.6 and 34.8 ms on the
+branch.  The goal (200 ms) is not met; about 28 ms of CPU less.  What the branch changed:
+
+- status's reconcile asks only the lanes its unsettled dispatches are on (their handles' and
+  attempts', one query), and none for a dispatch whose walker (the supervisor) holds its lock:
+  that one was skipped by the settle anyway, now before its lane is listed.  Here the running
+  job is its supervisor's, so a status builds no lane: no ``squeue``, no import of the SLURM
+  and VM lanes, nor of ``returns`` (imported now where a lane is asked).  ``eps status`` on a
+  ledger with nothing unsettled (SQLite, ``sbatch`` on the PATH): 52 modules fewer, CPU
+  median 125 ms on int, 91 ms on the branch; on PostgreSQL 233 against 210 ms (load 4.5);
+- statements: each settled dispatch's attempts read once (twice before), its lease and the
+  database's clock in one statement, an active row not read again for the inventory's item,
+  and the other ledgers' jobs the inventory finds looked up in one query, not one each (the
+  17 statements above: 4 of them were such look-ups).  A status that settles one running job:
+  17 statements on int, 16 on the branch (the server's log); with the job its supervisor's
+  (this benchmark), by the code one fewer, and none for each other ledger's job on the
+  cluster, as no lane is listed (not counted).
+
+Measured and not built: attrs off the status path.  Deferring ``eps.shell.lanes.base``'s
+import of attrs moves its cost, no more: the ledger's rows and the core's ``Handle`` are attrs
+classes (``eps.shell.state.ledger``, ``eps.core.outcome``), imported by every status.  The
+revival's two reads of the unsettled rows and its owners-and-clock pair (``eps.shell.run.
+ownership.unsettled_roots``, outside this change) could be one or two statements fewer;
+the schema's version (``to_regclass`` then ``max(version)``) is two because the first may
+run inside a migration's transaction, where a failed statement would abort it.
+
 2026-12-05 (branch pgstatus), 02:43 to 02:52 UTC, the quiet minutes of a busy night (the
 load average fell from 38 to 0.8 as other work ended; in every run the median wall was
 within 40 ms of the median CPU); main and the branch alternated: the default view on
@@ -50,10 +80,11 @@ about 8; each figure after the ones before it):
 - the reconcile (inventory of every lane set up here, the running job's probe): 23 ms;
   the rows and the JSON: about 8 ms.
 
-Measured and not built: the attrs-free path (about 19 ms: attrs and returns are imported
-by eps/shell/lanes and eps/shell/run/reconcile.py, outside this change); an inventory of
-only the lanes the active dispatches use (reconcile's, a change of what a status settles);
-fewer columns (21 rows of 25 columns: nothing to gain); a prepared statement (a status
+Measured and not built (then; the inventory and returns are built since, above): the
+attrs-free path (about 19 ms: attrs and returns are imported by eps/shell/lanes and
+eps/shell/run/reconcile.py, outside this change); an inventory of only the lanes the active
+dispatches use (reconcile's, a change of what a status settles); fewer columns (21 rows
+of 25 columns: nothing to gain); a prepared statement (a status
 runs each statement once or twice on a connection it opens for itself; psycopg prepares
 from a statement's fifth execution, and a PREPARE is one more round trip).
 
