@@ -10,14 +10,10 @@ Uses the test sshd: run under ``flock /tmp/eps-slurm-tests.lock``."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import signal
-import subprocess
 import time
 import uuid
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from notify_support import TOKEN, HttpReceiver, SmtpReceiver, dead_url, notify_config, token_nowhere, wait_for
@@ -133,19 +129,8 @@ def test_a_target_that_hangs_or_refuses_never_delays_the_dispatch_and_is_tried_a
     _no_token_anywhere(eps, err, str(events))
 
 
-def _dies_with_its_disk(root: Path) -> None:
-    """What ran on a VM that was taken back: gone, its files with it."""
-    found = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True, check=False).stdout.split()
-    for pid in found:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(int(pid), signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
-    shutil.rmtree(root, ignore_errors=True)
-
-
 def test_a_preempted_restartable_job_is_told_preempted_relaunched_and_ended_once_each(
-    eps: Any, http: HttpReceiver, tmp_path: Path
+    eps: Any, http: HttpReceiver, tmp_path: Path, fs: ModuleType
 ) -> None:
     _configure(eps, notify_config([http.url]))
     d = _id()
@@ -154,7 +139,7 @@ def test_a_preempted_restartable_job_is_told_preempted_relaunched_and_ended_once
     child.wait_event(lambda e: e.get("event") == "started", 90, "the job to start")
     [(zone, name)] = [k for k in eps_gcp(eps).instances if d in k[1]]
     eps_gcp(eps).preempt(zone, name)
-    _dies_with_its_disk(tmp_path / "gcp-runs" / d)
+    fs.dies_with_its_disk(tmp_path / "gcp-runs" / d)  # as the fault suite's machines do
     wait_for(lambda: f"eps {d}: preempted" in http.titles(), 60, "the preempted notice")
     assert child.wait(180) == 0
     want = [f"eps {d}: started on gcp", f"eps {d}: preempted", f"eps {d}: relaunched", f"eps {d}: started on gcp",
