@@ -53,7 +53,28 @@ def cluster_file(path: str) -> bool:
         return False
 
 
+def _rename(item: pytest.Item, nodeid: str) -> None:
+    """Give ``item`` the node id ``nodeid`` (pytest 9 keeps it structured, earlier ones a string)."""
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:
+        item._nodeid = nodeid
+    else:
+        item._id = NodeId.parse(nodeid)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # schemathesis names each operation's case in its name but not its node id: pytest-xdist
+    # hands tests out by node id, so 12 cases under one id ran as one.  Each its own id, and a
+    # run whose ids are not unique fails rather than drops tests silently.
+    for item in items:
+        head, _, last = item.nodeid.rpartition("::")
+        if last != item.name and last == getattr(item, "originalname", None):
+            _rename(item, f"{head}::{item.name}")
+    seen: set[str] = set()
+    twice = sorted({item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)})
+    if twice:
+        raise pytest.UsageError(f"tests with the same node id (pytest-xdist would run one of each): {twice}")
     stray = sorted({item.nodeid.split("::", 1)[0] for item in items
                     if (item.get_closest_marker("slurm") is not None
                         or "slurm_cluster" in getattr(item, "fixturenames", ()))
