@@ -3,7 +3,7 @@
 ``sshd`` (session) starts it: not root -> skip with the reason, under ``CI=true``
 -> fail.  ``eps_key`` is eps's own key pair made by ``ensure_key`` in a session
 state dir and authorized for root; ``login_target`` reaches 127.0.0.1:2222 and
-``vm_target`` 127.0.0.5:22 with it.  ``recorder`` is a runner that runs for real
+``vm_target`` 127.0.0.5:22 with it; ``plain_key`` is one whose sessions skip ``~/.bashrc``.  ``recorder`` is a runner that runs for real
 and keeps every argv, stdin and output, for the "no secret in argv" checks.
 """
 
@@ -35,6 +35,17 @@ def eps_key(sshd: Path, eps_state: Path) -> Iterator[KeyPair]:
     """eps's key pair in the session state dir, authorized for root on the test sshd."""
     key = ensure_key(str(eps_state)).unwrap()
     ssh_support.authorize(key.public_key)
+    yield key
+    ssh_support.revoke(key.public_key)
+
+
+@pytest.fixture(scope="session")
+def plain_key(sshd: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyPair]:
+    """Another eps key pair whose sessions skip this machine's ``~/.bashrc`` (a pod-like login):
+    for the tests that compare a command's stderr byte for byte, which ``pyenv init``'s rehash
+    may prefix with a lock warning when another worker's login rehashes at the same moment."""
+    key = ensure_key(str(tmp_path_factory.mktemp("eps-plain-state"))).unwrap()
+    ssh_support.authorize(key.public_key, plain_login=True)
     yield key
     ssh_support.revoke(key.public_key)
 

@@ -28,12 +28,13 @@ from eps.shell.remote.ssh import ONCE, Remote, check_remote, run_remote
 
 
 @pytest.fixture
-def machine(eps_key: KeyPair) -> Iterator[Remote]:
-    remote = Remote.ssh(VM_IP, eps_key, user=USER, port=22, machine=f"m-{uuid.uuid4().hex[:12]}")
+def machine(plain_key: KeyPair) -> Iterator[Remote]:
+    # a plain login: the stderr compared byte for byte below is the command's alone
+    remote = Remote.ssh(VM_IP, plain_key, user=USER, port=22, machine=f"m-{uuid.uuid4().hex[:12]}")
     assert check_remote(remote, "true", "first contact") == Success("")  # ssh itself: the master
     assert remote.control_path is not None and mux.master_pid(remote.control_path) is not None
     yield remote
-    mux.close_machine(os.path.dirname(eps_key.private_path), remote.host_key_alias or "")
+    mux.close_machine(os.path.dirname(plain_key.private_path), remote.host_key_alias or "")
 
 
 def test_a_command_through_the_master_starts_no_ssh(
