@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from imports import loaded_by
 
 from eps.core.model import Job, LaneKind, Provisioning, Rung
@@ -100,5 +101,44 @@ def test_status_asks_no_lane_for_a_dispatch_its_walker_holds(tmp_path: Path) -> 
     report = Reconciler(ledger, lanes, Silent(), used_lanes_only=True).reconcile()
     assert report["interrupted"] == ["e-held"], report
     assert sorted(lanes._built) == ["vm"], lanes._built
+    lanes.close()
+    ledger.close()
+
+
+def test_a_lane_whose_listing_raises_is_noted_and_nothing_is_judged_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Status asks each lane in a thread of its own; a listing that raises (a late one meets
+    its lane's client closed after the command ended: ``RuntimeError`` from httpx) is noted
+    on that lane, as one that did not answer, with the exception's type and not its text,
+    and never escapes its thread; what the lane holds is shown as the ledger has it."""
+    import threading
+
+    from eps.shell.config.load import load_settings
+    from eps.shell.lanes import LaneOptions, Lanes
+    from eps.shell.lanes.vm import VmLane
+    from eps.shell.run.reconcile import Reconciler
+    from eps.shell.state.events import Silent
+
+    def closed(self: VmLane, dispatch: str | None) -> None:
+        raise RuntimeError("Cannot send a request, as the client has been closed. http://x/?k=secret")
+
+    escaped: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
+    monkeypatch.setattr(VmLane, "inventory", closed)
+    state = tmp_path / "state"
+    env = {"EPS_STATE_DIR": str(state), "HOME": str(tmp_path), "PATH": ""}
+    ledger = Ledger(str(state))
+    ledger.new_dispatch("e-vm", Job("cpu-small", 30, command=("true",)))
+    ledger.set_dispatch("e-vm", DispatchState.WALKING)
+    ledger.begin_attempt("e-vm", Rung("vm", LaneKind.VM, Provisioning.ON_DEMAND, "trivial"), "eps-e-vm-1")
+    lanes = Lanes(load_settings(env), LaneOptions(env=env))
+    report = Reconciler(ledger, lanes, Silent(), answer_within_s=5.0, used_lanes_only=True).reconcile()
+    assert escaped == []
+    said = report["unchecked"]["vm"]
+    assert said.startswith("could not be listed (RuntimeError)") and "secret" not in said, report
+    row = ledger.dispatch("e-vm")
+    assert row is not None and row.state is DispatchState.WALKING, row  # not judged: its lane was not read
+    assert [a.state.value for a in ledger.attempts("e-vm")] != ["gone"]
     lanes.close()
     ledger.close()

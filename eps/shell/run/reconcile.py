@@ -129,11 +129,13 @@ class Reconciler:
             for lane in lanes:
                 answers[lane.name] = lane.inventory(None)
         else:
-            # Every provider asked at once, each within the time given; one that does not answer
-            # in time is noted and judged next time (daemon threads: a hung call never holds
-            # the command open).
+            # Every provider asked at once, each within the time given; one that does not answer in time is
+            # noted and judged next time (daemon threads: a hung call never holds the command open).
             def ask(lane: Lane) -> None:
-                answers[lane.name] = lane.inventory(None)
+                try:
+                    answers[lane.name] = lane.inventory(None)
+                except Exception as exc:  # e.g. a late call meeting its lane closed after the command
+                    answers[lane.name] = f"could not be listed ({type(exc).__name__}); shown as the ledger has it"
 
             threads = [threading.Thread(target=ask, args=(lane,), daemon=True) for lane in lanes]
             for t in threads:
@@ -147,6 +149,8 @@ class Reconciler:
                     found.extend(items)
                 case Failure(f):
                     self.unchecked[lane.name] = f.message
+                case str(broke):  # it raised: not shown, its text may hold a URL
+                    self.unchecked[lane.name] = broke
                 case None:
                     late = f"no answer within {self.answer_within_s:g} s; shown as the ledger has it"
                     self.unchecked[lane.name] = late
@@ -455,9 +459,7 @@ def _leased_elsewhere(ledger: Ledger, dispatch: str) -> str | None:
 def _seen(progress: JobProgress | None) -> JobSeen:
     if progress is None:
         return JobSeen.UNKNOWN
-    if progress.ended:
-        return JobSeen.ENDED
-    return JobSeen.RUNNING if progress.launched else JobSeen.NONE
+    return JobSeen.ENDED if progress.ended else JobSeen.RUNNING if progress.launched else JobSeen.NONE
 
 
 SETTLE_FIRST_S = 20.0  # a cancel leaves a job that ended (or is unreadable) to its supervisor this long
@@ -585,16 +587,14 @@ def _stop_started(ledger: Ledger, finisher: Finisher, row: DispatchRow, *, repor
 
 
 def _finisher(ledger: Ledger, lanes: Lanes) -> Finisher:
-    """The :class:`~eps.shell.run.finish.Finisher`, imported when something is to be settled
-    (it brings ssh and rsync: not every ``eps status`` needs them)."""
+    """The :class:`~eps.shell.run.finish.Finisher`, imported when something is to be settled (ssh, rsync)."""
     from eps.shell.run.finish import Finisher
 
     return Finisher(ledger, lanes)
 
 
 def _drop_env_values(state_dir: str, dispatch: str) -> None:
-    """:func:`eps.shell.lanes.jobs.drop_env_values`, imported when a dispatch settles (not by
-    every ``eps status``: that module brings ssh and rsync with it)."""
+    """:func:`eps.shell.lanes.jobs.drop_env_values`, imported when a dispatch settles (ssh, rsync)."""
     from eps.shell.lanes.jobs import drop_env_values
 
     drop_env_values(state_dir, dispatch)
