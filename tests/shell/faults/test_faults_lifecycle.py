@@ -17,7 +17,7 @@ CPU_TRIVIAL = ("cpu-small", "--duration", "30s")
 def test_kill_execute_wait_while_the_job_runs_then_wait(eps: Eps, gtrap: GcpTrap, rtrap: RunpodTrap) -> None:
     child = eps.start("execute", "--json", *CPU_TRIVIAL, "--wait", "--",
                       "sleep 2; echo made > $EPS_OUTPUT_DIR/o.txt; exit 5")  # fmt: skip
-    started = child.wait_event(lambda e: e.get("event") == "started", 30, "the job to start")
+    started = child.wait_event(lambda e: e.get("event") == "started", 60, "the job to start")
     d = started["dispatch"]
     child.kill()
     rc, out, err = eps.run("wait", d, timeout_s=60)

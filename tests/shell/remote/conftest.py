@@ -3,8 +3,8 @@
 ``sshd`` (session) starts it: not root -> skip with the reason, under ``CI=true``
 -> fail.  ``eps_key`` is eps's own key pair made by ``ensure_key`` in a session
 state dir and authorized for root; ``login_target`` reaches 127.0.0.1:2222 and
-``vm_target`` 127.0.0.5:22 with it; ``plain_key`` is one whose sessions skip ``~/.bashrc``.  ``recorder`` is a runner that runs for real
-and keeps every argv, stdin and output, for the "no secret in argv" checks.
+``vm_target`` 127.0.0.5:22 with it; ``plain_key`` is one whose sessions skip ``~/.bashrc``.
+``recorder`` is a runner that runs for real and keeps every argv, stdin and output, for the "no secret in argv" checks.
 """
 
 from __future__ import annotations
