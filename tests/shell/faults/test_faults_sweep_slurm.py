@@ -11,14 +11,13 @@ adopted by its job name, task by task, never submitted again."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from faults_support import Eps, GcpTrap, RunpodTrap, SlurmTrap, scancel_names, squeue, wait_until
+from faults_support import DetachedEps, Eps, GcpTrap, SlurmTrap, squeue, wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -29,20 +28,12 @@ def _id() -> str:
     return "f" + uuid.uuid4().hex[:10]
 
 
-def _cap_high_eur(gpus: int) -> None:
-    subprocess.run(["sacctmgr", "-i", "modify", "qos", "where", "name=high-eur", "set",
-                    f"MaxTRESPerUser=gres/gpu={gpus}"], check=False, capture_output=True, timeout=30)  # fmt: skip
-
-
 @pytest.fixture
-def high_allows_two(slurm_cluster: Path) -> Iterator[None]:
+def high_allows_two(slurm_cluster: Path, gpu_cap: Callable[[str, int], None]) -> None:
     """high-eur's per-user cap lowered to 2 GPUs (the cluster's own cap: a third 1-GPU task
-    pends there with QOSMaxGRESPerUser while normal-eur has room); restored at the end."""
-    _cap_high_eur(2)
-    try:
-        yield
-    finally:
-        _cap_high_eur(16)
+    pends there with QOSMaxGRESPerUser while normal-eur has room), waited for in slurmctld;
+    put back at the end (``gpu_cap``)."""
+    gpu_cap("high-eur", 2)
 
 
 def test_a_sweep_is_one_dispatch_one_array_and_every_task_runs_as_task_i_of_n(seps: Eps, strap: SlurmTrap) -> None:
@@ -161,12 +152,9 @@ def test_the_pending_tasks_of_an_array_move_down_the_ladder_as_one_array(
 
 
 @pytest.fixture
-def dseps(tmp_path: Path, gtrap: GcpTrap, rtrap: RunpodTrap, slurm_cluster: Path, sshd: Path) -> Iterator[Eps]:
+def dseps(detached_eps: DetachedEps) -> Eps:
     """Detached eps (a supervisor walks each dispatch) against the real cluster."""
-    e = Eps(tmp_path, gtrap.fake, rtrap.fake, slurm=True, caps=(2, 1), detached=True)
-    yield e
-    e.close()
-    scancel_names("eps-f")
+    return detached_eps(slurm=True)
 
 
 def test_an_array_submitted_but_not_recorded_is_adopted_never_submitted_again(dseps: Eps) -> None:
