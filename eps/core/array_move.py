@@ -11,7 +11,9 @@ plain values (task indices, states, attempt records); the shell (``eps/shell/run
 reads the ledger and the lane, asks, and carries the answer out:
 
 - which tasks an array takes (:func:`not_yet_walked`), and which a resume may find parked on
-  a dead walk's array (:func:`walk_owed`, then :func:`parked_array`);
+  a dead walk's array (:func:`walk_owed`, then :func:`parked_array`), and where those are now
+  (:func:`found_parked`: still pending, moved by the dead walk's cancel, or started), and
+  which it had moved and not yet submitted again (:func:`moved_array`);
 - whether the core's next step is a SLURM tier the tasks go to as one array (:func:`array_rung`);
 - at each poll, which of the array's pending tasks are still pending (they move down the
   ladder together) and which left pending (:func:`after_poll`); after the cancel, which
@@ -29,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from attrs import frozen
 
 from eps.core.model import LaneKind, Rung
-from eps.core.states import AttemptState, DispatchState
+from eps.core.states import AttemptState, DispatchState, Outcome
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -167,6 +169,52 @@ def after_cancel(pending: Iterable[int], states: Mapping[int, str]) -> AfterCanc
             return None
         (moved if state in _LEFT_UNSTARTED else started).append(i)
     return AfterCancel(tuple(moved), tuple(started))
+
+
+@frozen
+class FoundParked:
+    """Where the tasks a dead walk left parked on an array are when a resume looks: ``pending``
+    still wait there (the resumed walk parks on the array again), ``moved`` left unstarted
+    (the dead walk's move cancelled them, then it died before the next tier's sbatch: they go
+    on to that tier as one array), ``started`` began meanwhile (each stays where it is)."""
+
+    pending: tuple[int, ...]
+    moved: tuple[int, ...]
+    started: tuple[int, ...]
+
+
+def found_parked(parked: Iterable[int], states: Mapping[int, str]) -> FoundParked:
+    """Split the tasks a dead walk left parked (task indices) by the state each is in now,
+    squeue's or else sacct's (``GONE``: neither knows it, as after a cancel)."""
+    split: dict[str, list[int]] = {"pending": [], "moved": [], "started": []}
+    for i in sorted(set(parked)):
+        state = states.get(i, "GONE")
+        split["pending" if state == "PENDING" else "moved" if state in _LEFT_UNSTARTED else "started"].append(i)
+    return FoundParked(tuple(split["pending"]), tuple(split["moved"]), tuple(split["started"]))
+
+
+def moved_array(attempts: Mapping[int, Sequence[AttemptRecord]]) -> tuple[int, ...]:
+    """The tasks (task index -> its attempts, oldest first) a dead walk had moved off one
+    array and not yet submitted on the next tier (it died between the move and the sbatch):
+    each one's newest attempt advanced by a park timeout as ``J_i`` (its own index i) of one
+    array J on one SLURM tier (but for attempts on the next tier recorded and never submitted),
+    and none of its attempts live.  The resumed walk sends them on
+    to the next tier as ONE array.  The largest such group (ties: the newest array); ``()``: none."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, records in attempts.items():
+        tried = [a for a in records if a.outcome != Outcome.NOT_SUBMITTED]  # the next tier's, the sbatch not run
+        if not tried or any(a.state in _LIVE for a in records):
+            continue
+        a = tried[-1]
+        m = _TASK.fullmatch(a.handle or "")
+        if a.state is not AttemptState.ADVANCED or a.outcome != Outcome.PARK_TIMEOUT or m is None:
+            continue
+        if a.rung.kind is LaneKind.SLURM and int(m.group(2)) == i:
+            groups.setdefault((m.group(1), a.rung.key), []).append(i)
+    if not groups:
+        return ()
+    _, tasks = max(groups.items(), key=lambda g: (len(g[1]), int(g[0][0])))
+    return tuple(sorted(tasks))
 
 
 @frozen

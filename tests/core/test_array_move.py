@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 
 from eps.core.array_move import (
     AfterPoll,
+    FoundParked,
     after_cancel,
     after_poll,
     array_rung,
     arrays_to_cancel,
+    found_parked,
     not_yet_walked,
     running_tasks,
     sweep_cancelled,
@@ -142,6 +144,35 @@ def test_through_a_poll_and_the_cancel_every_pending_task_is_kept_or_moved_exact
     outcomes = [*poll.started, *moved.started, *moved.moved]
     assert sorted(outcomes) == sorted(pending)
     assert set(moved.moved) <= set(poll.pending)
+
+
+# --- where a dead walk's parked tasks are when a resume looks ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parked", "states", "found"),
+    [
+        ((2, 3), {2: "PENDING", 3: "PENDING"}, FoundParked((2, 3), (), ())),  # killed before the move's cancel
+        ((2, 3), {2: "CANCELLED", 3: "CANCELLED"}, FoundParked((), (2, 3), ())),  # after it: they move on
+        ((2, 3), {}, FoundParked((), (2, 3), ())),  # neither squeue nor sacct knows them (GONE)
+        ((2, 3, 4), {2: "RUNNING", 3: "CANCELLED", 4: "PENDING"}, FoundParked((4,), (3,), (2,))),
+        ((5,), {5: "COMPLETED"}, FoundParked((), (), (5,))),  # it ran meanwhile: it stays, adopted
+        ((3, 1), {1: "FAILED", 3: "GONE"}, FoundParked((), (3,), (1,))),  # in task order
+    ],
+    ids=["still-pending", "cancelled", "gone", "mixed", "completed", "sorted"],
+)
+def test_a_resume_finds_each_parked_task_pending_moved_or_started(
+    parked: tuple[int, ...], states: dict[int, str], found: FoundParked
+) -> None:
+    assert found_parked(parked, states) == found
+
+
+@given(parked=st.lists(st.integers(0, 30), max_size=12), states=st.dictionaries(st.integers(0, 30), TASK_STATE))
+def test_each_parked_task_is_found_in_exactly_one_place(parked: list[int], states: dict[int, str]) -> None:
+    found = found_parked(parked, states)
+    assert sorted([*found.pending, *found.moved, *found.started]) == sorted(set(parked))
+    assert all(states.get(i) == "PENDING" for i in found.pending)
+    assert all(states.get(i, "GONE") in ("CANCELLED", "GONE") for i in found.moved)
 
 
 # --- cancelled under the walk; the arrays eps cancel reaches ----------------------------------------

@@ -334,3 +334,45 @@ def test_a_resumed_sweep_parks_on_the_array_its_dead_walk_left_as_one(
     from eps.core.array_move import ParkedArray, parked_array
 
     assert parked_array(attempts) == (None if parked is None else ParkedArray(*parked))
+
+
+def _moved(handle: str, qos: str = "high-eur", aid: int = 0, outcome: str = "park_timeout") -> AttemptRecord:
+    from eps.core.states import Outcome
+
+    return _tried("advanced", handle, qos, aid=aid)._replace(outcome=Outcome(outcome))
+
+
+def _not_submitted(qos: str = "normal-eur", aid: int = 0) -> AttemptRecord:
+    from eps.core.states import Outcome
+
+    return _tried("gone", None, qos, aid=aid)._replace(outcome=Outcome.NOT_SUBMITTED)
+
+
+@pytest.mark.parametrize(
+    ("attempts", "moved"),
+    [
+        # the move advanced tasks 2 and 3 off array 47, then the walk died before the next sbatch
+        ({2: [_moved("47_2")], 3: [_moved("47_3")]}, (2, 3)),
+        # ... or it had recorded their attempts on normal-eur and died before the sbatch ran
+        ({2: [_moved("47_2"), _not_submitted()], 3: [_moved("47_3"), _not_submitted()]}, (2, 3)),
+        # a task started where it was (running) or still parked: not moved
+        ({0: [_tried("running", "47_0")], 2: [_moved("47_2")], 3: [_tried("pending", "47_3")]}, (2,)),
+        # on the next tier already (submitted there): walked from there, not moved again
+        ({2: [_moved("47_2"), _tried("pending", "52_2", "normal-eur")]}, ()),
+        ({2: [_moved("47_2"), _tried("gone", "52_2", "normal-eur")]}, ()),
+        # advanced for another reason (a lost lane), not its own task, or no attempt: not moved
+        ({2: [_moved("47_2", outcome="gone")]}, ()),
+        ({2: [_moved("47_3")]}, ()),
+        ({2: []}, ()),
+        # two moved groups (never made by eps): the larger one
+        ({1: [_moved("47_1")], 2: [_moved("52_2", "normal-eur")], 3: [_moved("52_3", "normal-eur")]}, (2, 3)),
+    ],
+    ids=["after-the-move", "next-tier-recorded", "others-stay", "submitted-there", "gone-there",
+         "other-outcome", "not-its-task", "none", "larger-group"],
+)  # fmt: skip
+def test_a_resumed_sweep_sends_the_tasks_its_dead_walk_moved_on_as_one_array(
+    attempts: dict[int, list[AttemptRecord]], moved: tuple[int, ...]
+) -> None:
+    from eps.core.array_move import moved_array
+
+    assert moved_array(attempts) == moved

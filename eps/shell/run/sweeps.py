@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from returns.result import Failure
+from returns.result import Failure, Success
 
 from eps.core.array_move import (
     after_poll,
@@ -40,7 +40,7 @@ from eps.core.events import Event
 from eps.core.model import CapacitySnapshot, Job, QosGrants, Rung, evolve
 from eps.core.outcome import Handle
 from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
-from eps.core.walk import Begin, Hold, Queued, Wait, Walk, Withdraw, Withdrawn, next_step
+from eps.core.walk import Begin, Hold, Queued, Wait, Walk, Withdraw, Withdrawn, WithdrawWhy, next_step
 
 if TYPE_CHECKING:
     from eps.shell.config.settings import Settings
@@ -81,6 +81,7 @@ def submit_array(walker: Walking, parent: str, children: list[str]) -> tuple[lis
         return [], children
     rows = [r for r in (ledger.dispatch(c) for c in children) if r is not None]
     taken = _resume_parked(walker, parent, top.job, rows)
+    taken += _resume_moved(walker, parent, top.job, [r for r in rows if r.id not in {d for d, _ in taken}])
     by_index = {r.job.task_index: r for r in rows}
     tried = {i: (r.state, len(ledger.attempts(r.id))) for i, r in by_index.items()}
     fresh = [by_index[i] for i in not_yet_walked(tried)]
@@ -111,8 +112,10 @@ def _locked(walker: Walking, rows: list[DispatchRow],
 def _resume_parked(walker: Walking, parent: str, job: Job, rows: list[DispatchRow]) -> list[tuple[str, Handle]]:
     """The tasks a dead walk left parked on one array (:func:`eps.core.array_move.parked_array`)
     parked on again as one, the park's clock from the array's submission, and moved down the
-    ladder as one array, as the dead walk would have (not each task on its own)."""
-    from eps.core.array_move import parked_array
+    ladder as one array, as the dead walk would have (not each task on its own).  Those its
+    move had already cancelled when it died (before the next tier's sbatch) go on to that
+    tier as one array; those that started meanwhile stay (:func:`~eps.core.array_move.found_parked`)."""
+    from eps.core.array_move import FoundParked, found_parked, parked_array
     from eps.core.walk import resume
 
     ledger = walker.ledger
@@ -122,24 +125,74 @@ def _resume_parked(walker: Walking, parent: str, job: Job, rows: list[DispatchRo
     found = parked_array({i: [a.record() for a in tried[i]] for i in owed})
     if found is None:
         return []
-    pending = {i: owed[i] for i in found.attempts}
+    parked = {i: owed[i] for i in found.attempts}
     attempts = {i: next(a for a in tried[i] if a.id == aid) for i, aid in found.attempts.items()}
-    first = min(pending)
-    if walker.select_files(pending[first].id, parent, pending[first].job) is not None:
+    first = min(parked)
+    if walker.select_files(parked[first].id, parent, parked[first].job) is not None:
         return []
-    start = resume(pending[first].job, walker.snapshot, walker.grants, [a.record() for a in tried[first]])
+    start = resume(parked[first].job, walker.snapshot, walker.grants, [a.record() for a in tried[first]])
     one = attempts[first]
     array = evolve(one.as_handle(HandleState.PENDING), id=found.array_id)
     since = max(0.0, walker.wall() - min(a.started_at for a in attempts.values()))  # the park's clock is kept
+    lane: SlurmLane = walker.lanes.for_rung(one.as_rung())  # type: ignore[assignment]
+    match lane.task_states(parent, found.array_id, tuple(parked)):
+        case Success(states):
+            now = found_parked(parked, states)
+        case _:  # unreadable: parked on again as they are on record (the park's polls tell)
+            now = FoundParked(tuple(parked), (), ())
 
     def go() -> list[tuple[str, Handle]]:
-        for r in pending.values():
+        for r in parked.values():
             if r.state is DispatchState.INTERRUPTED:
                 ledger.set_dispatch(r.id, DispatchState.WALKING)
-        return _Ladder(walker, parent, job).walk(start.walk, one.as_rung(), dict(pending),
-                                                 parked_on=(array, attempts, since))  # fmt: skip
+        ladder = _Ladder(walker, parent, job)
+        for i in now.started:
+            ladder._started(array, parked[i], attempts[i])  # it ran meanwhile: it stays where it is
+        if now.pending:
+            ladder.walk(start.walk, one.as_rung(), {i: parked[i] for i in now.pending},
+                        parked_on=(array, {i: attempts[i] for i in now.pending}, since))  # fmt: skip
+        if now.moved:  # moved on to the next tier as one array by _resume_moved, next
+            ladder.advance(one.as_rung(), array, {i: attempts[i] for i in now.moved}, since)
+        return ladder.taken
 
-    return _locked(walker, list(pending.values()), go)
+    return _locked(walker, list(parked.values()), go)
+
+
+def _resume_moved(walker: Walking, parent: str, job: Job, rows: list[DispatchRow]) -> list[tuple[str, Handle]]:
+    """The tasks a dead walk had moved off an array and not yet submitted on the next tier
+    (:func:`eps.core.array_move.moved_array`) submitted there as ONE array, not each on its
+    own; when the ladder is spent they are left to the caller (each from its attempts).  The
+    attempts it recorded on the next tier are settled first (reconcile: an sbatch that ran is
+    adopted, one that did not is ``not_submitted``), under the tasks' locks."""
+    from eps.core.array_move import moved_array
+    from eps.core.walk import resume
+    from eps.shell.run.reconcile import Reconciler
+
+    ledger = walker.ledger
+    by_index = {r.job.task_index: r for r in rows}
+    owed = [by_index[i] for i in walk_owed({i: r.state for i, r in by_index.items()})]
+    advanced = [r for r in owed if any(a.outcome == Outcome.PARK_TIMEOUT for a in ledger.attempts(r.id))]
+    if not advanced:
+        return []
+
+    def go() -> list[tuple[str, Handle]]:
+        Reconciler(ledger, walker.lanes, walker.reporter).reconcile({r.id for r in advanced}, resuming=True)
+        now = {r.job.task_index: r for r in (ledger.dispatch(r.id) for r in advanced) if r is not None}
+        owed_now = {i: now[i] for i in walk_owed({i: r.state for i, r in now.items()})}
+        records = {i: [a.record() for a in ledger.attempts(r.id)] for i, r in owed_now.items()}
+        moved = {i: owed_now[i] for i in moved_array(records)}
+        if not moved or walker.select_files(moved[min(moved)].id, parent, moved[min(moved)].job) is not None:
+            return []
+        start = resume(moved[min(moved)].job, walker.snapshot, walker.grants, records[min(moved)])
+        walk, step = next_step(start.walk, Begin(), policy=walker.settings.policy)
+        if (rung := array_rung(step)) is None:
+            return []  # the ladder is spent: each task is walked on its own (paid lanes)
+        for r in moved.values():
+            if r.state is DispatchState.INTERRUPTED:
+                ledger.set_dispatch(r.id, DispatchState.WALKING)
+        return _Ladder(walker, parent, job).walk(walk, rung, dict(moved))
+
+    return _locked(walker, advanced, go)
 
 
 def cancel_arrays(ledger: Ledger, lanes: Lanes, rows: Iterable[DispatchRow]) -> list[str]:
@@ -319,6 +372,17 @@ class _Ladder:
             reason={"code": withdraw.why.value, "text": withdraw.reason},
         )  # fmt: skip
         return moved.moved
+
+    def advance(self, rung: Rung, array: Handle, attempts: dict[int, AttemptRow], parked_s: float) -> None:
+        """The attempts of tasks a dead walk's move cancelled on ``rung`` before it died (no
+        next sbatch ran) advanced as the move would have (a park timeout), and said once."""
+        why = "parked out; the walk that moved it died before the next tier's sbatch"
+        for a in attempts.values():
+            self.ledger.update_attempt(a.id, AttemptState.ADVANCED, outcome=Outcome.PARK_TIMEOUT, reason=why)
+        self.w.reporter.emit(
+            Event.ADVANCED, dispatch=self.parent, rung=rung.key, qos=rung.qos, id=array.id, elapsed_s=parked_s,
+            pending_reason=None, reason={"code": WithdrawWhy.PARK_TIMEOUT.value, "text": why},
+        )  # fmt: skip
 
     def _cancelled(self, pending: dict[int, DispatchRow]) -> bool:
         rows = [self.ledger.dispatch(d) for d in (self.parent, *(r.id for r in pending.values()))]

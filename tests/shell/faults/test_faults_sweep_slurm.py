@@ -195,14 +195,16 @@ def test_a_sweep_whose_supervisor_died_parked_on_its_array_moves_its_pending_tas
     """6 gpu-1 tasks, high-eur allowing 2: the supervisor is SIGKILLed parked on the array, as
     the 2 s cap ran out (just before the move's scancel).  ``eps execute --resume`` parks on
     that array again as one, the time already parked kept (the cap has passed: it moves at
-    once), and moves the 4 pending tasks as ONE array: 2 sbatch calls in all, all 6 end."""
+    once), and moves the 4 pending tasks as ONE array: 2 sbatch calls in all, all 6 end.  The
+    two running tasks run 15 s: still running when the resume moves the others (else high-eur
+    has room again and the parked ones start there)."""
     from eps.shell.state.events import log_path
 
     strap = SlurmTrap(dseps.faults)
     d = _id()
     strap.arm("scancel", "before")
     caller = dseps.start("execute", "--json", "--dispatch-id", d, "--sweep", "6",
-                         "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=6))  # fmt: skip
+                         "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=15))  # fmt: skip
     wait_until(lambda: strap.fired() == ["KILL before scancel"], 60, "the supervisor killed at the move")
     caller.kill()
     caller.wait(10)
@@ -255,3 +257,42 @@ def test_when_the_ladder_is_spent_the_pending_tasks_go_to_a_paid_lane_task_by_ta
     assert squeue(f"eps-{d}") == []
     rc, out, err = seps.run("cancel", d, timeout_s=90)
     assert rc == 0, (out, err)
+
+
+@pytest.mark.parametrize("kill", ["after the move's scancel", "before the next tier's sbatch"])
+def test_a_sweep_whose_supervisor_died_in_a_move_sends_the_moved_tasks_on_as_one_array(
+    dseps: Eps, high_allows_two: None, kill: str
+) -> None:
+    """6 gpu-1 tasks, high-eur allowing 2: the supervisor is SIGKILLed in the move of the 4
+    pending tasks, after its ``scancel`` (the tasks are nowhere, their attempts still pending)
+    or just before the next tier's sbatch (their attempts advanced, and recorded on
+    normal-eur).  ``eps execute --resume`` submits the 4 on normal-eur as ONE array (the
+    cluster's rule 4), not one sbatch each: 2 sbatch calls in all, and all 6 end."""
+    strap = SlurmTrap(dseps.faults)
+    d = _id()
+    if kill.startswith("after"):
+        strap.arm("scancel", "after")
+    caller = dseps.start("execute", "--json", "--dispatch-id", d, "--sweep", "6",
+                         "gpu-1", "--duration", "10m", "--", "bash", "-c", SAY.format(s=6))  # fmt: skip
+    if kill.startswith("before"):
+        wait_until(lambda: len(strap.sbatches()) == 1, 60, "the first array")
+        strap.arm("sbatch", "before")
+    fired = "KILL after scancel" if kill.startswith("after") else "KILL before sbatch"
+    wait_until(lambda: strap.fired() == [fired], 60, f"the supervisor killed {kill}")
+    caller.kill()
+    caller.wait(10)
+    tasks = [f"{d}n{i}" for i in range(1, 7)]
+    rc, events, err = dseps.execute("--resume", d, timeout_s=90)
+    assert rc == 0, (events, err)
+    assert dseps.run("wait", d, timeout_s=120)[0] == 0
+    assert [q for q, _ in strap.sbatches()] == ["high-eur", "normal-eur"], strap.calls()  # the 4 as one array
+    moved = 0
+    for i, t in enumerate(tasks):
+        row = dseps.dispatch(t)
+        assert (row["state"], row["exit_code"]) == ("ended", 0), row
+        ran = [a["qos"] for a in dseps.attempts(t) if a["outcome"] != "not_submitted"]
+        moved += ran == ["high-eur", "normal-eur"]
+        assert ran in (["high-eur"], ["high-eur", "normal-eur"]), dseps.attempts(t)
+        assert (dseps.state / "outputs" / t / "me").read_text() == f"{i} of 6\n"
+    assert moved == 4
+    assert squeue(f"eps-{d}") == []

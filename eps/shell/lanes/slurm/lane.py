@@ -200,7 +200,7 @@ class SlurmLane:
         """``scancel --state=PENDING J`` (the array's running tasks stay), then wait until
         every task of ``pending`` has left the pending state: which left unstarted (they move)
         and which started between the last poll and the cancel (they stay)."""
-        from eps.core.array_move import after_cancel, task_index
+        from eps.core.array_move import after_cancel
 
         cancelled = self.client.cancel(array_id, pending_only=True)
         if isinstance(cancelled, Failure):
@@ -212,21 +212,34 @@ class SlurmLane:
         )
 
         def settled() -> AfterCancel | None:
-            live = self.sweep_jobs(dispatch).value_or(None)
-            if live is None:
+            states = self._listed(dispatch, array_id).value_or(None)
+            if states is None or any(states.get(i) == "PENDING" for i in pending):
                 return None
-            states = {i: j.state for j in live if (i := task_index(j.job_id, array_id)) is not None}
-            if any(states.get(i) == "PENDING" for i in pending):
-                return None
-            for i in pending:
-                if i not in states:  # squeue forgot it: sacct says whether it ran (a robot login: GONE)
-                    states[i] = self.client.poll(f"{array_id}_{i}").map(lambda s: s.state).value_or("PENDING")
-            return after_cancel(pending, states)
+            return after_cancel(pending, self._with_history(array_id, pending, states))
 
         found = poll_until(
             settled, timeout_s=self._cancel_timeout_s, interval_s=0.1, clock=self._clock, sleep=self._sleep
         )
         return Success(found) if found is not None else Failure(still)
+
+    def task_states(self, dispatch: str, array_id: str, tasks: tuple[int, ...]) -> Result[dict[int, str], LaneFailure]:
+        """The state of each of ``tasks`` of sweep ``dispatch``'s array J: squeue's (one
+        ``squeue -r``), else sacct's for a task squeue forgot, whether it ran."""
+        return self._listed(dispatch, array_id).map(lambda states: self._with_history(array_id, tasks, states))
+
+    def _listed(self, dispatch: str, array_id: str) -> Result[dict[int, str], LaneFailure]:
+        from eps.core.array_move import task_index
+
+        live = self.sweep_jobs(dispatch)
+        return live.map(lambda jobs: {i: j.state for j in jobs if (i := task_index(j.job_id, array_id)) is not None})
+
+    def _with_history(self, array_id: str, tasks: tuple[int, ...], states: dict[int, str]) -> dict[int, str]:
+        """``states`` with sacct's state of each task squeue forgot (a robot login: GONE; an
+        unreadable sacct: PENDING, so nothing is taken for moved or started on a guess)."""
+        for i in tasks:
+            if i not in states:
+                states[i] = self.client.poll(f"{array_id}_{i}").map(lambda s: s.state).value_or("PENDING")
+        return states
 
     def cancel_array(self, dispatch: str, array_id: str) -> Result[None, LaneFailure]:
         """``scancel J``: every task of sweep ``dispatch``'s array J at once (running and
