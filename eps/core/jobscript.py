@@ -92,6 +92,7 @@ class RemoteLayout(NamedTuple):
     rclone_conf: str = RCLONE_CONF  # with storage: rclone's remotes and their credentials, mode 0600
     stalled: str = STALLED  # with a stall watch: a silent spell's start (epoch s), while it lasts
     stall_stop: str = STALL_STOP  # internal: the stall watch stopped the job (on_stall = stop)
+    staged: str = ".staged"  # written last by a stage: wrapper, env file and workdir all arrived
 
     def under(self, root: str) -> RemoteLayout:
         """The same layout with every path joined to ``root``."""

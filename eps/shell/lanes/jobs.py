@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from attrs import evolve, frozen
 from returns.result import Failure, Result, Success
 
+from eps.core.inputs import INPUTS_LOST, Elsewhere, elsewhere
 from eps.core.jobscript import LAYOUT, VM_RUNS, JobProgress, dispatch_root
 from eps.core.lifecycle import job_spec
 from eps.core.model import Job
@@ -43,6 +44,7 @@ from eps.shell.remote.job import (
     pull_outputs,
     pull_sizes,
     reap_job,
+    stage_again,
     stage_job,
     start_job,
 )
@@ -74,6 +76,8 @@ class JobFiles:
     env: Mapping[str, str] | None = None
     outputs: str | None = None  # a relaunch: the local copy of the outputs synced so far, put back in out/
     storage_conf: str | None = None  # with storage: the machine's rclone.conf (credentials: mode 0600 only)
+    # a takeover: what of the inputs stayed on the starting host (then neither workdir nor env is set)
+    elsewhere: Elsewhere | None = None
 
 
 def site_root(work_root: str, dispatch: str, job: Job) -> str:
@@ -110,6 +114,38 @@ def select_files(job: Job, env: Mapping[str, str] | None) -> Result[JobFiles, La
     return Success(JobFiles(workdir, env if job.env_names else None, storage_conf=conf))
 
 
+def files_here(
+    job: Job, env: Mapping[str, str] | None, *, started_host: str | None, this_host: str | None
+) -> Result[JobFiles, LaneFailure]:
+    """:func:`select_files`, unless this host took the dispatch over and lacks its workdir or
+    an ``--env`` value: then the files say so (:attr:`JobFiles.elsewhere`), and a launch
+    reuses the starting host's complete stage or fails (:mod:`eps.core.inputs`)."""
+    here = job.workdir is None or os.path.isdir(job.workdir)
+    away = elsewhere(job, workdir_here=here, env_here=frozenset(env or ()), started_host=started_host,
+                     this_host=this_host)  # fmt: skip
+    if away is None:
+        return select_files(job, env)
+    return Success(JobFiles(storage_conf=(env or {}).get(CONF_VALUE), elsewhere=away))
+
+
+def files_for(ledger: Ledger, dispatch: str, parent: str | None, job: Job) -> Result[JobFiles, LaneFailure]:
+    """The files of ``dispatch`` (a copy: its ``parent``'s values) as this host has them: its
+    kept ``--env`` values, and on a team's ledger who started it (:func:`files_here`)."""
+    env = read_env_values(ledger.state_dir, dispatch, *([parent] if parent else []))
+    started = None
+    if ledger.shared:
+        from eps.shell.state.team import owners
+
+        root = parent or dispatch
+        owner = owners(ledger, [root]).get(root)
+        started = owner.starter()[1] if owner is not None else None
+    return files_here(job, env, started_host=started, this_host=ledger.host)
+
+
+def inputs_lost(away: Elsewhere) -> LaneFailure:
+    return LaneFailure(FailureKind.INVALID_REQUEST, away.lost(), code=INPUTS_LOST)
+
+
 def _readable(path: str) -> bool:
     """Whether eps (and so rsync) can read the file; a symlink ships as a link."""
     if os.path.islink(path):
@@ -136,8 +172,14 @@ def job_env(job: Job, files: JobFiles) -> Result[dict[str, str] | None, LaneFail
 def stage(
     site: Site, job: Job, dispatch: str, files: JobFiles, *, patience: Patience = BRIEF
 ) -> Result[None, LaneFailure]:
-    """Ship the wrapper, the env file and the workdir to the site (idempotent: rsync)."""
+    """Ship the wrapper, the env file and the workdir to the site (idempotent: rsync).  A
+    host lacking them (a takeover, :attr:`JobFiles.elsewhere`) writes the wrapper again into
+    the complete stage another host left there, else fails (``inputs_lost``)."""
     spec = job_spec(job, dispatch)
+    if files.elsewhere is not None:
+        away = files.elsewhere
+        again = stage_again(site.remote, site.root, spec, storage_conf=files.storage_conf, patience=patience)
+        return again.alt(_lane).bind(lambda found: Success(None) if found else Failure(inputs_lost(away)))
     match job_env(job, files):
         case Failure(f):
             return Failure(f)
@@ -169,6 +211,8 @@ def ship_rclone(site: Site, *, patience: Patience = BRIEF) -> Result[None, Remot
 def wrapper_files(job: Job, dispatch: str, files: JobFiles) -> Result[list[tuple[str, bytes, int]], LaneFailure]:
     """The small files of the job's dispatch root, as ``(name, content, mode)``: the wrapper
     (0644) and, when the job has ``--env`` names, its env file (0600)."""
+    if files.elsewhere is not None:  # a machine's root is its own: nothing there to launch from
+        return Failure(inputs_lost(files.elsewhere))
     return job_env(job, files).map(lambda env: job_root_files(job_spec(job, dispatch), env, files.storage_conf))
 
 

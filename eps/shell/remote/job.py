@@ -11,6 +11,7 @@ robot login (``remote.robot``) each does the same by rsync alone (:mod:`eps.shel
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -87,10 +88,49 @@ def stage_job(
             return put
     if workdir is not None:  # into work/: the last component of its destination, made by rsync
         workdir_dir = LAYOUT.under(root).workdir
-        return upload_files(
+        sent = upload_files(
             remote, workdir.root, workdir.files, workdir_dir, patience=patience, runner=runner, sleep=sleep
         )
-    return Success(None)
+        if isinstance(sent, Failure):
+            return sent
+    if remote.robot:  # no shell there to look for the mark: a robot login's stage is never reused
+        return Success(None)
+    # last, once the wrapper, the env file and the workdir are there: a host lacking the job's
+    # inputs (a takeover) may submit again from this root as it is (stage_again)
+    return put_file(remote, LAYOUT.under(root).staged, b"", mode=0o644, patience=patience, runner=runner,
+                    sleep=sleep)  # fmt: skip
+
+
+def stage_again(
+    remote: Remote,
+    root: str,
+    spec: JobSpec,
+    *,
+    storage_conf: str | None = None,
+    patience: Patience = BRIEF,
+    runner: Runner = run_process,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Result[bool, RemoteFailure]:
+    """A host without the job's workdir or ``--env`` values submits from a stage another
+    host completed under ``root`` (its ``.staged`` mark): only the wrapper (and rclone's
+    config, with storage) is written again, for this rung; the env file and the workdir
+    stay as they are.  ``False``: there is no complete stage (nothing was written)."""
+    if remote.robot:
+        return Success(False)
+    mark = LAYOUT.under(root).staged
+    line = f"if [ -e {shlex.quote(mark)} ]; then echo staged; fi"
+    found = check_remote(remote, line, f"looking for a complete stage in {root}", patience=patience, runner=runner,
+                         sleep=sleep)  # fmt: skip
+    if isinstance(found, Failure):
+        return found
+    if found.unwrap().strip() != "staged":
+        return Success(False)
+    for name, content, mode in job_root_files(spec, None, storage_conf):
+        put = put_file(remote, f"{root.rstrip('/')}/{name}", content, mode=mode, patience=patience, runner=runner,
+                       sleep=sleep)  # fmt: skip
+        if isinstance(put, Failure):
+            return put
+    return Success(True)
 
 
 def start_job(

@@ -21,6 +21,7 @@ from attrs import frozen
 from returns.result import Failure, Success
 
 from eps.core.events import Event
+from eps.core.inputs import INPUTS_LOST, may_reuse_stage
 from eps.core.model import (
     CapacitySnapshot,
     Job,
@@ -63,7 +64,7 @@ from eps.core.walk import (
 )
 from eps.shell.config.settings import Settings
 from eps.shell.lanes import Lanes
-from eps.shell.lanes.jobs import JobFiles, read_env_values, select_files
+from eps.shell.lanes.jobs import JobFiles, files_for
 from eps.shell.run.reconcile import Reconciler
 from eps.shell.state.events import Events
 from eps.shell.state.ledger import AttemptRow, Ledger
@@ -71,6 +72,10 @@ from eps.shell.state.ledger import AttemptRow, Ledger
 
 class Cancelled(Exception):
     """The dispatch was cancelled (``eps cancel``) while it was being walked."""
+
+
+class _InputsLost(Exception):
+    """A host lacking the job's inputs reached a rung it cannot launch on (its one line)."""
 
 
 @frozen
@@ -236,8 +241,9 @@ class Walker:
         else the dispatch has failed (recorded and told) and this is its result."""
         with self._selecting:
             if not self._selected:
-                env = read_env_values(self.ledger.state_dir, dispatch, *([parent] if parent else []))
-                match select_files(job, env):
+                match files_for(self.ledger, dispatch, parent, job):
+                    case Success(files) if files.elsewhere is not None:  # nothing was staged anywhere yet
+                        return self._inputs_lost(dispatch, files.elsewhere.lost())
                     case Success(files):
                         self.files, self._selected = files, True
                     case Failure(f):
@@ -247,6 +253,14 @@ class Walker:
                                            reason={"code": "workdir", "text": message})  # fmt: skip
                         return WalkResult(dispatch, None, failure=message)
         return None
+
+    def _inputs_lost(self, dispatch: str, message: str) -> WalkResult:
+        """A takeover that must launch lacks the job's inputs and has no stage to launch from."""
+        self.ledger.set_dispatch(dispatch, DispatchState.FAILED, message=message)
+        self.reporter.emit(Event.STOPPED, dispatch=dispatch, message=message,
+                           reason={"code": INPUTS_LOST, "text": message})  # fmt: skip
+        self._let_go(dispatch)
+        return WalkResult(dispatch, None, failure=message)
 
     def _estimated(self, job: Job, dispatch: str) -> CapacitySnapshot:
         """The snapshot with the clusters' own start estimates for ``job``, when two or more
@@ -270,8 +284,7 @@ class Walker:
             self._let_go(dispatch)
             return WalkResult(dispatch, None, failure=f"dispatch {dispatch} is {row.state}; nothing to resume")
         job = row.job
-        env = read_env_values(self.ledger.state_dir, dispatch, *([row.parent] if row.parent else []))
-        match select_files(job, env):
+        match files_for(self.ledger, dispatch, row.parent, job):
             case Success(files):
                 self.files = files
                 if job.restart:  # a relaunch: the outputs synced so far go back into the new run's
@@ -292,6 +305,10 @@ class Walker:
             if isinstance(launched, Failure):
                 why = launched.failure().message
                 released = lane.release(handle)
+                if launched.failure().code == INPUTS_LOST:  # another host's inputs: no resume here helps
+                    self.ledger.update_attempt(start.running.id, AttemptState.CANCELLED, handle=handle.id,
+                                               outcome=Outcome.NOT_LAUNCHED, reason=why)  # fmt: skip
+                    return self._inputs_lost(dispatch, why)
                 gone = "released" if isinstance(released, Success) else "NOT released yet (eps reconcile releases it)"
                 self.ledger.update_attempt(
                     start.running.id, AttemptState.CANCELLED, handle=handle.id, outcome=Outcome.NOT_LAUNCHED,
@@ -319,6 +336,8 @@ class Walker:
         self.ledger.acquire(dispatch)
         try:
             return self.walk_from(dispatch, job, start)
+        except _InputsLost as lost:
+            return self._inputs_lost(dispatch, str(lost))
         except Cancelled:
             self.reporter.emit(
                 Event.STOPPED, dispatch=dispatch, message="cancelled", reason={"code": "cancelled", "text": "cancelled"}
@@ -366,6 +385,8 @@ class Walker:
 
     def _start(self, dispatch: str, job: Job, rung: Rung) -> tuple[_Flight, Observation]:
         lane = self.lanes.for_rung(rung)
+        if self.files.elsewhere is not None and not may_reuse_stage(rung.kind):  # nothing made, nothing asked
+            raise _InputsLost(self.files.elsewhere.lost())
         name = lane.name_for(dispatch, rung, self.ledger.next_seq(dispatch))
         attempt = self.ledger.begin_attempt(dispatch, rung, name)
         flight = _Flight(attempt, self.clock())
@@ -511,6 +532,7 @@ class Walker:
             return WalkResult(dispatch, None, failure=step.message, terminal=step.terminal, walk=walk)
         self.ledger.set_dispatch(dispatch, DispatchState.FAILED, message=step.message)
         code = step.failure.kind.value if step.failure is not None else "stopped"
+        code = INPUTS_LOST if step.failure is not None and step.failure.code == INPUTS_LOST else code
         self.reporter.emit(Event.STOPPED, dispatch=dispatch, message=step.message,
                            reason={"code": code, "text": step.message})  # fmt: skip
         return WalkResult(dispatch, None, failure=step.message, walk=walk)

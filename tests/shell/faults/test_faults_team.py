@@ -9,6 +9,8 @@ the real test sshd), outputs go to moto's S3 from the machine itself.
   outputs back from storage, and the fake recorded exactly one insert and one instance.
 - Host A cut from the database (its connection goes through a proxy the test cuts): A's
   supervisor stops acting on the dispatch before B's takes it over, and B finishes it.
+- Host A lost before it launched a job with a workdir and an ``--env`` value, no storage: B
+  cannot launch it (both stayed on A) and fails it in one line naming host A, making nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ import time
 from pathlib import Path
 
 import pytest
-from faults_support import TEAM_LEASE_S, Eps, GcpTrap, lose_host, owner_of, supervise_until_taken, wait_until
+from faults_support import (
+    TEAM_LEASE_S,
+    ZONES,
+    Eps,
+    GcpTrap,
+    Team,
+    lose_host,
+    owner_of,
+    supervise_until_taken,
+    wait_until,
+)
 from storage_support import S3Server
 
 pytestmark = pytest.mark.usefixtures("sshd")
@@ -185,3 +197,35 @@ def test_a_host_cut_from_the_database_stops_acting_before_another_takes_over(
         _ends_on_b(b, d, gtrap, s3, bucket)
     finally:
         proxy.cut()
+
+
+def test_a_takeover_that_must_launch_without_the_jobs_inputs_fails_saying_where_they_stayed(
+    team_of_two: Team, gtrap: GcpTrap
+) -> None:
+    a, b = team_of_two(LEASE_S)
+    d = "fteam" + os.urandom(3).hex()
+    project = a.tmp / "project"  # on host A alone
+    project.mkdir()
+    (project / "data.txt").write_text("made on host A\n")
+    # A's supervisor dies as its create reaches the provider, which never makes the machine
+    gtrap.arm("POST", rf"/zones/{ZONES[0]}/instances$", "before", a.kill_supervisor)
+    rc, out, err = a.run("execute", *CPU, "--dispatch-id", d, "--detach", "--json", "--workdir", str(project),
+                         "--env", "TEAM_SECRET=not-for-b", "--", "cat", "data.txt", timeout_s=120)  # fmt: skip
+    assert rc == 0, (out, err)
+    wait_until(lambda: gtrap.fired, 60, "A's create")
+    wait_until(lambda: a.supervisor_pid() is None, 10, "A's supervisor to die")
+    attempts = a.attempts(d)
+    creates = sum(1 for m, p in gtrap.seen if m == "POST" and p.endswith("/instances"))
+    lose_host(a)
+    supervise_until_taken(b, d, 3 * LEASE_S)
+    wait_until(lambda: b.dispatch(d)["state"] == "failed", 60, "B to fail the dispatch")
+    message = b.dispatch(d)["message"]
+    assert message == (
+        f"its workdir {project} and the values of --env TEAM_SECRET stayed on host host-a, and this host has no"
+        " complete stage of them to launch from: a team needs `storage` (or the job executed again) for a"
+        " takeover before launch"), message  # fmt: skip
+    events = [json.loads(line) for line in (b.state / "events" / f"{d}.jsonl").read_text().splitlines()]
+    assert [e["reason"]["code"] for e in events if e["event"] == "stopped"] == ["inputs_lost"], events
+    assert gtrap.materialized == [] and gtrap.live(d) == []  # no machine
+    assert sum(1 for m, p in gtrap.seen if m == "POST" and p.endswith("/instances")) == creates  # no create by B
+    assert [r["id"] for r in b.attempts(d)] == [r["id"] for r in attempts]  # no attempt row of B's

@@ -13,6 +13,10 @@ park with the caller's cap: the job moves to normal-eur at A's original deadline
 when B's walk begins after it, on a busy machine), not after a fresh cap from the takeover
 and not early by B's own cap.  squeue is polled throughout:
 never two live jobs of the dispatch.
+
+The same with a job's local inputs (a workdir and an ``--env`` value, which only host A had):
+B submits under normal-eur from the complete stage A left in the dispatch's root on the
+cluster's shared filesystem, without the files, and the job sees both.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faults_support import Eps, SlurmTrap, Team, squeue, wait_until
+from faults_support import Eps, SlurmTrap, Team, lose_host, squeue, supervise_until_taken, wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("sshd")]
 
@@ -132,3 +136,50 @@ def test_a_host_lost_while_parked_on_high_eur_is_taken_over_from_the_elapsed_par
     rc, out, err = b.run("cancel", d, timeout_s=90)
     assert rc == 0, (out, err)
     assert squeue(f"eps-{d}") == []
+
+
+#: What the job prints of its inputs: the workdir's file, and a hash of the --env value (never it).
+READS_INPUTS = (
+    'cat data.txt > "$EPS_OUTPUT_DIR/seen"; printf %s "$TEAM_SECRET" | sha256sum | cut -c1-64 > "$EPS_OUTPUT_DIR/hash"'
+)
+
+
+def test_a_takeover_submits_the_next_tier_from_the_stage_the_lost_host_left(
+    team: tuple[Eps, Eps, SlurmTrap], high_eur_full: str
+) -> None:
+    import hashlib
+
+    a, b, strap = team
+    d = "f" + uuid.uuid4().hex[:10]
+    secret = "s3cr3t-" + uuid.uuid4().hex
+    project = a.tmp / "project"  # on host A alone: it goes with the host
+    project.mkdir()
+    (project / "data.txt").write_text("made on host A\n")
+    watch = _Watch(f"eps-{d}")
+    try:
+        rc, out, err = a.run("execute", "--dispatch-id", d, "--detach", "--json", "gpu-1", "--duration", "1h",
+                             "--workdir", str(project), "--env", f"TEAM_SECRET={secret}",
+                             "--", "bash", "-c", READS_INPUTS, timeout_s=60)  # fmt: skip
+        assert rc == 0, (out, err)
+        a.wait_attempt(d, lambda r: r["qos"] == "high-eur" and r["state"] == "pending", 60, "parked on high-eur")
+        root = a.tmp.parent / "cluster" / d / "0"
+        assert (root / ".staged").exists() and (root / "work" / "data.txt").exists()
+        a.kill_supervisor()
+        lose_host(a)
+        supervise_until_taken(b, d, 3 * LEASE_S)
+        b.wait_attempt(d, lambda r: r["qos"] == "normal-eur", 3 * CAP_S, "the move to normal-eur")
+        wait_until(lambda: b.dispatch(d)["state"] == "ended", 60, "the job to end under host B")
+    finally:
+        watch.stop()
+    row = b.dispatch(d)
+    assert row["exit_code"] == 0 and row["owner_host"] == "host-b", row
+    assert [r["qos"] for r in b.attempts(d)] == ["high-eur", "normal-eur"], b.attempts(d)
+    assert [q for q, _ in strap.sbatches()] == ["high-eur", "normal-eur"], strap.calls()
+    assert all(len(jobs) <= 1 for jobs in watch.seen), [j for j in watch.seen if len(j) > 1]
+    rc, out, err = b.run("pull", d, timeout_s=60)
+    assert rc == 0, (out, err)
+    outputs = b.state / "outputs" / d
+    assert (outputs / "seen").read_text() == "made on host A\n"
+    assert (outputs / "hash").read_text().strip() == hashlib.sha256(secret.encode()).hexdigest()
+    held = [p for p in b.tmp.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert held == [], held  # B's HOME and state dir never held the value

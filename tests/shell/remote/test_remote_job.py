@@ -24,6 +24,7 @@ from eps.shell.remote.job import (
     probe_job,
     pull_log,
     pull_outputs,
+    stage_again,
     stage_job,
     start_job,
     wait_job,
@@ -131,6 +132,28 @@ def test_whole_job_through_a_login_prefix(login_target: Remote, tmp_path: Path, 
     prefix = Remote.via(["ssh", *ssh_options(login_target), login_target.destination])
     root = dispatch_root(str(tmp_path / "shared"), "dlife", 0)
     run_whole_job(prefix, tmp_path, recorder, root)
+
+
+def test_a_complete_stage_is_reused_by_a_host_without_the_files(login_target: Remote, tmp_path: Path,
+                                                                  recorder: Recorder) -> None:  # fmt: skip
+    """The stage marks itself complete last; another host (no workdir, no env value) rewrites
+    only the wrapper there and runs the job as staged; no mark: nothing is written."""
+    prefix = Remote.via(["ssh", *ssh_options(login_target), login_target.destination])
+    root = dispatch_root(str(tmp_path / "shared"), "dagain", 0)
+    spec = JobSpec(("cat conf/cfg.yaml; printf %s \"$HF_TOKEN\" | wc -c",), "dagain", 120, env_names=("HF_TOKEN",))
+    assert stage_again(prefix, root, spec, runner=recorder).unwrap() is False
+    assert not Path(root).exists()  # nothing staged, nothing written
+    workdir = select_workdir(str(make_workdir(tmp_path / "workdir"))).unwrap()
+    assert isinstance(stage_job(prefix, root, spec, workdir=workdir, env={"HF_TOKEN": SECRET}), Success)
+    lay = LAYOUT.under(root)
+    assert Path(lay.staged).exists()
+    Path(lay.script).write_text("exit 99\n")  # what the other host rewrites: the wrapper, for its rung
+    assert stage_again(prefix, root, spec, runner=recorder).unwrap() is True
+    assert start_job(prefix, root).unwrap() > 1
+    assert wait_job(prefix, root, poll_s=0.2, within_s=60).unwrap().exit_code == 0
+    assert f"\nlr: 3e-4{len(SECRET)}\n" in Path(lay.log).read_text()  # the staged workdir and env file
+    assert SECRET not in recorder.argv_text() and all(c.stdin is None or SECRET.encode() not in c.stdin
+                                                       for c in recorder.calls)  # fmt: skip
 
 
 def test_the_job_outlives_the_ssh_session_that_started_it(login_target: Remote, tmp_path: Path) -> None:
