@@ -368,10 +368,12 @@ def read_env_values(state_dir: str, *dispatches: str) -> dict[str, str] | None:
 
 
 def drop_env_values(state_dir: str, dispatch: str) -> None:
-    """The dispatch is over: its kept values go, and so does the job's own ``env`` file in
+    """The dispatch is over: its kept values go (and the workdir a takeover fetched from
+    storage, eps.shell.run.stored_workdir), and so does the job's own ``env`` file in
     its dispatch roots on this machine (the VM lane's ``<state>/runs/<dispatch>/<task>/env``)."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(_env_path(state_dir, dispatch))
+    shutil.rmtree(os.path.join(state_dir, "workdirs", dispatch), ignore_errors=True)  # a takeover's fetched workdir
     runs = os.path.join(state_dir, VM_RUNS, dispatch)
     with contextlib.suppress(OSError):
         for task in os.listdir(runs):

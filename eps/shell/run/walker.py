@@ -64,8 +64,9 @@ from eps.core.walk import (
 )
 from eps.shell.config.settings import Settings
 from eps.shell.lanes import Lanes
-from eps.shell.lanes.jobs import JobFiles, files_for
+from eps.shell.lanes.jobs import JobFiles
 from eps.shell.run.reconcile import Reconciler
+from eps.shell.run.stored_workdir import files_of
 from eps.shell.state.events import Events
 from eps.shell.state.ledger import AttemptRow, Ledger
 
@@ -241,7 +242,7 @@ class Walker:
         else the dispatch has failed (recorded and told) and this is its result."""
         with self._selecting:
             if not self._selected:
-                match files_for(self.ledger, dispatch, parent, job):
+                match files_of(self.ledger, dispatch, parent, job, self.lanes.settings.storage, self.lanes.env):
                     case Success(files) if files.elsewhere is not None:  # nothing was staged anywhere yet
                         return self._inputs_lost(dispatch, files.elsewhere.lost())
                     case Success(files):
@@ -284,7 +285,7 @@ class Walker:
             self._let_go(dispatch)
             return WalkResult(dispatch, None, failure=f"dispatch {dispatch} is {row.state}; nothing to resume")
         job = row.job
-        match files_for(self.ledger, dispatch, row.parent, job):
+        match files_of(self.ledger, dispatch, row.parent, job, self.lanes.settings.storage, self.lanes.env):
             case Success(files):
                 self.files = files
                 if job.restart:  # a relaunch: the outputs synced so far go back into the new run's

@@ -154,6 +154,14 @@ def hand_over(ctx: Ctx, ready: Prepared, dispatch: str, snapshot: CapacitySnapsh
     from eps.shell.run.walker import Walker
 
     settings, ledger, lanes = ctx.settings, ctx.ledger, ctx.lanes
+    if ledger.shared and ready.job.storage and ready.files.workdir is not None:  # for a takeover before launch
+        from eps.core.storage import StorageError
+        from eps.shell.run.stored_workdir import put_workdir
+
+        try:
+            put_workdir(settings.state_dir, ready.job, dispatch, ready.files, settings.storage, lanes.env)
+        except StorageError as exc:
+            raise JobError("storage", str(exc), ready.job) from None
     ownership.write_inputs(settings.state_dir, dispatch, snapshot, grants, ctx.lanes.env)
     if ready.targets:  # mode 0600; dropped by the supervisor once no notice is owed
         from eps.shell.notify.own import keep

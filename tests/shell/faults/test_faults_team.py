@@ -229,3 +229,48 @@ def test_a_takeover_that_must_launch_without_the_jobs_inputs_fails_saying_where_
     assert gtrap.materialized == [] and gtrap.live(d) == []  # no machine
     assert sum(1 for m, p in gtrap.seen if m == "POST" and p.endswith("/instances")) == creates  # no create by B
     assert [r["id"] for r in b.attempts(d)] == [r["id"] for r in attempts]  # no attempt row of B's
+
+
+
+@pytest.mark.parametrize("with_env", [False, True], ids=["workdir", "workdir-and-env"])
+def test_a_takeover_that_must_launch_fetches_the_workdir_the_lost_host_kept_in_storage(
+    team_s3: tuple[Eps, Eps], gtrap: GcpTrap, s3: S3Server, bucket: str, with_env: bool
+) -> None:
+    """With storage, A kept the selected workdir there when it executed: B launches from it.
+    An --env value never goes there: a job with one fails as without storage, naming it."""
+    a, b = team_s3
+    d = "fteam" + os.urandom(3).hex()
+    secret = "s3cr3t-" + os.urandom(8).hex()
+    project = a.tmp / "project"  # on host A alone
+    project.mkdir()
+    (project / "data.txt").write_text("from-the-lost-host\n")
+    (project / "big.ckpt").write_text("left out\n")
+    (project / ".epsignore").write_text("*.ckpt\n")
+    gtrap.arm("POST", rf"/zones/{ZONES[0]}/instances$", "before", a.kill_supervisor)
+    env = ("--env", f"TEAM_SECRET={secret}") if with_env else ()
+    rc, out, err = a.run("execute", *CPU, "--dispatch-id", d, "--detach", "--json", "--workdir", str(project), *env,
+                         "--", "bash", "-c", 'ls > "$EPS_OUTPUT_DIR/listed"; cp data.txt "$EPS_OUTPUT_DIR/result"',
+                         timeout_s=120)  # fmt: skip
+    assert rc == 0, (out, err)
+    wait_until(lambda: gtrap.fired, 60, "A's create")
+    wait_until(lambda: a.supervisor_pid() is None, 10, "A's supervisor to die")
+    lose_host(a)
+    supervise_until_taken(b, d, 3 * LEASE_S)
+    kept = [k for k in s3.keys(bucket) if f"{d}/inputs/work/" in k]
+    assert [k.rsplit("/", 1)[-1] for k in kept] == [".epsignore", "data.txt"], kept  # the selected files
+    assert all(secret.encode() not in s3.get(bucket, k) for k in s3.keys(bucket))  # never in storage
+    if with_env:
+        wait_until(lambda: b.dispatch(d)["state"] == "failed", 60, "B to fail the dispatch")
+        said = b.dispatch(d)["message"]
+        assert said.startswith("the values of --env TEAM_SECRET stayed on host host-a, "), said  # the workdir came
+        assert gtrap.materialized == []
+        return
+    wait_until(lambda: b.dispatch(d)["state"] == "ended", 120, "the dispatch to end under host B")
+    assert b.dispatch(d)["exit_code"] == 0, b.dispatch(d)
+    rc, out, err = b.run("pull", d, timeout_s=120)
+    assert rc == 0, (out, err)
+    assert (b.state / "outputs" / d / "result").read_text() == "from-the-lost-host\n"  # fetched from storage
+    assert (b.state / "outputs" / d / "listed").read_text().split() == ["data.txt"]  # the selected files alone
+    assert len(gtrap.materialized) == 1, gtrap.materialized  # one machine, B's
+    wait_until(lambda: gtrap.live(d) == [], 60, "its machine to be released")
+    wait_until(lambda: not (b.state / "workdirs" / d).exists(), 30, "B's fetched copy to go with the dispatch")
