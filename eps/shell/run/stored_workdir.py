@@ -82,17 +82,20 @@ def files_of(ledger: Ledger, dispatch: str, parent: str | None, job: Job, settin
 
 def _fetch(state_dir: str, storage: str, dispatch: str, local: str, settings: StorageSettings | None,
            env: Mapping[str, str]) -> bool:  # fmt: skip
-    """The dispatch's kept workdir into ``local`` (whole, or not at all); whether it is there."""
+    """The dispatch's kept workdir into ``local`` (whole, or not at all: fetched beside it
+    under a name of its own, then renamed; the copies of a fan-out may fetch at once, and
+    the first rename wins); whether it is there."""
     url = parse_url(storage)
-    part = f"{local}.part"
-    shutil.rmtree(part, ignore_errors=True)
+    os.makedirs(os.path.dirname(local), mode=0o700, exist_ok=True)
+    part = tempfile.mkdtemp(prefix=f".{os.path.basename(local)}-", dir=os.path.dirname(local))
     try:
         with local_conf(state_dir, [url.scheme], settings, env) as conf:
             done = rclone(conf, "copy", url.remote(dispatch, *WORKDIR_AT), part, timeout_s=COPY_TIMEOUT_S)
+        if done.returncode == 0 and os.listdir(part):
+            with contextlib.suppress(OSError):  # another copy's fetch got there first
+                os.rename(part, local)
     except StorageError:
-        return False
-    if done.returncode != 0 or not os.path.isdir(part):
+        pass
+    finally:
         shutil.rmtree(part, ignore_errors=True)
-        return False
-    os.replace(part, local)
-    return True
+    return os.path.isdir(local)
