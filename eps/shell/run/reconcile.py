@@ -518,7 +518,7 @@ def cancel(
         list(pool.map(partial(_stop_started, ledger, finisher, report=report), started))
     for d in targets:  # a live walker sees the mark at its next step and stops
         poll_until(partial(_unowned, ledger, d), timeout_s=wait_s, interval_s=0.2)
-    from eps.shell.run.sweeps import cancel_arrays
+    from eps.shell.run.sweep_cancel import cancel_arrays
 
     report["errors"].extend(cancel_arrays(ledger, lanes, targets.values()))  # a sweep: one scancel per array
     rec = Reconciler(ledger, lanes, reporter, workers=workers)

@@ -18,7 +18,7 @@ start are walked task by task by the caller, from the attempts on record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from returns.result import Failure, Success
@@ -26,7 +26,6 @@ from returns.result import Failure, Success
 from eps.core.array_move import (
     after_poll,
     array_rung,
-    arrays_to_cancel,
     clock_runs,
     cluster_reason,
     moved_at_once,
@@ -193,20 +192,6 @@ def _resume_moved(walker: Walking, parent: str, job: Job, rows: list[DispatchRow
         return _Ladder(walker, parent, job).walk(walk, rung, dict(moved))
 
     return _locked(walker, advanced, go)
-
-
-def cancel_arrays(ledger: Ledger, lanes: Lanes, rows: Iterable[DispatchRow]) -> list[str]:
-    """``eps cancel`` of a sweep: ``scancel J`` once for each array of it that still has a
-    live task (each task attempt's handle ``J_i`` names its array), not once per task; then
-    each task is settled as any job is.  Returns what could not be confirmed (one line each)."""
-    tasks = [(r.parent, [a.record() for a in ledger.attempts(r.id)] if r.parent is not None else []) for r in rows]
-    errors = []
-    for lane_name, sweep, array in arrays_to_cancel(tasks):
-        lane: SlurmLane = lanes.get(lane_name)  # type: ignore[assignment]
-        done = lane.cancel_array(sweep, array)
-        if isinstance(done, Failure):
-            errors.append(f"{sweep}: {done.failure().message}")
-    return errors
 
 
 class _Ladder:
