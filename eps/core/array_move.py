@@ -35,7 +35,8 @@ from eps.core.states import AttemptState, DispatchState, Outcome
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from eps.core.walk import AttemptRecord, Step
+    from eps.core.outcome import AttemptRecord
+    from eps.core.walk import Step
 
 #: SLURM's pending reason for a task its own array's ``%K`` holds back (squeue(1),
 #: "JOB REASON CODES"): not a reason of the cluster, so no reason to move on.

@@ -9,6 +9,7 @@ provider errors into :class:`FailureKind`; they never decide what comes next.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import NamedTuple
 
 from attrs import frozen
 
@@ -29,7 +30,7 @@ from eps.core.model import (
     evolve,
 )
 from eps.core.runpod_supply import lost_pod
-from eps.core.states import HandleState, Outcome
+from eps.core.states import AttemptState, HandleState, Outcome
 
 
 class FailureKind(StrEnum):
@@ -57,6 +58,20 @@ class FailureKind(StrEnum):
 #: the kind of the failure that ended it (``preempted`` and ``park_timeout`` are both: the
 #: outcome is read first).
 AttemptOutcome = Outcome | FailureKind
+
+
+class AttemptRecord(NamedTuple):
+    """What the core needs of one ledger attempt: its rung, state, outcome, the provider's
+    handle id and the deterministic name the attempt was recorded with."""
+
+    seq: int
+    rung: Rung
+    state: AttemptState
+    outcome: AttemptOutcome | None = None
+    handle: str | None = None
+    started_at: float = 0.0
+    id: int = 0
+    name: str = ""
 
 
 def outcome_of(text: str | None) -> AttemptOutcome | None:

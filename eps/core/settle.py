@@ -45,7 +45,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from eps.core.model import LaneKind, Provisioning, evolve
-from eps.core.outcome import Handle
+from eps.core.outcome import AttemptRecord, Handle
 from eps.core.states import (
     LIVE_ATTEMPT_STATES,
     STARTED_HANDLE_STATES,
@@ -54,7 +54,6 @@ from eps.core.states import (
     HandleState,
     Outcome,
 )
-from eps.core.walk import AttemptRecord
 
 #: Dispatch states that keep no resource: whatever is still live is released.
 RELEASE_ONLY: frozenset[DispatchState] = frozenset(

@@ -43,7 +43,7 @@ from eps.core.model import (
     Terminal,
     evolve,
 )
-from eps.core.outcome import AttemptOutcome, FailureKind, Handle, LaneFailure, absorb, misconfigured_fix, stops_dispatch
+from eps.core.outcome import AttemptRecord, FailureKind, Handle, LaneFailure, absorb, misconfigured_fix, stops_dispatch
 from eps.core.router import plan
 from eps.core.states import LEFT_ATTEMPT_STATES, RETRYABLE_OUTCOMES, AttemptState, HandleState, Outcome
 from eps.core.tables import DEFAULT_POLICY
@@ -271,20 +271,6 @@ def _parked(walk: Walk, rung: Rung, handle: Handle, elapsed_s: int, reason: str 
 
 
 # --- resume ------------------------------------------------------------------------------------
-
-
-class AttemptRecord(NamedTuple):
-    """What the core needs of one ledger attempt: its rung, state, outcome, the provider's
-    handle id and the deterministic name the attempt was recorded with."""
-
-    seq: int
-    rung: Rung
-    state: AttemptState
-    outcome: AttemptOutcome | None = None
-    handle: str | None = None
-    started_at: float = 0.0
-    id: int = 0
-    name: str = ""
 
 
 class ResumeFrom(NamedTuple):

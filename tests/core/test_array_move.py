@@ -25,10 +25,11 @@ from eps.core.array_move import (
     walk_owed,
 )
 from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung
+from eps.core.outcome import AttemptRecord
 from eps.core.router import plan
 from eps.core.states import AttemptState, DispatchState
 from eps.core.tables import DEFAULT_GRANTS
-from eps.core.walk import AttemptRecord, Start, Step, Stop
+from eps.core.walk import Start, Step, Stop
 
 W, INT, S, P, E, C = (DispatchState.WALKING, DispatchState.INTERRUPTED, DispatchState.STARTED,
                     DispatchState.PREEMPTED, DispatchState.ENDED, DispatchState.CANCELLED)  # fmt: skip

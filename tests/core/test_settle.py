@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 
 from eps.core.model import LaneKind, Provisioning, Rung
-from eps.core.outcome import Handle
+from eps.core.outcome import AttemptRecord, Handle
 from eps.core.settle import DispatchView, JobSeen, LiveItem, Verdict, needs_history, settle, to_probe, vanished
 from eps.core.states import AttemptState, DispatchState, HandleState, Outcome
-from eps.core.walk import AttemptRecord
 
 HIGH = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "", qos="high-eur")
 NORMAL = Rung("fellows", LaneKind.SLURM, Provisioning.QUEUE, "", qos="normal-eur")

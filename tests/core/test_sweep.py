@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 from eps.core.array_move import AfterCancel, after_cancel, clock_runs, cluster_reason, moved_at_once, task_index
 from eps.core.model import CapacitySnapshot, ClusterConfig, Job, JobError, LaneKind, Provisioning, Rung, evolve
+from eps.core.outcome import AttemptRecord
 from eps.core.router import plan
 from eps.core.sbatch import TASK_MARK, SbatchArray, SbatchRenderError, render_sbatch
 from eps.core.sweep import MAX_SWEEP_TASKS, array_indices, array_spec, check_sweep, sweep_note
 from eps.core.tables import DEFAULT_GRANTS, DEFAULT_POLICY, FELLOWS
-from eps.core.walk import AttemptRecord
 
 #: A SLURM cluster without the fellows row's trap and environment: its script ends in the command.
 LAB = ClusterConfig(name="lab", partition="batch", account=None, qos_ladder=(), gpus_per_node=4, gpu_model="A100")

@@ -22,9 +22,8 @@ if TYPE_CHECKING:  # annotations only: ``eps status`` imports this module withou
     from returns.result import Result
 
     from eps.core.model import Job, LaneKind, Rung
-    from eps.core.outcome import Handle, LaneFailure
+    from eps.core.outcome import AttemptRecord, Handle, LaneFailure
     from eps.core.settle import LiveItem
-    from eps.core.walk import AttemptRecord
     from eps.shell.lanes.jobs import JobFiles, Site
     from eps.shell.remote.ssh import Patience
 

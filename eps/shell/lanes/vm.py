@@ -23,7 +23,7 @@ from eps.core.states import HandleState
 from eps.shell.util.polling import poll_until
 
 if TYPE_CHECKING:  # eps status builds this lane for its inventory alone: no ssh, rsync or subprocess for that
-    from eps.core.walk import AttemptRecord
+    from eps.core.outcome import AttemptRecord
     from eps.shell.lanes.jobs import JobFiles, Site
 
 MARKER = "EPS_DISPATCH"

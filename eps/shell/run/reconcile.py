@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from eps.core.jobscript import JobProgress
 from eps.core.lifecycle import result_word
 from eps.core.model import JobError, evolve
+from eps.core.outcome import AttemptRecord
 from eps.core.settle import (
     RELEASE_ONLY,
     DispatchView,
@@ -45,7 +46,6 @@ from eps.core.states import (
     DispatchState,
     Outcome,
 )
-from eps.core.walk import AttemptRecord
 from eps.shell.lanes import Lanes
 from eps.shell.run.ownership import SUPERVISED
 from eps.shell.state.events import Events

@@ -38,9 +38,8 @@ from typing import IO, TYPE_CHECKING, Any
 from attrs import frozen
 
 from eps.core.model import CapacitySnapshot, Job, LaneKind, Provisioning, Rung, Terminal, terminal_of
-from eps.core.outcome import AttemptOutcome, Handle, outcome_of
+from eps.core.outcome import AttemptOutcome, AttemptRecord, Handle, outcome_of
 from eps.core.states import LIVE_ATTEMPT_STATES, AttemptState, DispatchState, HandleState, move_attempt, move_dispatch
-from eps.core.walk import AttemptRecord
 from eps.shell.state import codec
 from eps.shell.state.db import Row, Store
 from eps.shell.state.errors import LedgerError, StateUnreachable

@@ -14,10 +14,9 @@ from attrs import frozen
 from returns.result import Failure, Result, Success
 
 from eps.core.model import CapacitySnapshot, Job, LaneDown, LaneKind, Policy, Provisioning, QosGrants, Rung
-from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.outcome import AttemptRecord, FailureKind, Handle, LaneFailure
 from eps.core.sbatch import render_sbatch
 from eps.core.settle import LiveItem
-from eps.core.walk import AttemptRecord
 from eps.shell.config.settings import ClusterAccess, Settings
 from eps.shell.lanes import LaneOptions, Lanes
 from eps.shell.lanes.slurm.cli import LIVE_STATES, SlurmClient

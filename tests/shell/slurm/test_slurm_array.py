@@ -148,8 +148,8 @@ def test_the_lane_moves_pending_tasks_cancels_an_array_at_once_and_finds_it_by_t
 
     from eps.core.array_move import AfterCancel
     from eps.core.names import copy_id
+    from eps.core.outcome import AttemptRecord
     from eps.core.states import AttemptState
-    from eps.core.walk import AttemptRecord
 
     called: list[str] = []
 

@@ -12,10 +12,9 @@ from returns.result import Failure, Result, Success
 
 from eps.core.lifecycle import at_lane_maximum, on_rung
 from eps.core.model import Job, LaneKind, Provisioning, Rung, evolve
-from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.outcome import AttemptRecord, FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
-from eps.core.walk import AttemptRecord
 from eps.shell.config.settings import GcpSettings
 from eps.shell.lanes.gcp.client import GcpClient
 from eps.shell.lanes.gcp.wire import instance_name

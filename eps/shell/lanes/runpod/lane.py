@@ -17,10 +17,9 @@ from returns.result import Failure, Result, Success
 from eps.core.lifecycle import at_lane_maximum, on_rung
 from eps.core.model import Job, LaneKind, Provisioning, Rung, evolve
 from eps.core.names import dispatch_of_pod, pod_name, pod_prefix
-from eps.core.outcome import FailureKind, Handle, LaneFailure
+from eps.core.outcome import AttemptRecord, FailureKind, Handle, LaneFailure
 from eps.core.settle import LiveItem
 from eps.core.states import HandleState
-from eps.core.walk import AttemptRecord
 from eps.shell.lanes.jobs import JobFiles, Site
 from eps.shell.lanes.machines import MachineAccess, launch_again, reach_again, start_on
 from eps.shell.lanes.runpod.client import RungAttempt, RunpodClient

@@ -39,7 +39,7 @@ from eps.shell.util.polling import poll_until
 
 if TYPE_CHECKING:  # eps status builds this lane for its inventory (squeue) alone: no ssh or rsync for that
     from eps.core.array_move import AfterCancel
-    from eps.core.walk import AttemptRecord
+    from eps.core.outcome import AttemptRecord
     from eps.shell.lanes.jobs import JobFiles, Site
 
 #: squeue/sacct states in the handle vocabulary every lane shares.
