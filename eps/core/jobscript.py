@@ -25,7 +25,7 @@ setup line once through ``bash -lc`` (a failure ends the job with the setup's
 code, and the log says so), then the command.  When the command ended (by
 itself, at the time limit, or stopped), whatever it left running gets TERM, and
 KILL ``kill_grace_s`` after the TERM; only once nothing of the job is left does
-it write ``status`` (:class:`JobEnd`), ``ended-at`` and, last and atomically
+it write ``status`` (:class:`~eps.core.ends.JobEnd`), ``ended-at`` and, last and atomically
 (tmp + mv), ``exit-code``: a caller that sees ``exit-code`` sees the rest, and
 nothing of the job writes after it (a TERM handler's checkpoint is there).
 The time limit is told from a command that itself exits 124: the body marks
@@ -60,10 +60,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import NamedTuple
 
 from eps.core.containment import containment_lines
+from eps.core.ends import JobEnd
 from eps.core.names import BadName, check_dispatch_id
 from eps.core.sbatch import quote_arg
 from eps.core.stall import STALL_EXIT, STALL_STOP, STALLED, StallPlan, stall_lines
@@ -102,18 +102,6 @@ class RemoteLayout(NamedTuple):
 LAYOUT = RemoteLayout()
 #: The VM lane's dispatch roots: ``<state dir>/runs/<dispatch>/<task>``.
 VM_RUNS = "runs"
-
-
-class JobEnd(StrEnum):
-    """How a job ended, as the wrapper writes it to ``status``."""
-
-    EXITED = "exited"  # the command ran to its end; exit-code is its code
-    SETUP_FAILED = "setup_failed"  # the setup line failed; the command never ran; exit-code is setup's
-    TIMED_OUT = "timed_out"  # the time limit stopped it; exit-code is timeout's (124, or 137 after KILL)
-    KILLED = "killed"  # a signal that eps did not send stopped it (exit-code 128+N: signal N)
-    CANCELLED = "cancelled"  # `eps cancel` stopped it (its TERM, then KILL after the grace)
-    ERROR = "error"  # the wrapper could not start the job (missing env name, no timeout binary)
-    STALLED = "stalled"  # its stall watch stopped it (on_stall = stop; eps.core.stall); exit-code 125
 
 
 class JobSpec(NamedTuple):

@@ -1,17 +1,12 @@
 """A job's life after it started: the time limit it runs under, the wrapper spec it runs
-as, and what its end is called (pure).
-
-The status words (never one word for every end): ``succeeded``, ``failed (exit N)``,
-``failed (setup, exit N)``, ``timed out``, ``cancelled`` (only ``eps cancel``),
-``killed by signal N`` (a signal eps did not send: exit 128+N), ``preempted``,
-``running``, ``queued``, ``stalled`` (its stall watch stopped it: exit 125), and
-``ended (exit code unknown)`` when the machine vanished before the job's record could be
-read (a preempted spot VM, a pod gone), or the job's wrapper died without writing its end.
+as, and the exit status ``eps wait`` leaves with (pure).  What its end is called, the
+status words, is :mod:`eps.core.ends`.
 """
 
 from __future__ import annotations
 
-from eps.core.jobscript import JobEnd, JobSpec
+from eps.core.ends import JobEnd, result_word
+from eps.core.jobscript import JobSpec
 from eps.core.model import Job, LaneKind, Policy, Provisioning, Rung, evolve
 from eps.core.stall import STALL_EXIT, StallPlan, poll_s
 from eps.core.states import DispatchState
@@ -107,40 +102,6 @@ def storage_plan(job: Job, dispatch: str) -> StoragePlan | None:
     return StoragePlan(where, every, restore=job.restart > 0, inputs=inputs_of(job.inputs))
 
 
-def result_word(state: DispatchState, job_status: str | None, exit_code: int | None) -> str:
-    """What ``eps status`` calls the dispatch's outcome so far."""
-    if state is DispatchState.CANCELLED:
-        return "cancelled"
-    if state is DispatchState.PREEMPTED:
-        return "preempted"
-    if state is DispatchState.HELD:
-        return "queued"
-    if state is DispatchState.WAITING:
-        return "waiting for capacity"
-    if state in (DispatchState.WALKING, DispatchState.INTERRUPTED):
-        return state.value
-    if state is DispatchState.FAILED:
-        return "nothing started"
-    if state is DispatchState.STARTED:
-        return "running"
-    match job_status:
-        case JobEnd.TIMED_OUT:
-            return "timed out"
-        case JobEnd.CANCELLED:
-            return "cancelled"
-        case JobEnd.KILLED if exit_code is not None and 128 < exit_code < 192:
-            return f"killed by signal {exit_code - 128}"
-        case JobEnd.SETUP_FAILED:
-            return f"failed (setup, exit {exit_code})"
-        case JobEnd.ERROR:
-            return f"failed (could not start, exit {exit_code})"
-        case JobEnd.STALLED:
-            return "stalled"
-    if exit_code is None:
-        return "ended (exit code unknown)"
-    return "succeeded" if exit_code == 0 else f"failed (exit {exit_code})"
-
-
 def exit_status(state: DispatchState, job_status: str | None, exit_code: int | None) -> int:
     """The exit status ``eps wait`` / ``execute --wait`` leave with: the job's own code
     (128+N when a signal N killed it); 124 for a time limit; 1 when nothing started or the
@@ -155,33 +116,3 @@ def exit_status(state: DispatchState, job_status: str | None, exit_code: int | N
     if exit_code is not None and state is DispatchState.ENDED:
         return exit_code if 0 <= exit_code <= 255 else 1
     return 1
-
-
-#: Where a dispatch's outputs live now (``eps status``'s ``outputs.where``), best copy first.
-OUTPUTS_WHERE = ("pulled", "storage", "machine", "synced", "lost", "none")
-
-
-def outputs_where(state: DispatchState, *, ran: bool, pulled: bool, stored: bool, kept: bool, synced: bool,
-                  on_cluster: bool = False) -> str:  # fmt: skip
-    """Where the dispatch's outputs live now (one of :data:`OUTPUTS_WHERE`):
-
-    - ``pulled``: copied back whole to this machine (at the job's end, or by ``eps pull``);
-    - ``storage``: confirmed in the storage location by the job's own machine (``--storage``);
-    - ``machine``: only where the job runs or ran: it is running (or between a preemption
-      and its relaunch), or its machine is kept for ``eps pull`` (a pull that failed, outputs
-      held back for lack of disk, a machine its watcher stopped), or it ran on a SLURM cluster
-      (``on_cluster``), whose shared filesystem keeps them;
-    - ``synced``: its machine is gone, and what is here is the last periodic sync (``sync_every``),
-      not the end;
-    - ``lost``: the job ran, its machine is gone, and nothing of it came back;
-    - ``none``: no job ran (nothing started, or not yet).
-    """
-    if pulled:
-        return "pulled"
-    if stored:
-        return "storage"
-    if not ran or state is DispatchState.HELD:  # held: a pinned job still in its queue (P10)
-        return "none"
-    if kept or on_cluster or state in (DispatchState.STARTED, DispatchState.WALKING, DispatchState.INTERRUPTED):
-        return "machine"
-    return "synced" if synced else "lost"

@@ -68,7 +68,7 @@ def phase_state(
     handle: bool = False, started: bool = False,
 ) -> PhaseState:  # fmt: skip
     """A phase's state, from its row: its dispatch ``state`` (``None``: no row yet), its
-    ``result`` word (:func:`eps.core.lifecycle.result_word`), whether its outputs came back
+    ``result`` word (:func:`eps.core.ends.result_word`), whether its outputs came back
     (``back``: here, or in storage: what a phase that needs it is given), its row's
     ``message``, whether it has a ``handle``, and whether it was ``started`` (this
     supervisor started it, or it has an attempt).  A phase ended ``succeeded`` succeeded

@@ -158,7 +158,7 @@ def array_indices(spec: str) -> tuple[tuple[int, ...], int | None]:
 
 def task_progress(tasks: Iterable[tuple[DispatchState, str]]) -> dict[str, int]:
     """How far a sweep's tasks are, from each task's state and result word
-    (:func:`eps.core.lifecycle.result_word`): ``done`` (succeeded), ``failed`` (ended any
+    (:func:`eps.core.ends.result_word`): ``done`` (succeeded), ``failed`` (ended any
     other way, or nothing started), ``running``, ``pending`` (queued, walking or waiting),
     and their ``total``."""
     from eps.core.states import SETTLED_DISPATCH_STATES, DispatchState  # not on the plan's fast path

@@ -15,7 +15,8 @@ import pytest
 from procs import pids_with as _pids_with
 from test_jobscript import records, run, stage
 
-from eps.core.jobscript import LAYOUT, JobEnd, JobSpec, render_cancel
+from eps.core.ends import JobEnd
+from eps.core.jobscript import LAYOUT, JobSpec, render_cancel
 
 
 def _contained(root: Path) -> bool:

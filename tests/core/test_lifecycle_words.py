@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from eps.core.jobscript import JobEnd
-from eps.core.lifecycle import exit_status, result_word
+from eps.core.ends import JobEnd, result_word
+from eps.core.lifecycle import exit_status
 from eps.core.states import DispatchState
 
 ENDED = DispatchState.ENDED

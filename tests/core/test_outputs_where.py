@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from eps.core.lifecycle import OUTPUTS_WHERE, outputs_where
+from eps.core.ends import OUTPUTS_WHERE, outputs_where
 from eps.core.states import DispatchState as S
 
 F = {"ran": True, "pulled": False, "stored": False, "kept": False, "synced": False}

@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_jobscript import records, run, stage
 
+from eps.core.ends import JobEnd, result_word
 from eps.core.healing import GiveUp, Relaunch, after_run, policy_of
-from eps.core.jobscript import LAYOUT, JobEnd, JobSpec, parse_probe, render_jobscript
-from eps.core.lifecycle import exit_status, job_spec, result_word, stall_plan, with_stall_watch
+from eps.core.jobscript import LAYOUT, JobSpec, parse_probe, render_jobscript
+from eps.core.lifecycle import exit_status, job_spec, stall_plan, with_stall_watch
 from eps.core.model import Job
 from eps.core.stall import (
     POLL_MAX_S,

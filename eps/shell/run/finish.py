@@ -32,8 +32,8 @@ from typing import NamedTuple
 
 from returns.result import Failure, Result, Success
 
+from eps.core.ends import result_word
 from eps.core.jobscript import JobProgress
-from eps.core.lifecycle import result_word
 from eps.core.outcome import FailureKind, Handle, LaneFailure
 from eps.core.room import Room, margin_bytes
 from eps.core.states import AttemptState, DispatchState, HandleState, Outcome

@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING
 
 from returns.result import Failure, Success
 
+from eps.core.ends import JobEnd, result_word
 from eps.core.events import Event
 from eps.core.healing import policy_of, wedge_reason, wedged
-from eps.core.jobscript import JobEnd, JobProgress
-from eps.core.lifecycle import exit_status, result_word
+from eps.core.jobscript import JobProgress
+from eps.core.lifecycle import exit_status
 from eps.core.model import Job
 from eps.core.outcome import Handle
 from eps.core.settle import MADE_MACHINES

@@ -1,6 +1,6 @@
 """``eps status``'s ``outputs``: where a dispatch's outputs live now (the pulled copy here, the
 storage location, the machine or cluster that ran it, the last sync, or nowhere), as the pure
-:func:`eps.core.lifecycle.outputs_where` decides from what the ledger and this state directory
+:func:`eps.core.ends.outputs_where` decides from what the ledger and this state directory
 say.  One directory look per row, only for a row neither pulled nor in storage."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from eps.core.lifecycle import outputs_where
+from eps.core.ends import outputs_where
 from eps.core.model import LaneKind
 from eps.shell.state.ledger import DispatchRow
 

@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from eps.core.ends import result_word
 from eps.core.events import Event
 from eps.core.jobscript import INPUTS_DIR
-from eps.core.lifecycle import result_word
 from eps.core.pipeline import Phase, Pipeline
 from eps.core.pipeline_run import DEPENDENCY_FAILED, PhaseState, schedule, together
 from eps.core.pipeline_run import phase_state as state_of

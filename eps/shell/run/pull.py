@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from returns.result import Failure, Success
 
-from eps.core.lifecycle import result_word
+from eps.core.ends import result_word
 from eps.core.model import JobError
 from eps.core.room import Room
 from eps.core.states import DispatchState

@@ -22,8 +22,7 @@ from collections.abc import Callable, Collection
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from eps.core.jobscript import JobProgress
-from eps.core.lifecycle import result_word
+from eps.core.ends import result_word
 from eps.core.model import JobError, evolve
 from eps.core.outcome import AttemptRecord
 from eps.core.settle import (
@@ -54,6 +53,7 @@ from eps.shell.util.parallel import each
 from eps.shell.util.polling import poll_until
 
 if TYPE_CHECKING:
+    from eps.core.jobscript import JobProgress
     from eps.shell.lanes.base import Lane
     from eps.shell.run.finish import Finisher
 

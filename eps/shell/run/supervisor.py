@@ -256,7 +256,8 @@ class Supervisor:
             if event == Event.INTERRUPTED or fields.get("handle"):
                 self.told_interrupted.add(row.id)
             return lane
-        from eps.core.lifecycle import exit_status, result_word
+        from eps.core.ends import result_word
+        from eps.core.lifecycle import exit_status
 
         return {**lane, "exit_code": exit_status(row.state, row.job_status, row.exit_code),
                 "job_status": row.job_status, "result": result_word(row.state, row.job_status, row.exit_code),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from eps.core.lifecycle import result_word
+from eps.core.ends import result_word
 from eps.core.model import JobError, Policy, Provisioning
 from eps.core.prices import list_cost, list_price_per_hour
 from eps.core.states import SETTLED_DISPATCH_STATES, DispatchState, Outcome

@@ -93,7 +93,8 @@ def wait_until(
 
 
 def _job_end(ctx: Ctx, row: DispatchRow) -> dict[str, Any]:
-    from eps.core.lifecycle import exit_status, result_word
+    from eps.core.ends import result_word
+    from eps.core.lifecycle import exit_status
     from eps.core.states import DispatchState
 
     ended = row.state is DispatchState.ENDED

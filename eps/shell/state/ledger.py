@@ -87,7 +87,7 @@ class DispatchRow:
     created_at: float
     updated_at: float
     exit_code: int | None = None  # the job's own exit code, as its wrapper recorded it
-    job_status: str | None = None  # how it ended (eps.core.jobscript.JobEnd)
+    job_status: str | None = None  # how it ended (eps.core.ends.JobEnd)
     ended_at: float | None = None
     pulled_at: float | None = None  # when its outputs and log were copied back
     started_at: float | None = None  # when eps first saw it started (running, or a held job queued)

@@ -14,7 +14,8 @@ import pytest
 from remote_support import Recorder, ssh_support
 from returns.result import Success
 
-from eps.core.jobscript import LAYOUT, JobEnd, JobSpec, dispatch_root
+from eps.core.ends import JobEnd
+from eps.core.jobscript import LAYOUT, JobSpec, dispatch_root
 from eps.shell.remote.errors import RemoteErrorKind
 from eps.shell.remote.ignore import select_workdir
 from eps.shell.remote.job import (
