@@ -168,7 +168,7 @@ def unsettled_roots(ledger: Ledger) -> list[DispatchRow]:
     if ledger.shared and rows:
         from eps.shell.state import team
 
-        found, now = team.owners(ledger, (r.id for r in rows)), team.now_of(ledger)
+        found, now = team.owners_now(ledger, (r.id for r in rows))  # one statement
         rows = [r for r in rows if _ours(ledger, r.id, found.get(r.id), now)]
     return rows
 
