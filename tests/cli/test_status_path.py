@@ -18,11 +18,14 @@ from eps.shell.state.ledger import Ledger
 #: does without: ssh and rsync and the job shipping, the workdir's ignore rules, a thread pool
 #: (``concurrent.futures`` brings ``logging``), starting processes, the MCP server, and cattrs
 #: (the ledger's rows take the codec's direct path).  With no unsettled dispatch no lane is
-#: asked: no lane's module, and not ``returns`` (the lanes' results).
+#: asked: no lane's module, and not ``returns`` (the lanes' results).  Nor the walk and the
+#: router (an attempt's record is :mod:`eps.core.outcome`'s), nor the job wrapper's render and
+#: the job's lifecycle (the status words are :mod:`eps.core.ends`').
 STATUS_PATH_SPARES = ("eps.shell.remote.ssh", "eps.shell.remote.sync", "eps.shell.lanes.jobs", "pathspec",
                       "concurrent.futures", "logging", "subprocess", "eps.shell.run.finish", "mcp",
                       "cattrs", "returns", "eps.shell.lanes.vm", "eps.shell.lanes.slurm.lane",
-                      "eps.shell.lanes.gcp.lane", "eps.shell.lanes.runpod.lane")  # fmt: skip
+                      "eps.shell.lanes.gcp.lane", "eps.shell.lanes.runpod.lane", "eps.core.walk",
+                      "eps.core.router", "eps.core.jobscript", "eps.core.lifecycle")  # fmt: skip
 
 
 def _status_path_modules(state: Path, home: Path) -> list[str]:

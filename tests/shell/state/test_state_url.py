@@ -15,6 +15,7 @@ from imports import loaded_by
 from pg_support import PgServer
 
 from eps.core.model import Job
+from eps.core.states import DispatchState
 from eps.shell.cli import main
 from eps.shell.config.errors import ConfigError
 from eps.shell.config.load import load_settings
@@ -130,6 +131,19 @@ def test_eps_plan_loads_no_driver_with_a_url_set(tmp_path: Path) -> None:
     env = {"EPS_STATE_DIR": str(tmp_path), "EPS_STATE_URL": DOWN, "HOME": str(tmp_path),
            "PATH": os.environ.get("PATH", "")}  # fmt: skip
     assert loaded_by(("plan", "gpu-1", "--duration", "3h", "--json"), env, ("psycopg", "sqlite3", "attrs")) == []
+
+
+def test_eps_status_on_postgresql_loads_no_sqlite3(tmp_path: Path, pg_url: str) -> None:
+    """``eps status`` on a ledger in PostgreSQL: the SQLite backend (``sqlite3``) is not loaded,
+    nor the walk or the job wrapper's render (as on SQLite, tests/cli/test_status_path.py)."""
+    state = tmp_path / "state"
+    ledger = Ledger(str(state), url=pg_url)
+    ledger.new_dispatch("e-shown", Job("cpu-small", 60, command=("true",)))
+    ledger.set_dispatch("e-shown", DispatchState.ENDED)  # settled: no supervisor is revived for it
+    ledger.close()
+    env = {"EPS_STATE_DIR": str(state), "EPS_STATE_URL": pg_url, "HOME": str(tmp_path), "PATH": "",
+           "PGPASSFILE": os.environ["PGPASSFILE"]}  # fmt: skip
+    assert loaded_by(("status", "--json"), env, ("sqlite3", "eps.core.walk", "eps.core.jobscript")) == []
 
 
 def test_an_existing_sqlite_ledger_is_not_read_once_a_url_is_set(tmp_path: Path, pg_url: str) -> None:
