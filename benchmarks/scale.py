@@ -1,6 +1,6 @@
 """Scale: ``eps status`` on a ledger of 100,000 dispatches, and ``eps cancel --all`` of 1,000 pods.
 
-    python benchmarks/scale.py [--rows 100000] [--pods 1000] [--latency 0.1]
+    python benchmarks/scale.py [--rows 100000] [--pods 1000] [--latency 0.1] [--runs 9]
 
 Each figure is the wall time of a real ``eps`` process (interpreter start included):
 
@@ -23,6 +23,7 @@ import importlib.util
 import json
 import resource
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,9 +52,10 @@ def eps(env: dict[str, str], *argv: str) -> tuple[float, subprocess.CompletedPro
     return time.perf_counter() - began, proc
 
 
-def status_figure(rows: int, tmp: Path, url: str | None = None, *, attempts: bool = False) -> None:
+def status_figure(rows: int, tmp: Path, url: str | None = None, *, attempts: bool = False, runs: int = 9) -> None:
     """The status figure on the SQLite ledger, or (``url``) on a PostgreSQL one (benchmarks/state_pg.py);
-    ``attempts``: each finished dispatch with the one attempt that ran it, as a real ledger's has."""
+    ``attempts``: each finished dispatch with the one attempt that ran it, as a real ledger's has;
+    ``runs``: how many ``eps status`` processes the medians are of."""
     from eps.shell.state.ledger import Ledger
 
     state = tmp / ("status-state" if url is None else "status-state-pg")
@@ -98,7 +100,7 @@ def status_figure(rows: int, tmp: Path, url: str | None = None, *, attempts: boo
             break
         time.sleep(0.5)
     times, cpu = [], []
-    for _ in range(9):
+    for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall, proc = eps(env, "status", "--json")
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -112,9 +114,9 @@ def status_figure(rows: int, tmp: Path, url: str | None = None, *, attempts: boo
     where = f"{size:.0f} MB ledger" if url is None else "PostgreSQL on loopback"
     each = ", ".join(f"{t * 1000:.0f}" for t in times)
     where += ", an attempt each" if attempts else ""
-    print(f"eps status --json, {rows} dispatches ({where}): median {sorted(times)[4] * 1000:.0f} ms"
-          f" over 9 runs ({each} ms), {shown} shown (interpreter start included);"
-          f" CPU median {sorted(cpu)[4] * 1000:.0f} ms")  # fmt: skip
+    print(f"eps status --json, {rows} dispatches ({where}): median {statistics.median(times) * 1000:.0f} ms"
+          f" over {runs} runs ({each} ms), {shown} shown (interpreter start included);"
+          f" CPU median {statistics.median(cpu) * 1000:.0f} ms")  # fmt: skip
     began = time.perf_counter()
     _, proc = eps(env, "status", "--all", "--json")
     print(f"eps status --all --json: {time.perf_counter() - began:.2f} s, {len(proc.stdout) / 2**20:.1f} MB printed")
@@ -163,9 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--runs", type=int, default=9, help="eps status processes per median")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        status_figure(args.rows, Path(tmp))
+        status_figure(args.rows, Path(tmp), runs=args.runs)
         if args.pods > 0:  # --pods 0: the status figure only
             cancel_figure(args.pods, args.latency, Path(tmp))
     return 0
