@@ -206,6 +206,11 @@ def _settle(view: DispatchView, items: Sequence[LiveItem], *, blind: frozenset[s
     running = keep.handle.state in STARTED_HANDLE_STATES
     dispatch_state = None
     message = None
+    if view.state is DispatchState.HELD and running:
+        # the pinned job left its queue: followed from now on as any started job (its record
+        # read, its end seen by its exit code, not when the cluster forgets it: a job SLURM
+        # lists COMPLETING for a minute would be seen ended a minute late)
+        dispatch_state = DispatchState.STARTED
     if view.state in _WALK_DIED and not resuming:
         if keep.handle.kind is LaneKind.SLURM and not running and not view.pinned:
             dispatch_state, message = DispatchState.INTERRUPTED, "parked job adopted; eps execute --resume"

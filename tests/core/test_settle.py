@@ -194,3 +194,22 @@ def test_a_machine_kept_for_a_failed_pull_is_not_released(state: DispatchState) 
     ended = kept._replace(outcome=Outcome.ENDED.value)  # pulled: released as before
     s = settle(view(state, ended), items, blind=frozenset(), resuming=False)
     assert (s.verdict, s.release) == (Verdict.RELEASE, tuple(items))
+
+
+@pytest.mark.parametrize(
+    ("seen", "becomes"),
+    [(HandleState.PENDING, None), (HandleState.RUNNING, DispatchState.STARTED)],
+    ids=["still-queued", "left-its-queue"],
+)
+def test_a_pinned_job_that_left_its_queue_is_followed_as_started(
+    seen: HandleState, becomes: DispatchState | None
+) -> None:
+    """A held dispatch (P10: pinned, its job in its queue) whose job the cluster lists running
+    (RUNNING, or COMPLETING for as long as SLURM takes to clean up) becomes started: from then
+    on its record is read and its end seen by its exit code, not when squeue forgets the job.
+    Still queued, it stays held."""
+    handle = Handle("fellows", LaneKind.SLURM, "7", HIGH.key, qos="high-eur", state=HandleState.PENDING)
+    v = view(DispatchState.HELD, attempt(1, HIGH, AttemptState.PENDING, "7"), handle=handle, pinned=True)
+    s = settle(v, [slurm_item("7", "high-eur", seen)], blind=frozenset(), resuming=False)
+    assert (s.verdict, s.dispatch_state) == (Verdict.KEEP, becomes)
+    assert s.keep is not None and s.keep.handle.id == "7"
