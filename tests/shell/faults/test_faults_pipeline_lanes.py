@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from faults_support import SEEN, DetachedEps, Eps, GcpTrap, RunpodTrap, pipeline_toml, seen_by, sha, squeue
+from faults_support import SEEN, DetachedEps, Eps, GcpTrap, RunpodTrap, pipeline_toml, seen_by, sha, squeue, wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -74,6 +74,9 @@ def test_the_supervisor_killed_while_train_runs_on_slurm_is_revived_and_prep_is_
     assert rc == 0, (out, err)
     ids = deps.phases(d)
     deps.wait_attempt(ids["train"], lambda a: a["state"] == "running", 120, "train to run on the cluster")
+    # killed once train's row says started (its attempt is written running a moment before: a kill
+    # between the two writes is another case, a dead walk's running job, not this test's)
+    wait_until(lambda: deps.dispatch(ids["train"])["state"] == "started", 30, "train's row started")
     deps.kill_supervisor()
     go.touch()
     rc, out, err = deps.run("status", d)  # revives the supervisor

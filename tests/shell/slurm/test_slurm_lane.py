@@ -230,5 +230,5 @@ def test_a_state_dir_with_a_space_works(client, grants, policy, recorder, tmp_pa
     log = state / "runs" / recorder.dispatch_id / "0" / "job.log"  # the job wrapper's whole log
     wait_until(lambda: log.exists() and "hello from slurm" in log.read_text(), 30, f"{log} written")
     code = state / "runs" / recorder.dispatch_id / "0" / "exit-code"
-    wait_until(code.exists, 30, "the job's exit code recorded")
+    wait_until(code.exists, 90, "the job's exit code recorded")  # a loaded cluster may take its time
     assert code.read_text().strip() == "0"
